@@ -1,0 +1,1 @@
+"""regattn: sparse and structured attention mappings and fairseq plugin."""

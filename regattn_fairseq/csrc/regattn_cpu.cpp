@@ -1,0 +1,159 @@
+// CPU bindings: every op takes a (rows, d) contiguous tensor and an optional (rows, d) bool
+// mask (an undefined/empty tensor means "all positions valid"), runs the row algorithm over
+// the unmasked positions of each row in parallel over rows, and writes 0 (group -1) at
+// masked positions.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+#include "row_algorithms.h"
+
+namespace regattn {
+namespace {
+
+void check_rows(const torch::Tensor& x, const torch::Tensor& mask) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous(), "regattn kernels expect a contiguous (rows, d) tensor");
+  TORCH_CHECK(x.device().is_cpu(), "regattn CPU kernel called with a ", x.device(), " tensor");
+  if (mask.defined() && mask.numel() > 0) {
+    TORCH_CHECK(mask.sizes() == x.sizes() && mask.is_contiguous() && mask.scalar_type() == torch::kBool,
+                "mask must be a contiguous bool tensor of the same shape as the scores");
+  }
+}
+
+// Grain so that a task holds at least ~16k values: small batches stay on one thread.
+int64_t grain_for(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)); }
+
+// Runs fn(row_in, row_out, row_group, n) on each row's unmasked values, gathered into
+// per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
+// positions as neighbours), and scatters results back.
+template <typename T, typename Fn>
+void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tensor& out,
+                  int64_t* group, Fn fn) {
+  const int64_t rows = x.size(0), d = x.size(1);
+  const T* xp = x.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  const bool* mp = (mask.defined() && mask.numel() > 0) ? mask.data_ptr<bool>() : nullptr;
+  at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+    std::vector<T> in_buf(d), out_buf(d);
+    std::vector<int64_t> group_buf(d), index(d);
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = xp + r * d;
+      T* orow = op + r * d;
+      int64_t* grow = group ? group + r * d : group_buf.data();
+      if (!mp) {
+        fn(xr, orow, grow, d);
+        continue;
+      }
+      const bool* mr = mp + r * d;
+      int64_t n = 0;
+      for (int64_t i = 0; i < d; ++i) {
+        if (mr[i]) {
+          index[n] = i;
+          in_buf[n++] = xr[i];
+        }
+      }
+      fn(in_buf.data(), out_buf.data(), group_buf.data(), n);
+      for (int64_t i = 0; i < d; ++i) {
+        orow[i] = T(0);
+        if (group) grow[i] = -1;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        orow[index[j]] = out_buf[j];
+        if (group) grow[index[j]] = group_buf[j];
+      }
+    }
+  });
+}
+
+torch::Tensor project_simplex_rows(torch::Tensor z, torch::Tensor mask) {
+  check_rows(z, mask);
+  auto y = torch::empty_like(z);
+  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "project_simplex_rows", [&] {
+    for_each_row<scalar_t>(z, mask, y, nullptr,
+                           [](const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                             project_simplex_row(in, out, n);
+                           });
+  });
+  return y;
+}
+
+std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, double lam) {
+  check_rows(x, mask);
+  auto z = torch::empty_like(x);
+  auto group = torch::empty(x.sizes(), x.options().dtype(torch::kLong));
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_tv1d_rows", [&] {
+    const scalar_t l = static_cast<scalar_t>(lam);
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
+                           [l](const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
+                             prox_tv1d_row(in, out, g, n, l);
+                           });
+  });
+  return {z, group};
+}
+
+// prox of lam * sum_{i<j} max(z_i, z_j) = lam * sum_k (n-1-k) z_[k] (values sorted
+// decreasingly, k from 0): an ordered weighted sum, convex because the weights decrease.
+// Sort, subtract the weights, pool adjacent violators, undo the sort (Zeng & Figueiredo 2014,
+// without their absolute values: see mappings/oscar.py for why).
+template <typename T>
+void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam, std::vector<int64_t>& order,
+                           std::vector<T>& a, std::vector<int64_t>& block, std::vector<int64_t>& start,
+                           std::vector<T>& sum) {
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.begin() + n, [x](int64_t i, int64_t j) { return x[i] > x[j]; });
+  for (int64_t k = 0; k < n; ++k) a[k] = x[order[k]] - lam * T(n - 1 - k);
+  pav_nonincreasing(a.data(), block.data(), n, start.data(), sum.data());
+  for (int64_t k = 0; k < n; ++k) {
+    z[order[k]] = a[k];
+    group[order[k]] = block[k];
+  }
+}
+
+std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor mask, double lam) {
+  check_rows(x, mask);
+  auto z = torch::empty_like(x);
+  auto group = torch::empty(x.sizes(), x.options().dtype(torch::kLong));
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_pairwise_max_rows", [&] {
+    const scalar_t l = static_cast<scalar_t>(lam);
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
+                           [l, d](const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
+                             // scratch per call keeps the lambda re-entrant across threads
+                             thread_local std::vector<int64_t> order, block, start;
+                             thread_local std::vector<scalar_t> a, sum;
+                             if ((int64_t)order.size() < d) {
+                               order.resize(d); block.resize(d); start.resize(d);
+                               a.resize(d); sum.resize(d);
+                             }
+                             prox_pairwise_max_row(in, out, g, n, l, order, a, block, start, sum);
+                           });
+  });
+  return {z, group};
+}
+
+torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
+  check_rows(x, mask);
+  auto y = torch::empty_like(x);
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax15_rows", [&] {
+    for_each_row<scalar_t>(x, mask, y, nullptr,
+                           [d](const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                             thread_local std::vector<scalar_t> sorted;
+                             if ((int64_t)sorted.size() < d) sorted.resize(d);
+                             entmax15_row(in, out, n, sorted.data());
+                           });
+  });
+  return y;
+}
+
+}  // namespace
+}  // namespace regattn
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "regattn CPU kernels (rows x d, optional bool mask)";
+  m.def("project_simplex_rows", &regattn::project_simplex_rows, "simplex projection of each row");
+  m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
+  m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
+  m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
+}

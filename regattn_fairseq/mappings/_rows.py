@@ -1,0 +1,104 @@
+"""Shared plumbing: input checks and the (rows, d) layout every mapping computes in.
+
+A mapping is applied along one `dim` of a tensor of any shape. We move that dim last,
+flatten the rest into rows and compute on a contiguous (rows, d) float32/float64 tensor;
+`RowLayout.restore` undoes it. Masked positions are removed from each row's problem (not set
+to -inf), so every check about "the row" is about its unmasked positions.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+def check_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def check_nonnegative(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass
+class RowLayout:
+    shape: torch.Size  # broadcast shape of scores (and mask), dim moved last
+    dim: int
+    dtype: torch.dtype  # caller's dtype, restored on output
+
+    @property
+    def scores_shape(self) -> torch.Size:
+        """The broadcast scores' shape in the caller's dim order."""
+        shape = list(self.shape)
+        shape.insert(self.dim, shape.pop())
+        return torch.Size(shape)
+
+    def restore(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows.reshape(self.shape).movedim(-1, self.dim).to(self.dtype)
+
+
+def bisection_steps(dtype: torch.dtype) -> int:
+    """Halvings that shrink a unit bracket below the dtype's relative resolution."""
+    return int(-math.log2(torch.finfo(dtype).eps)) + 3
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # Half precision loses the exact ties that fusedmax/oscarmax groups depend on and the
+    # thresholds' cancellation; compute in float32 and cast back.
+    if dtype in (torch.float32, torch.float64):
+        return dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    raise ValueError(f"attention scores must be a floating-point tensor, got dtype {dtype}")
+
+
+def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor]):
+    """Returns (x, mask_rows, layout): x is (rows, d) contiguous, mask_rows a (rows, d)
+    bool tensor or None. Raises ValueError on a row with no unmasked position and on
+    non-finite unmasked scores."""
+    if not isinstance(scores, torch.Tensor):
+        raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+    if scores.dim() == 0:
+        raise ValueError("scores must have at least one dimension")
+    dim = dim % scores.dim()
+    dtype = compute_dtype(scores.dtype)
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+        try:
+            shape = torch.broadcast_shapes(scores.shape, mask.shape)
+        except RuntimeError as err:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores "
+                             f"of shape {tuple(scores.shape)}") from err
+        scores = scores.expand(shape)
+        mask = mask.to(scores.device).expand(shape)
+    x = scores.movedim(dim, -1)
+    layout = RowLayout(shape=x.shape, dim=dim, dtype=scores.dtype)
+    d = x.shape[-1]
+    if d == 0:
+        raise ValueError("cannot normalize over an empty dimension: the row has no position to attend to")
+    x = x.reshape(-1, d).to(dtype).contiguous()
+    if mask is None:
+        if not torch.isfinite(x).all():
+            raise ValueError(_nonfinite_message(x))
+        return x, None, layout
+    m = mask.movedim(dim, -1).reshape(-1, d).contiguous()
+    if not m.any(dim=1).all():
+        raise ValueError("a row has no unmasked position: there is nothing to attend to "
+                         "(check the padding mask)")
+    if not torch.isfinite(x).logical_or(~m).all():
+        raise ValueError(_nonfinite_message(x.masked_fill(~m, 0.0)))
+    if bool(m.all()):
+        return x, None, layout
+    # masked values are never read by the algorithms; zero them so no inf/NaN can leak
+    return x.masked_fill(~m, 0.0), m, layout
+
+
+def _nonfinite_message(x: torch.Tensor) -> str:
+    kind = "NaN" if torch.isnan(x).any() else "infinite"
+    return (f"attention scores contain {kind} values at unmasked positions; "
+            "exclude positions with mask= instead of -inf scores")

@@ -1,0 +1,175 @@
+"""alpha-entmax: the Tsallis-entropy regularized max (Peters, Niculae & Martins 2019).
+
+    entmax(x; alpha) = argmax_{y in simplex} y.x + H_alpha(y),
+    H_alpha(y) = (1 - sum_i y_i^alpha) / (alpha (alpha - 1))   (alpha > 1; alpha -> 1: Shannon)
+
+The solution is y = [(alpha - 1) x - tau]_+^{1/(alpha - 1)} with tau such that sum(y) = 1.
+alpha = 1 is softmax, alpha = 2 is sparsemax and alpha = 1.5 has an exact sort-based
+threshold; any other alpha (and a tensor alpha, e.g. learned per head) bisects on tau in
+[max((alpha-1)x) - 1, max((alpha-1)x) - d^{1-alpha}] to the dtype's resolution.
+
+Jacobian (symmetric): with g = y^{2-alpha} on the support, J v = g*v - (g.v / sum g) g.
+Gradient with respect to alpha (Correia, Niculae & Martins 2019, Prop. 1), derived by
+differentiating y_i^{alpha-1} = (alpha-1) x_i - tau at fixed x, with g^ = g / sum g:
+    dy_i/dalpha = (y_i - g^_i) / (alpha-1)^2 - (y_i log y_i - g^_i sum_j y_j log y_j) / (alpha-1).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+from torch import nn
+
+from ._kernels import kernels, mask_arg
+from ._rows import bisection_steps, to_rows
+from .simplex import SparsemaxFunction, softmax
+
+
+def entmax15_rows(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """Exact 1.5-entmax of each row of a (rows, d) tensor over its unmasked positions."""
+    if x.device.type == "cpu":
+        return kernels.entmax15_rows(x, mask_arg(mask))
+    return entmax15_rows_by_sort(x, mask)
+
+
+def entmax15_rows_by_sort(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """The same threshold in plain torch ops (any device): for the k largest v = x/2,
+    tau_k = mean_k - sqrt(1/k - var_k); the support is the largest k with tau_k <= v_(k)."""
+    v = x / 2
+    if mask is not None:
+        # the row minimum keeps squares finite; positions beyond the row's count are ignored
+        v = torch.where(mask, v, v.masked_fill(~mask, float("inf")).amin(-1, keepdim=True))
+    v_sorted, _ = torch.sort(v, dim=-1, descending=True)
+    k = torch.arange(1, x.shape[-1] + 1, device=x.device, dtype=x.dtype)
+    mean = v_sorted.cumsum(-1) / k
+    mean_sq = v_sorted.square().cumsum(-1) / k
+    tau = mean - (1 / k - mean_sq + mean.square()).clamp_min(0).sqrt()
+    support = tau <= v_sorted
+    if mask is not None:
+        support &= k <= mask.sum(-1, keepdim=True)
+    size = support.sum(-1, keepdim=True)
+    y = (v - tau.gather(-1, size - 1)).clamp_min(0).square()
+    return y if mask is None else y.masked_fill(~mask, 0.0)
+
+
+def entmax_bisect_rows(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
+    """alpha-entmax of each row by bisection on tau; alpha is (rows, 1), every entry > 1."""
+    am1 = alpha - 1
+    z = x * am1
+    if mask is not None:
+        z = z.masked_fill(~mask, float("-inf"))
+        n = mask.sum(-1, keepdim=True).to(x.dtype)
+    else:
+        n = torch.full_like(am1, x.shape[-1])
+    z_max = z.max(-1, keepdim=True).values
+    lo, hi = z_max - 1, z_max - n.pow(-am1)  # mass(lo) >= 1 >= mass(hi)
+    inv = 1 / am1
+    for _ in range(bisection_steps(x.dtype)):
+        tau = (lo + hi) / 2
+        mass = (z - tau).clamp_min(0).pow(inv).sum(-1, keepdim=True)
+        above = mass >= 1
+        lo = torch.where(above, tau, lo)
+        hi = torch.where(above, hi, tau)
+    y = (z - lo).clamp_min(0).pow(inv)
+    return y / y.sum(-1, keepdim=True)
+
+
+def entmax_jvp(y: torch.Tensor, v: torch.Tensor, alpha) -> torch.Tensor:
+    g = torch.where(y > 0, y.pow(2 - alpha), 0.0)
+    return g * v - g * ((g * v).sum(-1, keepdim=True) / g.sum(-1, keepdim=True))
+
+
+class Entmax15Function(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask):
+        y = entmax15_rows(x, mask)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return entmax_jvp(y, grad, 1.5), None
+
+
+class EntmaxBisectFunction(torch.autograd.Function):
+    """alpha-entmax with alpha a (rows, 1) tensor; differentiable in x and alpha."""
+
+    @staticmethod
+    def forward(ctx, x, mask, alpha):
+        y = entmax_bisect_rows(x, mask, alpha)
+        ctx.save_for_backward(y, alpha)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, alpha = ctx.saved_tensors
+        grad_x = entmax_jvp(y, grad, alpha)
+        grad_alpha = None
+        if ctx.needs_input_grad[2]:
+            am1 = alpha - 1
+            g = torch.where(y > 0, y.pow(2 - alpha), 0.0)
+            g_hat = g / g.sum(-1, keepdim=True)
+            y_log_y = torch.where(y > 0, y * y.log(), 0.0)
+            dy_dalpha = (y - g_hat) / am1.square() - (y_log_y - g_hat * y_log_y.sum(-1, keepdim=True)) / am1
+            grad_alpha = (grad * dy_dalpha).sum(-1, keepdim=True)
+        return grad_x, None, grad_alpha
+
+
+def check_alpha(alpha) -> None:
+    if isinstance(alpha, torch.Tensor):
+        if torch.isnan(alpha).any() or (alpha <= 1).any():
+            raise ValueError("a tensor alpha must be > 1 everywhere (alpha=1 is softmax: pass "
+                             f"alpha=1.0); got min {alpha.min().item()!r}")
+    elif not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 1):
+        raise ValueError(f"alpha must be a number >= 1 (alpha=1 is softmax), got {alpha!r}")
+
+
+def _alpha_rows(alpha: torch.Tensor, scores_shape: torch.Size, dim: int, x: torch.Tensor) -> torch.Tensor:
+    """Broadcasts alpha (constant along `dim`) to one value per row, keeping the graph."""
+    row_shape = list(scores_shape)
+    row_shape[dim] = 1
+    try:
+        if torch.broadcast_shapes(alpha.shape, row_shape) != torch.Size(row_shape):
+            raise RuntimeError
+    except RuntimeError:
+        raise ValueError(f"alpha of shape {tuple(alpha.shape)} must broadcast to the scores' "
+                         f"shape {tuple(scores_shape)} with size 1 along dim {dim}") from None
+    return alpha.to(device=x.device, dtype=x.dtype).expand(row_shape).movedim(dim, -1).reshape(-1, 1)
+
+
+def entmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
+           alpha: Union[float, torch.Tensor] = 1.5) -> torch.Tensor:
+    """alpha-entmax over `dim`; alpha a number >= 1 or a tensor (> 1) broadcastable to the
+    scores with size 1 along `dim` (one alpha per row, head, ...), differentiable."""
+    check_alpha(alpha)
+    if not isinstance(alpha, torch.Tensor):
+        if alpha == 1:
+            return softmax(scores, dim, mask)
+        if alpha == 2:
+            x, m, layout = to_rows(scores, dim, mask)
+            return layout.restore(SparsemaxFunction.apply(x, m, 1.0))
+    x, m, layout = to_rows(scores, dim, mask)
+    if isinstance(alpha, torch.Tensor):
+        alpha_rows = _alpha_rows(alpha, layout.scores_shape, layout.dim, x)
+        return layout.restore(EntmaxBisectFunction.apply(x, m, alpha_rows))
+    if alpha == 1.5:
+        return layout.restore(Entmax15Function.apply(x, m))
+    alpha_rows = torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device)
+    return layout.restore(EntmaxBisectFunction.apply(x, m, alpha_rows))
+
+
+class Entmax(nn.Module):
+    """alpha-entmax with a fixed alpha (for a learned alpha, pass a tensor to `entmax`)."""
+
+    def __init__(self, alpha: float = 1.5):
+        super().__init__()
+        check_alpha(alpha)
+        self.alpha = alpha
+
+    def forward(self, scores, dim=-1, mask=None):
+        return entmax(scores, dim, mask, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"

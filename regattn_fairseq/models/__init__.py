@@ -1,0 +1,1 @@
+from . import regattn_lstm, regattn_snli, regattn_transformer  # noqa: F401  (registration)

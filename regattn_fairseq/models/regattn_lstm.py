@@ -1,0 +1,125 @@
+"""LSTM encoder-decoder with global attention (Luong et al. 2015, "general" scores, input
+feeding) whose attention normalizer is configurable: the NMT model of Niculae & Blondel 2017,
+built from fairseq's `lstm` parts."""
+from dataclasses import dataclass, field
+
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder, LSTMModel
+from omegaconf import II
+
+from regattn_fairseq.modules import (
+    AttentionConfig,
+    AttentionNormalizer,
+    RegattnLSTMAttentionLayer,
+    attention_spec_from_cfg,
+)
+
+MODEL_NAME = "regattn_lstm"
+
+
+@dataclass
+class RegattnLSTMConfig(AttentionConfig):
+    # defaults: OpenNMT-py's, which the paper's NMT experiments used
+    dropout: float = field(default=0.3, metadata={"help": "dropout probability"})
+    encoder_embed_dim: int = field(default=500, metadata={"help": "encoder embedding dimension"})
+    encoder_hidden_size: int = field(default=500, metadata={"help": "encoder hidden size"})
+    encoder_layers: int = field(default=2, metadata={"help": "number of encoder layers"})
+    encoder_bidirectional: bool = field(
+        default=False, metadata={"help": "make all layers of the encoder bidirectional"}
+    )
+    decoder_embed_dim: int = field(default=500, metadata={"help": "decoder embedding dimension"})
+    decoder_hidden_size: int = field(
+        default=500, metadata={"help": "decoder hidden size (also the attentional vector size)"}
+    )
+    decoder_layers: int = field(
+        default=2, metadata={"help": "number of decoder layers (must equal --encoder-layers)"}
+    )
+    share_decoder_input_output_embed: bool = field(
+        default=False, metadata={"help": "share decoder input and output embeddings"}
+    )
+    share_all_embeddings: bool = field(
+        default=False,
+        metadata={"help": "share encoder, decoder and output embeddings (joined dictionary)"},
+    )
+    max_source_positions: int = II("task.max_source_positions")
+    max_target_positions: int = II("task.max_target_positions")
+
+
+class RegattnLSTMDecoder(LSTMDecoder):
+    def __init__(self, *args, normalizer: AttentionNormalizer, **kwargs):
+        super().__init__(*args, attention=True, **kwargs)
+        # LSTMDecoder builds its AttentionLayer inline (no factory hook): replace it by one
+        # with the same shapes and parameter names.
+        self.attention = RegattnLSTMAttentionLayer(
+            self.hidden_size, self.encoder_output_units, self.hidden_size,
+            normalizer=normalizer, bias=False,
+        )
+
+
+@register_model(MODEL_NAME, dataclass=RegattnLSTMConfig)
+class RegattnLSTMModel(LSTMModel):
+    @classmethod
+    def build_model(cls, cfg: RegattnLSTMConfig, task):
+        normalizer = AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME))
+        if cfg.encoder_layers != cfg.decoder_layers:
+            raise ValueError("--encoder-layers must match --decoder-layers (the decoder starts "
+                             "from the encoder's final states, layer by layer)")
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        encoder_embed = Embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
+        if cfg.share_all_embeddings:
+            if src_dict != tgt_dict or cfg.encoder_embed_dim != cfg.decoder_embed_dim:
+                raise ValueError("--share-all-embeddings requires a joined dictionary and "
+                                 "--encoder-embed-dim equal to --decoder-embed-dim")
+            decoder_embed = encoder_embed
+        else:
+            decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
+        share_output = cfg.share_decoder_input_output_embed or cfg.share_all_embeddings
+        if share_output and cfg.decoder_embed_dim != cfg.decoder_hidden_size:
+            raise ValueError("sharing decoder input and output embeddings requires "
+                             "--decoder-embed-dim equal to --decoder-hidden-size")
+
+        encoder = LSTMEncoder(
+            dictionary=src_dict,
+            embed_dim=cfg.encoder_embed_dim,
+            hidden_size=cfg.encoder_hidden_size,
+            num_layers=cfg.encoder_layers,
+            dropout_in=cfg.dropout,
+            dropout_out=cfg.dropout,
+            bidirectional=cfg.encoder_bidirectional,
+            pretrained_embed=encoder_embed,
+            max_source_positions=cfg.max_source_positions,
+        )
+        decoder = RegattnLSTMDecoder(
+            dictionary=tgt_dict,
+            embed_dim=cfg.decoder_embed_dim,
+            hidden_size=cfg.decoder_hidden_size,
+            out_embed_dim=cfg.decoder_hidden_size,
+            num_layers=cfg.decoder_layers,
+            dropout_in=cfg.dropout,
+            dropout_out=cfg.dropout,
+            encoder_output_units=encoder.output_units,
+            pretrained_embed=decoder_embed,
+            share_input_output_embed=share_output,
+            max_target_positions=cfg.max_target_positions,
+            normalizer=normalizer,
+        )
+        return cls(encoder, decoder)
+
+    @property
+    def attention_spec(self):
+        return self.decoder.attention.normalizer.spec
+
+
+@register_model_architecture(MODEL_NAME, "regattn_lstm_paper")
+def regattn_lstm_paper(cfg):
+    """OpenNMT-py defaults (2 x 500 LSTM, dropout 0.3): the config's own defaults."""
+
+
+@register_model_architecture(MODEL_NAME, "regattn_lstm_small")
+def regattn_lstm_small(cfg):
+    cfg.encoder_embed_dim = getattr(cfg, "encoder_embed_dim", 128)
+    cfg.encoder_hidden_size = getattr(cfg, "encoder_hidden_size", 128)
+    cfg.encoder_layers = getattr(cfg, "encoder_layers", 1)
+    cfg.decoder_embed_dim = getattr(cfg, "decoder_embed_dim", 128)
+    cfg.decoder_hidden_size = getattr(cfg, "decoder_hidden_size", 128)
+    cfg.decoder_layers = getattr(cfg, "decoder_layers", 1)

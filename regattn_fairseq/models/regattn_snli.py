@@ -1,0 +1,77 @@
+"""Attention-based LSTM classifier for natural language inference (Rocktäschel et al. 2016,
+as used by the sparsemax and fusedmax papers): the hypothesis LSTM starts from the premise
+LSTM's final state (conditional encoding), its final state attends over the premise states,
+and an MLP maps the attended representation to the labels."""
+from dataclasses import dataclass, field
+
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
+from fairseq.modules import FairseqDropout
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from regattn_fairseq.modules import AttentionConfig, AttentionNormalizer, attention_spec_from_cfg
+from regattn_fairseq.modules.premise_attention import PremiseAttention
+
+MODEL_NAME = "regattn_snli"
+
+
+@dataclass
+class RegattnSNLIModelConfig(AttentionConfig):
+    # defaults: Rocktäschel et al. 2016's attention model (k = 100, 300-d word vectors)
+    embed_dim: int = field(default=300, metadata={"help": "word embedding dimension"})
+    hidden_size: int = field(default=100, metadata={"help": "LSTM and attention size"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings and h*"})
+
+
+class RegattnSNLIModel(BaseFairseqModel):
+    def __init__(self, cfg: RegattnSNLIModelConfig, dictionary, num_classes: int):
+        super().__init__()
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = nn.Embedding(len(dictionary), cfg.embed_dim, self.padding_idx)
+        self.premise_lstm = nn.LSTM(cfg.embed_dim, cfg.hidden_size, batch_first=True)
+        self.hypothesis_lstm = nn.LSTM(cfg.embed_dim, cfg.hidden_size, batch_first=True)
+        self.attention = PremiseAttention(
+            cfg.hidden_size, AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME))
+        )
+        self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+        self.classifier = nn.Linear(cfg.hidden_size, num_classes)
+
+    @classmethod
+    def build_model(cls, cfg: RegattnSNLIModelConfig, task):
+        return cls(cfg, task.source_dictionary, len(task.labels))
+
+    def _encode(self, lstm, tokens, lengths, initial_state=None):
+        embedded = self.dropout_module(self.embed_tokens(tokens))
+        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True,
+                                      enforce_sorted=False)
+        states, final = lstm(packed, initial_state)
+        states, _ = pad_packed_sequence(states, batch_first=True, total_length=tokens.size(1))
+        return states, final
+
+    def forward(self, premise_tokens, premise_lengths, hypothesis_tokens, hypothesis_lengths):
+        """Returns label logits (bsz x labels) and {"attn": bsz x premise_len}."""
+        premise_states, premise_final = self._encode(
+            self.premise_lstm, premise_tokens, premise_lengths)
+        _, (hypothesis_final, _) = self._encode(
+            self.hypothesis_lstm, hypothesis_tokens, hypothesis_lengths, premise_final)
+        combined, probs = self.attention(
+            premise_states, premise_tokens.ne(self.padding_idx), hypothesis_final[-1])
+        return self.classifier(self.dropout_module(combined)), {"attn": probs}
+
+    @property
+    def attention_spec(self):
+        return self.attention.normalizer.spec
+
+
+register_model(MODEL_NAME, dataclass=RegattnSNLIModelConfig)(RegattnSNLIModel)
+
+
+@register_model_architecture(MODEL_NAME, "regattn_snli_paper")
+def regattn_snli_paper(cfg):
+    """Rocktäschel et al. 2016's sizes: the config's own defaults."""
+
+
+@register_model_architecture(MODEL_NAME, "regattn_snli_small")
+def regattn_snli_small(cfg):
+    cfg.embed_dim = getattr(cfg, "embed_dim", 64)
+    cfg.hidden_size = getattr(cfg, "hidden_size", 64)

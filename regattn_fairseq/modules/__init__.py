@@ -1,0 +1,19 @@
+from .attention_normalizer import AttentionNormalizer
+from .attention_options import AttentionConfig, AttentionSpec, attention_spec_from_cfg
+from .regattn_lstm_attention import RegattnLSTMAttentionLayer
+from .regattn_multihead_attention import RegattnMultiheadAttention
+from .regattn_transformer_layer import (
+    RegattnTransformerDecoderLayer,
+    RegattnTransformerEncoderLayer,
+)
+
+__all__ = [
+    "AttentionConfig",
+    "AttentionNormalizer",
+    "AttentionSpec",
+    "RegattnLSTMAttentionLayer",
+    "RegattnMultiheadAttention",
+    "RegattnTransformerDecoderLayer",
+    "RegattnTransformerEncoderLayer",
+    "attention_spec_from_cfg",
+]

@@ -1,0 +1,30 @@
+"""Attention of the final hypothesis state over the premise states (Rocktäschel et al. 2016)."""
+import torch
+from torch import nn
+
+from .attention_normalizer import AttentionNormalizer
+
+
+class PremiseAttention(nn.Module):
+    """scores = w . tanh(W_y Y + W_h h_N); probs = mapping(scores) over the premise;
+    returns h* = tanh(W_p r + W_x h_N) with r = probs . Y, and probs."""
+
+    def __init__(self, hidden_size: int, normalizer: AttentionNormalizer):
+        super().__init__()
+        self.premise_proj = nn.Linear(hidden_size, hidden_size, bias=False)  # W_y
+        self.hypothesis_proj = nn.Linear(hidden_size, hidden_size, bias=False)  # W_h
+        self.score = nn.Linear(hidden_size, 1, bias=False)  # w
+        self.context_proj = nn.Linear(hidden_size, hidden_size, bias=False)  # W_p
+        self.final_proj = nn.Linear(hidden_size, hidden_size, bias=False)  # W_x
+        self.normalizer = normalizer
+
+    def forward(self, premise_states, premise_mask, hypothesis_final):
+        # premise_states: bsz x plen x hidden; premise_mask: bsz x plen, True at real tokens;
+        # hypothesis_final: bsz x hidden
+        hidden = torch.tanh(self.premise_proj(premise_states)
+                            + self.hypothesis_proj(hypothesis_final).unsqueeze(1))
+        scores = self.score(hidden).squeeze(-1)
+        probs = self.normalizer(scores, premise_mask).type_as(scores)
+        context = torch.bmm(probs.unsqueeze(1), premise_states).squeeze(1)
+        combined = torch.tanh(self.context_proj(context) + self.final_proj(hypothesis_final))
+        return combined, probs

@@ -1,0 +1,1 @@
+from . import regattn_snli  # noqa: F401  (registration)

@@ -69,10 +69,13 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
 torch::Tensor project_simplex_rows(torch::Tensor z, torch::Tensor mask) {
   check_rows(z, mask);
   auto y = torch::empty_like(z);
+  const int64_t d = z.size(1);
   AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "project_simplex_rows", [&] {
     for_each_row<scalar_t>(z, mask, y, nullptr,
-                           [](const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
-                             project_simplex_row(in, out, n);
+                           [d](const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                             thread_local std::vector<scalar_t> candidates;
+                             if ((int64_t)candidates.size() < d) candidates.resize(d);
+                             project_simplex_row(in, out, n, candidates.data());
                            });
   });
   return y;
@@ -97,16 +100,17 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
 // Sort, subtract the weights, pool adjacent violators, undo the sort (Zeng & Figueiredo 2014,
 // without their absolute values: see mappings/oscar.py for why).
 template <typename T>
-void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam, std::vector<int64_t>& order,
-                           std::vector<T>& a, std::vector<int64_t>& block, std::vector<int64_t>& start,
-                           std::vector<T>& sum) {
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.begin() + n, [x](int64_t i, int64_t j) { return x[i] > x[j]; });
-  for (int64_t k = 0; k < n; ++k) a[k] = x[order[k]] - lam * T(n - 1 - k);
+void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam,
+                           std::vector<std::pair<T, int64_t>>& order, std::vector<T>& a,
+                           std::vector<int64_t>& block, std::vector<int64_t>& start, std::vector<T>& sum) {
+  for (int64_t i = 0; i < n; ++i) order[i] = {x[i], i};
+  std::sort(order.begin(), order.begin() + n,
+            [](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) { return p.first > q.first; });
+  for (int64_t k = 0; k < n; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
   pav_nonincreasing(a.data(), block.data(), n, start.data(), sum.data());
   for (int64_t k = 0; k < n; ++k) {
-    z[order[k]] = a[k];
-    group[order[k]] = block[k];
+    z[order[k].second] = a[k];
+    group[order[k].second] = block[k];
   }
 }
 
@@ -120,7 +124,8 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
     for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
                            [l, d](const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
                              // scratch per call keeps the lambda re-entrant across threads
-                             thread_local std::vector<int64_t> order, block, start;
+                             thread_local std::vector<std::pair<scalar_t, int64_t>> order;
+                             thread_local std::vector<int64_t> block, start;
                              thread_local std::vector<scalar_t> a, sum;
                              if ((int64_t)order.size() < d) {
                                order.resize(d); block.resize(d); start.resize(d);
@@ -147,6 +152,41 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   return y;
 }
 
+// J^T g of the sparse mappings (see sparse_jvp_row); y is 0 and group -1 at masked
+// positions, so no gathering is needed. alpha = 2 for the simplex-projection family.
+torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, torch::Tensor group) {
+  check_rows(y, torch::Tensor());
+  TORCH_CHECK(g.sizes() == y.sizes() && g.is_contiguous() && g.scalar_type() == y.scalar_type(),
+              "gradient must match the output's shape and dtype");
+  const bool grouped = group.defined() && group.numel() > 0;
+  if (grouped) TORCH_CHECK(group.sizes() == y.sizes() && group.scalar_type() == torch::kLong && group.is_contiguous());
+  auto out = torch::empty_like(y);
+  const int64_t rows = y.size(0), d = y.size(1);
+  AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "sparse_jvp_rows", [&] {
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    const int64_t* grp = grouped ? group.data_ptr<int64_t>() : nullptr;
+    const scalar_t a = static_cast<scalar_t>(alpha);
+    auto run = [&](auto row_fn) {
+      at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> acc(grouped ? d : 0), count(grouped ? d : 0);
+        for (int64_t r = begin; r < end; ++r) {
+          row_fn(yp + r * d, gp + r * d, op + r * d, d, a, grp ? grp + r * d : nullptr, acc.data(), count.data());
+        }
+      });
+    };
+    if (alpha == 2.0) {
+      run(sparse_jvp_row<scalar_t, SupportWeight::kOne>);
+    } else if (alpha == 1.5) {
+      run(sparse_jvp_row<scalar_t, SupportWeight::kSqrt>);
+    } else {
+      run(sparse_jvp_row<scalar_t, SupportWeight::kPow>);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 }  // namespace regattn
 
@@ -155,5 +195,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("project_simplex_rows", &regattn::project_simplex_rows, "simplex projection of each row");
   m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
+  m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
 }

@@ -9,31 +9,46 @@
 
 namespace regattn {
 
-// Euclidean projection onto the simplex, y = (z - tau)_+ with sum(y) = 1, by Michelot's
-// active-set iteration: tau only grows and the active set only shrinks, so it stops after at
-// most n passes (a handful in practice) at the exact threshold, with no sort.
+// Euclidean projection onto the simplex, y = (z - tau)_+ with sum(y) = 1. Since y_max <= 1,
+// tau >= z_max - 1, so only values above z_max - 1 can be in the support: we gather those
+// into `candidates` (scratch of n entries) and run Michelot's active-set iteration on them:
+// tau only grows and the active set only shrinks, so it stops at the exact threshold after
+// a few passes over the (usually short) candidate list, with no sort.
+// The loops below are written without data-dependent branches (compaction by advancing the
+// write index with a comparison): on attention rows the comparisons are unpredictable and
+// branch mispredictions, not arithmetic, would dominate.
 template <typename T>
-void project_simplex_row(const T* z, T* y, int64_t n) {
+void project_simplex_row(const T* z, T* y, int64_t n, T* candidates) {
+  T z_max = z[0];
+  for (int64_t i = 1; i < n; ++i) z_max = std::max(z_max, z[i]);
+  const T floor = z_max - T(1);
+  int64_t active = 0;
   T sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += z[i];
-  T tau = (sum - T(1)) / T(n);
-  int64_t active = n;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = z[i] > floor;
+    candidates[active] = z[i];
+    sum += keep ? z[i] : T(0);
+    active += keep;
+  }
+  T tau = (sum - T(1)) / T(active);
   for (;;) {
     T s = 0;
     int64_t count = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (z[i] > tau) {
-        s += z[i];
-        ++count;
-      }
+    for (int64_t i = 0; i < active; ++i) {
+      const T c = candidates[i];
+      const bool keep = c > tau;
+      candidates[count] = c;  // compact: dropped values never return
+      s += keep ? c : T(0);
+      count += keep;
     }
-    // count >= 1 always: the largest z exceeds the mean-based threshold.
+    // count >= 1: z_max > tau because tau = (sum of k values - 1)/k < their mean <= z_max
     const T next = (s - T(1)) / T(count);
-    if (count == active || next <= tau) break;
-    tau = next;
+    const bool done = count == active || !(next > tau);
     active = count;
+    if (done) break;
+    tau = next;
   }
-  for (int64_t i = 0; i < n; ++i) y[i] = z[i] > tau ? z[i] - tau : T(0);
+  for (int64_t i = 0; i < n; ++i) y[i] = std::max(z[i] - tau, T(0));
 }
 
 // prox of lam * sum_i |z_{i+1} - z_i| at x (1-D total-variation denoising), by Condat's
@@ -141,14 +156,21 @@ void pav_nonincreasing(T* a, int64_t* block_of, int64_t n, int64_t* start, T* su
 }
 
 // Exact 1.5-entmax of a row: y = (x/2 - tau)_+^2 with sum(y) = 1. `sorted` is scratch of
-// n entries. For the k largest values the threshold solves sum_{i<=k} (v_i - tau)^2 = 1 in
-// closed form; the support is the largest k whose threshold lies below v_(k).
+// n entries. For the k largest values v = x/2 the threshold solves
+// sum_{i<=k} (v_i - tau)^2 = 1 in closed form; the support is the largest k whose threshold
+// lies below v_(k). As y_max <= 1, tau >= v_max - 1: only values above that are sorted.
 template <typename T>
 void entmax15_row(const T* x, T* y, int64_t n, T* sorted) {
-  for (int64_t i = 0; i < n; ++i) sorted[i] = x[i] / T(2);
-  std::sort(sorted, sorted + n, [](T a, T b) { return a > b; });
-  T s1 = 0, s2 = 0, tau = sorted[0] - T(1);
-  for (int64_t k = 1; k <= n; ++k) {
+  T v_max = x[0] / T(2);
+  for (int64_t i = 1; i < n; ++i) v_max = std::max(v_max, x[i] / T(2));
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
+    sorted[m] = x[i] / T(2);
+    m += sorted[m] > v_max - T(1);
+  }
+  std::sort(sorted, sorted + m, [](T a, T b) { return a > b; });
+  T s1 = 0, s2 = 0, tau = v_max - T(1);
+  for (int64_t k = 1; k <= m; ++k) {
     const T v = sorted[k - 1];
     s1 += v;
     s2 += v * v;
@@ -160,9 +182,46 @@ void entmax15_row(const T* x, T* y, int64_t n, T* sorted) {
     tau = tau_k;
   }
   for (int64_t i = 0; i < n; ++i) {
-    const T d = x[i] / T(2) - tau;
-    y[i] = d > T(0) ? d * d : T(0);
+    const T d = std::max(x[i] / T(2) - tau, T(0));
+    y[i] = d * d;
   }
+}
+
+// Backward of the sparse mappings, J^T g for one row (all their Jacobians are symmetric):
+// on the support (y > 0), with weights w_i (1 for the simplex projection, y_i^{2-alpha} for
+// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere.
+// With groups (fusedmax/oscarmax, Prop. 3) the result is then averaged within each group;
+// `acc` and `count` are scratch of n entries, group ids lie in [0, n).
+enum class SupportWeight { kOne, kSqrt, kPow };  // w = 1, sqrt(y), y^{2-alpha}
+
+template <typename T, SupportWeight kWeight>
+void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha, const int64_t* group, T* acc,
+                    T* count) {
+  T wg = 0, w_sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T w;
+    if constexpr (kWeight == SupportWeight::kOne) {
+      w = y[i] > T(0) ? T(1) : T(0);
+    } else if constexpr (kWeight == SupportWeight::kSqrt) {
+      w = std::sqrt(y[i]);  // 0 off the support
+    } else {
+      w = y[i] > T(0) ? std::pow(y[i], T(2) - alpha) : T(0);
+    }
+    out[i] = w;
+    wg += w * g[i];
+    w_sum += w;
+  }
+  const T mean = wg / w_sum;
+  for (int64_t i = 0; i < n; ++i) out[i] *= g[i] - mean;
+  if (!group) return;
+  for (int64_t i = 0; i < n; ++i) acc[i] = count[i] = T(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = group[i] >= 0 ? group[i] : 0;
+    const T inside = group[i] >= 0 ? T(1) : T(0);
+    acc[k] += inside * out[i];
+    count[k] += inside;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = group[i] >= 0 ? acc[group[i]] / count[group[i]] : T(0);
 }
 
 }  // namespace regattn

@@ -41,6 +41,11 @@ class RowLayout:
         return rows.reshape(self.shape).movedim(-1, self.dim).to(self.dtype)
 
 
+def unscale(x: torch.Tensor, gamma: float) -> torch.Tensor:
+    """x / gamma, skipping the pass over memory for the default gamma = 1."""
+    return x if gamma == 1 else x / gamma
+
+
 def bisection_steps(dtype: torch.dtype) -> int:
     """Halvings that shrink a unit bracket below the dtype's relative resolution."""
     return int(-math.log2(torch.finfo(dtype).eps)) + 3
@@ -83,22 +88,26 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor]):
         raise ValueError("cannot normalize over an empty dimension: the row has no position to attend to")
     x = x.reshape(-1, d).to(dtype).contiguous()
     if mask is None:
-        if not torch.isfinite(x).all():
-            raise ValueError(_nonfinite_message(x))
+        check_finite(x)
         return x, None, layout
     m = mask.movedim(dim, -1).reshape(-1, d).contiguous()
     if not m.any(dim=1).all():
         raise ValueError("a row has no unmasked position: there is nothing to attend to "
                          "(check the padding mask)")
-    if not torch.isfinite(x).logical_or(~m).all():
-        raise ValueError(_nonfinite_message(x.masked_fill(~m, 0.0)))
     if bool(m.all()):
+        check_finite(x)
         return x, None, layout
     # masked values are never read by the algorithms; zero them so no inf/NaN can leak
-    return x.masked_fill(~m, 0.0), m, layout
+    x = x.masked_fill(~m, 0.0)
+    check_finite(x)
+    return x, m, layout
 
 
-def _nonfinite_message(x: torch.Tensor) -> str:
+def check_finite(x: torch.Tensor) -> None:
+    # One sum is far cheaper than an elementwise isfinite; it is non-finite whenever an
+    # entry is (or, rarely, when finite entries overflow), so only then look closer.
+    if torch.isfinite(x.sum()) or torch.isfinite(x).all():
+        return
     kind = "NaN" if torch.isnan(x).any() else "infinite"
-    return (f"attention scores contain {kind} values at unmasked positions; "
-            "exclude positions with mask= instead of -inf scores")
+    raise ValueError(f"attention scores contain {kind} values at unmasked positions; "
+                     "exclude positions with mask= instead of -inf scores")

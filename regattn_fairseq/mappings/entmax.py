@@ -8,7 +8,8 @@ alpha = 1 is softmax, alpha = 2 is sparsemax and alpha = 1.5 has an exact sort-b
 threshold; any other alpha (and a tensor alpha, e.g. learned per head) bisects on tau in
 [max((alpha-1)x) - 1, max((alpha-1)x) - d^{1-alpha}] to the dtype's resolution.
 
-Jacobian (symmetric): with g = y^{2-alpha} on the support, J v = g*v - (g.v / sum g) g.
+Jacobian (symmetric): with g = y^{2-alpha} on the support, J v = g*v - (g.v / sum g) g
+(see _backward.py).
 Gradient with respect to alpha (Correia, Niculae & Martins 2019, Prop. 1), derived by
 differentiating y_i^{alpha-1} = (alpha-1) x_i - tau at fixed x, with g^ = g / sum g:
     dy_i/dalpha = (y_i - g^_i) / (alpha-1)^2 - (y_i log y_i - g^_i sum_j y_j log y_j) / (alpha-1).
@@ -21,6 +22,7 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
+from ._backward import sparse_vjp, support_jvp_reference
 from ._kernels import kernels, mask_arg
 from ._rows import bisection_steps, to_rows
 from .simplex import SparsemaxFunction, softmax
@@ -75,11 +77,6 @@ def entmax_bisect_rows(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: tor
     return y / y.sum(-1, keepdim=True)
 
 
-def entmax_jvp(y: torch.Tensor, v: torch.Tensor, alpha) -> torch.Tensor:
-    g = torch.where(y > 0, y.pow(2 - alpha), 0.0)
-    return g * v - g * ((g * v).sum(-1, keepdim=True) / g.sum(-1, keepdim=True))
-
-
 class Entmax15Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask):
@@ -90,7 +87,7 @@ class Entmax15Function(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return entmax_jvp(y, grad, 1.5), None
+        return sparse_vjp(y, grad, alpha=1.5), None
 
 
 class EntmaxBisectFunction(torch.autograd.Function):
@@ -105,7 +102,7 @@ class EntmaxBisectFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         y, alpha = ctx.saved_tensors
-        grad_x = entmax_jvp(y, grad, alpha)
+        grad_x = support_jvp_reference(y, grad, alpha)
         grad_alpha = None
         if ctx.needs_input_grad[2]:
             am1 = alpha - 1

@@ -16,10 +16,10 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ._groups import group_mean
+from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg
-from ._rows import check_nonnegative, check_positive, to_rows
-from .simplex import project_simplex_rows, simplex_jvp
+from ._rows import check_nonnegative, check_positive, to_rows, unscale
+from .simplex import project_simplex_rows
 
 
 def prox_tv1d_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
@@ -44,7 +44,7 @@ def prox_tv1d(x: torch.Tensor, lam: float, dim: int = -1,
 class FusedmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        z, segment = prox_tv1d_rows(x / gamma, mask, lam)
+        z, segment = prox_tv1d_rows(unscale(x, gamma), mask, lam)
         y = project_simplex_rows(z, mask)
         ctx.save_for_backward(y, segment)
         ctx.gamma = gamma
@@ -53,7 +53,7 @@ class FusedmaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         y, segment = ctx.saved_tensors
-        return group_mean(simplex_jvp(y, grad), segment) / ctx.gamma, None, None, None
+        return unscale(sparse_vjp(y, grad, group=segment), ctx.gamma), None, None, None
 
 
 def fusedmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,

@@ -23,10 +23,10 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ._groups import group_mean
+from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg
-from ._rows import check_nonnegative, check_positive, to_rows
-from .simplex import project_simplex_rows, simplex_jvp
+from ._rows import check_nonnegative, check_positive, to_rows, unscale
+from .simplex import project_simplex_rows
 
 
 def prox_pairwise_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
@@ -52,7 +52,7 @@ def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
 class OscarmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        z, cluster = prox_pairwise_max_rows(x / gamma, mask, lam)
+        z, cluster = prox_pairwise_max_rows(unscale(x, gamma), mask, lam)
         y = project_simplex_rows(z, mask)
         ctx.save_for_backward(y, cluster)
         ctx.gamma = gamma
@@ -61,7 +61,7 @@ class OscarmaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         y, cluster = ctx.saved_tensors
-        return group_mean(simplex_jvp(y, grad), cluster) / ctx.gamma, None, None, None
+        return unscale(sparse_vjp(y, grad, group=cluster), ctx.gamma), None, None, None
 
 
 def oscarmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,

@@ -14,18 +14,9 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg
-from ._rows import check_positive, to_rows
-
-
-def simplex_jvp(y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """J_{P_simplex} v at the point whose projection is y (rows along the last dim): the
-    component of v on the support of y with its support mean removed. J is symmetric, so
-    this is also the vector-Jacobian product."""
-    support = y > 0
-    v = v.masked_fill(~support, 0.0)
-    mean = v.sum(-1, keepdim=True) / support.sum(-1, keepdim=True)
-    return v.sub_(mean).masked_fill_(~support, 0.0)
+from ._rows import check_positive, to_rows, unscale
 
 
 def project_simplex_rows(z: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
@@ -56,7 +47,7 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, mask, gamma: float):
-        y = project_simplex_rows(x / gamma, mask)
+        y = project_simplex_rows(unscale(x, gamma), mask)
         ctx.save_for_backward(y)
         ctx.gamma = gamma
         return y
@@ -64,7 +55,7 @@ class SparsemaxFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return simplex_jvp(y, grad) / ctx.gamma, None, None
+        return unscale(sparse_vjp(y, grad), ctx.gamma), None, None
 
 
 def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,

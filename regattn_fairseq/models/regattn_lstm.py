@@ -3,6 +3,7 @@ feeding) whose attention normalizer is configurable: the NMT model of Niculae & 
 built from fairseq's `lstm` parts."""
 from dataclasses import dataclass, field
 
+from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder, LSTMModel
 from omegaconf import II
@@ -58,6 +59,12 @@ class RegattnLSTMDecoder(LSTMDecoder):
 
 @register_model(MODEL_NAME, dataclass=RegattnLSTMConfig)
 class RegattnLSTMModel(LSTMModel):
+    @classmethod
+    def add_args(cls, parser):
+        # the options are RegattnLSTMConfig's, not the argparse flags LSTMModel declares;
+        # no defaults here, so that the architecture functions can set them
+        gen_parser_from_dataclass(parser, RegattnLSTMConfig(), delete_default=True)
+
     @classmethod
     def build_model(cls, cfg: RegattnLSTMConfig, task):
         normalizer = AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME))

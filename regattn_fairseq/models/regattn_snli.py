@@ -23,6 +23,7 @@ class RegattnSNLIModelConfig(AttentionConfig):
     dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings and h*"})
 
 
+@register_model(MODEL_NAME, dataclass=RegattnSNLIModelConfig)
 class RegattnSNLIModel(BaseFairseqModel):
     def __init__(self, cfg: RegattnSNLIModelConfig, dictionary, num_classes: int):
         super().__init__()
@@ -61,9 +62,6 @@ class RegattnSNLIModel(BaseFairseqModel):
     @property
     def attention_spec(self):
         return self.attention.normalizer.spec
-
-
-register_model(MODEL_NAME, dataclass=RegattnSNLIModelConfig)(RegattnSNLIModel)
 
 
 @register_model_architecture(MODEL_NAME, "regattn_snli_paper")

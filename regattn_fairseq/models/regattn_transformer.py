@@ -1,7 +1,10 @@
 """fairseq's Transformer with the encoder self-, decoder self- and cross-attention normalized
 by the configured mapping; with `--attention entmax --attention-alpha learned` it is the
 adaptively sparse Transformer (Correia, Niculae & Martins 2019)."""
+import argparse
 from dataclasses import dataclass, fields
+
+import torch
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.distributed import fsdp_wrap
@@ -26,6 +29,11 @@ from regattn_fairseq.modules import (
 from regattn_fairseq.modules.attention_options import cli_name
 
 MODEL_NAME = "regattn_transformer"
+
+# fairseq saves the argparse Namespace of argparse-style models (this one, like its
+# `transformer`) in checkpoints and loads them with torch.load's default weights_only=True,
+# which rejects Namespace since PyTorch 2.6: allow exactly that class.
+torch.serialization.add_safe_globals([argparse.Namespace])
 
 
 @dataclass

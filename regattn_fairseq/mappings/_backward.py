@@ -1,0 +1,46 @@
+"""Backward passes shared by the sparse mappings. All their Jacobians are symmetric, so each
+Jacobian-vector product below is also the vector-Jacobian product autograd needs.
+
+* Support Jacobian (sparsemax, Martins & Astudillo 2016; entmax, Peters et al. 2019): with
+  weights w_i on the support of y (w = 1 for the simplex projection, w = y^{2-alpha} for
+  alpha-entmax), (J v)_i = w_i (v_i - sum_j w_j v_j / sum_j w_j), 0 off the support.
+* Group averaging (Niculae & Blondel 2017, Prop. 3): prox_TV and the oscarmax prox fuse
+  coordinates into groups; their Jacobian averages a vector within each group. The forward
+  kernels label each position with its group index within its row (-1 outside any group).
+
+On CPU both run in the compiled kernel in one pass per row; the torch versions are the
+reference (and the path for other devices).
+"""
+from typing import Optional
+
+import torch
+
+from ._kernels import kernels, mask_arg
+
+
+def sparse_vjp(y: torch.Tensor, grad: torch.Tensor, alpha: float = 2.0,
+               group: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Support Jacobian (alpha = 2: simplex projection; else alpha-entmax) times grad, then
+    group-averaged when `group` is given; y, grad and group are (rows, d)."""
+    grad = grad.contiguous()
+    if y.device.type == "cpu":
+        return kernels.sparse_jvp_rows(y, grad, float(alpha), mask_arg(group).long())
+    out = support_jvp_reference(y, grad, alpha)
+    return out if group is None else group_mean_reference(out, group)
+
+
+def support_jvp_reference(y: torch.Tensor, v: torch.Tensor, alpha) -> torch.Tensor:
+    support = y > 0
+    w = support.to(y.dtype) if isinstance(alpha, float) and alpha == 2.0 else torch.where(support, y.pow(2 - alpha), 0.0)
+    return w * (v - (w * v).sum(-1, keepdim=True) / w.sum(-1, keepdim=True))
+
+
+def group_mean_reference(v: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """out[r, i] = mean of v[r, j] over j with group[r, j] == group[r, i]; 0 where group is -1."""
+    rows, d = v.shape
+    outside = group < 0
+    slot = group + torch.arange(rows, device=v.device).unsqueeze(1) * d
+    slot = slot.masked_fill(outside, rows * d).flatten()  # one spare slot collects the -1s
+    sums = v.new_zeros(rows * d + 1).index_add_(0, slot, v.flatten())
+    counts = torch.bincount(slot, minlength=rows * d + 1).to(v.dtype)
+    return (sums / counts.clamp_min(1))[slot].view(rows, d).masked_fill_(outside, 0.0)

@@ -12,6 +12,7 @@ FAIRSEQ_PIN := fairseq-fixed==0.12.3.1
 # fresh clones and CI on the same machine reuse it.
 WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
+KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn_fairseq/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
 .PHONY: help setup test test-slow bench clean-venv
 
@@ -19,7 +20,11 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create .venv with pinned torch, fairseq-fixed and this package (idempotent)
+setup: $(STAMP) $(KERNELS) ## create .venv with pinned torch, fairseq-fixed and this package (idempotent)
+
+# the compiled row kernels; rebuilt in place when their sources change
+$(KERNELS): $(STAMP) setup.py $(wildcard regattn_fairseq/csrc/*)
+	$(PY) setup.py -q build_ext --inplace
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
@@ -46,3 +51,36 @@ bench: setup ## time every mapping against torch.softmax and the reference libra
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)
+
+# ---------------------------------------------------------------------------------------------
+# Reproduction suite (issue #4). Orchestration lives in scripts/reproduce.py and scripts/sweep.py
+# (configs/reproduce/, configs/sweep/); these targets only pass the variables through.
+#   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
+#   DATA_SOURCE  offline | online (default: per dataset and scale, see configs/prepare/)
+#   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
+SCALE       ?= small
+DATA_DIR    ?= $(abspath ..)/shared/data
+WORK_DIR    ?= $(CURDIR)
+RESULTS_DIR ?= $(CURDIR)/results
+REPRO_ARGS   = --scale $(SCALE) --data-dir $(DATA_DIR) --work-dir $(WORK_DIR) --results-dir $(RESULTS_DIR) \
+               $(if $(DATA_SOURCE),--source $(DATA_SOURCE))
+
+.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha
+
+reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.md (SCALE=paper|small|smoke)
+	$(PY) scripts/reproduce.py table1 $(REPRO_ARGS)
+
+reproduce-table2: setup ## Table 2, summarization ROUGE on DUC 2004 + Gigaword -> results/table2.md (SCALE=...)
+	$(PY) scripts/reproduce.py table2 $(REPRO_ARGS)
+
+reproduce-nmt: setup ## NMT BLEU per mapping (Multi30k; IWSLT14/WMT16 at SCALE=paper, online) -> results/nmt.md
+	$(PY) scripts/reproduce.py nmt $(REPRO_ARGS)
+
+reproduce-inflection: setup ## SIGMORPHON 2018 inflection, softmax/sparsemax/1.5-entmax -> results/inflection.md
+	$(PY) scripts/reproduce.py inflection $(REPRO_ARGS)
+
+sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> results/sweep_lambda.{md,png}
+	$(PY) scripts/sweep.py lambda $(REPRO_ARGS)
+
+sweep-alpha: setup ## entmax alpha sweep incl. learned alpha (one Hydra multirun) -> results/sweep_alpha.{md,png}
+	$(PY) scripts/sweep.py alpha $(REPRO_ARGS)

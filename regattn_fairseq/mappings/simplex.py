@@ -65,7 +65,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = 
     x, m, layout = to_rows(scores, dim, mask)
     if m is not None:
         x = x.masked_fill(~m, float("-inf"))
-    return layout.restore(torch.softmax(x / gamma, dim=-1))
+    return layout.restore(torch.softmax(unscale(x, gamma), dim=-1))
 
 
 def sparsemax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,

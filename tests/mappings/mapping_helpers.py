@@ -1,0 +1,50 @@
+"""Shared parameter tables and checks for the mapping tests."""
+
+import torch
+
+from regattn_fairseq import mappings
+
+NAMES = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax")
+# Mappings that take a temperature gamma (entmax does not).
+GAMMA_NAMES = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax")
+SPARSE_NAMES = ("sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax")
+# Paper defaults, written out so that the tests do not depend on the library's defaults.
+DEFAULTS = {
+    "softmax": {"gamma": 1.0},
+    "sparsemax": {"gamma": 1.0},
+    "sq_pnorm_max": {"gamma": 1.0, "p": 1.5},
+    "fusedmax": {"gamma": 1.0, "lam": 0.1},
+    "oscarmax": {"gamma": 1.0, "lam": 0.01},
+    "entmax": {"alpha": 1.5},
+}
+
+
+def apply(name, scores, dim=-1, mask=None, **params):
+    """mappings.<name>(scores, dim, mask, **params), with the paper defaults filled in."""
+    return getattr(mappings, name)(scores, dim=dim, mask=mask, **{**DEFAULTS[name], **params})
+
+
+def structure(y):
+    """The combinatorial state of a batch of outputs: support and equal-value pairs."""
+    support = y > 0
+    equal = (y.unsqueeze(-1) - y.unsqueeze(-2)).abs() < 1e-12
+    return support, equal
+
+
+def assert_structure_stable(fn, inputs, eps):
+    """Fail if moving any coordinate of any input by ±eps changes structure(fn(*inputs)).
+
+    gradcheck compares against central finite differences; they are only meaningful when
+    the support and the fused groups stay the same inside the stencil.
+    """
+    with torch.no_grad():
+        support, equal = structure(fn(*inputs))
+        for k, inp in enumerate(inputs):
+            for i in range(inp.numel()):
+                for step in (eps, -eps):
+                    moved = [t.detach().clone() for t in inputs]
+                    moved[k].view(-1)[i] += step
+                    s, e = structure(fn(*moved))
+                    assert torch.equal(s, support) and torch.equal(e, equal), (
+                        f"input {k} coordinate {i} sits within {eps} of a kink: pick another seed"
+                    )

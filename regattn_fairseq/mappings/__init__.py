@@ -29,10 +29,16 @@ MODULES = {
 NAMES = tuple(MODULES)
 
 
-def parameters_of(name: str) -> tuple:
-    """The parameters mapping `name` takes (e.g. ("gamma", "lam") for fusedmax)."""
+def defaults_of(name: str) -> dict:
+    """The parameters mapping `name` takes, with their (paper) defaults,
+    e.g. {"gamma": 1.0, "lam": 0.1} for fusedmax."""
     check_name(name)
-    return tuple(p for p in inspect.signature(MODULES[name]).parameters)
+    return {k: p.default for k, p in inspect.signature(MODULES[name]).parameters.items()}
+
+
+def parameters_of(name: str) -> tuple:
+    """The names of the parameters mapping `name` takes (e.g. ("gamma", "lam") for fusedmax)."""
+    return tuple(defaults_of(name))
 
 
 def check_name(name: str) -> None:
@@ -52,7 +58,7 @@ def build(name: str, **params) -> nn.Module:
 
 
 __all__ = [
-    "NAMES", "build", "parameters_of",
+    "NAMES", "build", "defaults_of", "parameters_of",
     "softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax",
     "prox_tv1d", "prox_pairwise_max",
     "Softmax", "Sparsemax", "SqPnormMax", "Fusedmax", "Oscarmax", "Entmax",

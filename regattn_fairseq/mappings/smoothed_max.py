@@ -1,0 +1,47 @@
+"""The smoothed max max_Omega(x) = max_{y in simplex} y.x - gamma Omega(y), whose gradient is
+the mapping Pi_Omega(x) (Niculae & Blondel 2017, §2.2). Useful for plots (the paper's
+Figure 2) and as a loss; not needed for attention itself."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import build, defaults_of
+
+
+def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Tensor:
+    """gamma * Omega(y) along `dim` for mapping `name` (its parameters as in `build`).
+    For entmax, gamma is 1 and Omega is the negative Tsallis entropy."""
+    build(name, **params)  # validates the name and the parameters
+    p = {**defaults_of(name), **params}
+    y = y.movedim(dim, -1)
+    sq = 0.5 * y.square().sum(-1)
+    if name == "softmax":
+        value = torch.where(y > 0, y * y.clamp_min(1e-300).log(), 0.0).sum(-1)
+    elif name == "sparsemax":
+        value = sq
+    elif name == "sq_pnorm_max":
+        value = 0.5 * y.abs().pow(p["p"]).sum(-1).pow(2.0 / p["p"])
+    elif name == "fusedmax":
+        value = sq + p["lam"] * (y[..., 1:] - y[..., :-1]).abs().sum(-1)
+    elif name == "oscarmax":
+        magnitude = y.abs()
+        value = sq + p["lam"] * torch.maximum(magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)).triu(1).sum((-1, -2))
+    else:  # entmax
+        alpha = p["alpha"]
+        if alpha == 1:
+            value = torch.where(y > 0, y * y.clamp_min(1e-300).log(), 0.0).sum(-1)
+        else:
+            value = (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
+        return value
+    return p["gamma"] * value
+
+
+def max_omega(name: str, scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
+              **params) -> torch.Tensor:
+    """max_{y in simplex} y.scores - gamma Omega(y) along `dim` (masked positions excluded)."""
+    y = build(name, **params)(scores, dim=dim, mask=mask)
+    x = scores if mask is None else scores.masked_fill(~mask, 0.0)
+    return (y * x).sum(dim) - regularizer(name, y, dim=dim, **params)
+

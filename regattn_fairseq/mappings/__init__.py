@@ -17,6 +17,7 @@ from .fused import Fusedmax, fusedmax, prox_tv1d
 from .oscar import Oscarmax, oscarmax, prox_pairwise_max
 from .pnorm import SqPnormMax, sq_pnorm_max
 from .simplex import Softmax, Sparsemax, softmax, sparsemax
+from ._kernels import torch_reference
 
 MODULES = {
     "softmax": Softmax,
@@ -60,6 +61,6 @@ def build(name: str, **params) -> nn.Module:
 __all__ = [
     "NAMES", "build", "defaults_of", "parameters_of",
     "softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax",
-    "prox_tv1d", "prox_pairwise_max",
+    "prox_tv1d", "prox_pairwise_max", "torch_reference",
     "Softmax", "Sparsemax", "SqPnormMax", "Fusedmax", "Oscarmax", "Entmax",
 ]

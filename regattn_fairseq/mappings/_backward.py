@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ._kernels import kernels, mask_arg
+from ._kernels import kernels, mask_arg, use_kernels
 
 
 def sparse_vjp(y: torch.Tensor, grad: torch.Tensor, alpha: float = 2.0,
@@ -23,7 +23,7 @@ def sparse_vjp(y: torch.Tensor, grad: torch.Tensor, alpha: float = 2.0,
     """Support Jacobian (alpha = 2: simplex projection; else alpha-entmax) times grad, then
     group-averaged when `group` is given; y, grad and group are (rows, d)."""
     grad = grad.contiguous()
-    if y.device.type == "cpu":
+    if use_kernels(y):
         return kernels.sparse_jvp_rows(y, grad, float(alpha), mask_arg(group).long())
     out = support_jvp_reference(y, grad, alpha)
     return out if group is None else group_mean_reference(out, group)

@@ -1,4 +1,6 @@
 """The compiled row kernels (regattn_fairseq._C), built by `make setup` / `pip install -e .`."""
+import contextlib
+
 import torch
 
 try:
@@ -15,3 +17,23 @@ _NO_TENSOR = torch.empty(0, dtype=torch.bool)
 def mask_arg(mask):
     """The kernels take an empty tensor for "no mask" / "no groups"."""
     return mask if mask is not None else _NO_TENSOR
+
+
+_kernels_enabled = True
+
+
+def use_kernels(x: torch.Tensor) -> bool:
+    """Whether x's rows go through the compiled kernels (CPU) or the torch reference."""
+    return _kernels_enabled and x.device.type == "cpu"
+
+
+@contextlib.contextmanager
+def torch_reference():
+    """Within this block every mapping uses its pure-torch reference path, as on devices
+    without a kernel; tests compare it with the kernels, benchmarks time both."""
+    global _kernels_enabled
+    previous, _kernels_enabled = _kernels_enabled, False
+    try:
+        yield
+    finally:
+        _kernels_enabled = previous

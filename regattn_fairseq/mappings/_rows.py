@@ -111,3 +111,21 @@ def check_finite(x: torch.Tensor) -> None:
     kind = "NaN" if torch.isnan(x).any() else "infinite"
     raise ValueError(f"attention scores contain {kind} values at unmasked positions; "
                      "exclude positions with mask= instead of -inf scores")
+
+
+def pack_unmasked(x: torch.Tensor, mask: Optional[torch.Tensor]):
+    """Moves each row's unmasked values to its front, in order, for the torch reference
+    algorithms that walk a row as a chain. Returns (packed, n, order): n (rows, 1) counts the
+    unmasked positions, order[r, j] is the original position of packed[r, j]; positions past
+    n hold arbitrary values."""
+    rows, d = x.shape
+    if mask is None:
+        order = torch.arange(d, device=x.device).expand(rows, d)
+        return x, torch.full((rows, 1), d, device=x.device, dtype=torch.long), order
+    order = torch.sort((~mask).to(torch.uint8), dim=-1, stable=True).indices
+    return x.gather(-1, order), mask.sum(-1, keepdim=True), order
+
+
+def unpack_unmasked(packed: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Inverse of pack_unmasked's permutation (values past n land on the masked positions)."""
+    return torch.empty_like(packed).scatter_(-1, order, packed)

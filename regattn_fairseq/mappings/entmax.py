@@ -23,14 +23,14 @@ import torch
 from torch import nn
 
 from ._backward import sparse_vjp, support_jvp_reference
-from ._kernels import kernels, mask_arg
+from ._kernels import kernels, mask_arg, use_kernels
 from ._rows import bisection_steps, to_rows
 from .simplex import SparsemaxFunction, softmax
 
 
 def entmax15_rows(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """Exact 1.5-entmax of each row of a (rows, d) tensor over its unmasked positions."""
-    if x.device.type == "cpu":
+    if use_kernels(x):
         return kernels.entmax15_rows(x, mask_arg(mask))
     return entmax15_rows_by_sort(x, mask)
 

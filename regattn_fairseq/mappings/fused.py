@@ -17,20 +17,100 @@ import torch
 from torch import nn
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg
-from ._rows import check_nonnegative, check_positive, to_rows, unscale
+from ._kernels import kernels, mask_arg, use_kernels
+from ._rows import check_nonnegative, check_positive, pack_unmasked, to_rows, unpack_unmasked, unscale
 from .simplex import project_simplex_rows
 
 
 def prox_tv1d_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
     """(z, segment) for each row of a (rows, d) tensor: z = argmin 1/2||z - x||^2 + lam TV(z)
-    over the unmasked positions; segment labels the fused runs (-1 at masked positions)."""
-    if x.device.type != "cpu":
-        raise NotImplementedError(
-            f"prox_TV has no kernel for {x.device.type} tensors yet; "
-            "use --attention-device cpu (the paper's CPU offload) for fusedmax on GPU")
-    z, segment = kernels.prox_tv1d_rows(x, mask_arg(mask), float(lam))
-    return z, segment
+    over the unmasked positions; segment labels the fused runs (-1 at masked positions).
+    Compiled kernel on CPU; the torch reference elsewhere."""
+    if use_kernels(x):
+        return tuple(kernels.prox_tv1d_rows(x, mask_arg(mask), float(lam)))
+    return prox_tv1d_rows_reference(x, mask, lam)
+
+
+def prox_tv1d_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+    """The same as prox_tv1d_rows in torch ops on any device: Condat's algorithm run on all
+    rows in lockstep, one transition of its state machine per row and iteration (the loop is
+    over algorithm steps, about 2d, never over rows)."""
+    packed, n, order = pack_unmasked(x, mask)
+    rows, d = packed.shape
+    dev, dt = x.device, x.dtype
+    col = lambda t: t.unsqueeze(1)  # noqa: E731
+    at = lambda idx: packed.gather(1, col(idx)).squeeze(1)  # noqa: E731
+    n = n.squeeze(1)
+    lam_t = torch.full((rows,), float(lam), device=dev, dtype=dt)
+    k = torch.zeros(rows, dtype=torch.long, device=dev)
+    k0, kminus, kplus = k.clone(), k.clone(), k.clone()
+    umin, umax = lam_t.clone(), -lam_t
+    vmin, vmax = packed[:, 0] - lam_t, packed[:, 0] + lam_t
+    # A segment's value is stored at its last position; segment_end marks those positions.
+    end_value = torch.zeros_like(packed)
+    segment_end = torch.zeros(rows, d, dtype=torch.bool, device=dev)
+    done = n == 0
+    while not bool(done.all()):
+        at_end = ~done & (k == n - 1)
+        step = ~done & ~at_end
+        nxt = at(torch.minimum(k + 1, n - 1))
+        umin_next = umin + (nxt - vmin)  # same association as the kernel: equal decisions
+        umax_next = umax + (nxt - vmax)
+        # end of the row: close a segment at kminus (A), at kplus (B), or the last one (C)
+        close_min = at_end & (umin < 0)
+        close_max = at_end & ~close_min & (umax > 0)
+        close_last = at_end & ~close_min & ~close_max
+        # inside the row: a negative jump (D), a positive jump (E), or extend (F)
+        jump_min = step & (umin_next < -lam_t)
+        jump_max = step & ~jump_min & (umax_next > lam_t)
+        extend = step & ~jump_min & ~jump_max
+
+        vmin = torch.where(close_last, vmin + umin / (k - k0 + 1).to(dt), vmin)
+        emit_min = close_min | jump_min
+        emit_max = close_max | jump_max
+        emitting = emit_min | emit_max | close_last
+        last = torch.where(emit_min, kminus, torch.where(emit_max, kplus, k))
+        value = torch.where(emit_max, vmax, vmin)
+        rows_e = emitting.nonzero().squeeze(1)
+        end_value[rows_e, last[rows_e]] = value[rows_e]
+        segment_end[rows_e, last[rows_e]] = True
+        k0 = torch.where(emitting, last + 1, k0)
+        done = done | close_last
+
+        restart = emit_min | emit_max
+        k = torch.where(restart, k0, torch.where(extend, k + 1, k))
+        restart_value = at(torch.minimum(k0, n - 1))
+        kminus = torch.where(restart, k0, kminus)
+        kplus = torch.where(restart, k0, kplus)
+        # A and B keep the other bound (shifted); D and E reset both to a 2 lam wide tube
+        new_vmin = torch.where(close_min | jump_min, restart_value,
+                               torch.where(jump_max, restart_value - 2 * lam_t, vmin))
+        new_vmax = torch.where(close_max | jump_max, restart_value,
+                               torch.where(jump_min, restart_value + 2 * lam_t, vmax))
+        new_umin = torch.where(close_min | jump_min | jump_max, lam_t,
+                               torch.where(close_max, restart_value - lam_t - vmin,
+                                           torch.where(extend, umin_next, umin)))
+        new_umax = torch.where(close_max | jump_min | jump_max, -lam_t,
+                               torch.where(close_min, restart_value + lam_t - vmax,
+                                           torch.where(extend, umax_next, umax)))
+        vmin, vmax, umin, umax = new_vmin, new_vmax, new_umin, new_umax
+        # after extending: pull the tube's bounds in where they were crossed
+        lower_hit = extend & (umin >= lam_t)
+        kminus = torch.where(lower_hit, k, kminus)
+        vmin = torch.where(lower_hit, vmin + (umin - lam_t) / (k - k0 + 1).to(dt), vmin)
+        umin = torch.where(lower_hit, lam_t, umin)
+        upper_hit = extend & (umax <= -lam_t)
+        kplus = torch.where(upper_hit, k, kplus)
+        vmax = torch.where(upper_hit, vmax + (umax + lam_t) / (k - k0 + 1).to(dt), vmax)
+        umax = torch.where(upper_hit, -lam_t, umax)
+    # each position takes the value of the first segment end at or after it
+    positions = torch.arange(d, device=dev).expand(rows, d)
+    end_at = torch.where(segment_end, positions, d).flip(-1).cummin(-1).values.flip(-1)
+    z = end_value.gather(1, end_at.clamp_max(d - 1))
+    segment = segment_end.long().cumsum(-1) - segment_end.long()
+    valid = positions < col(n)
+    z, segment = z.masked_fill(~valid, 0.0), segment.masked_fill(~valid, -1)
+    return unpack_unmasked(z, order), unpack_unmasked(segment, order)
 
 
 def prox_tv1d(x: torch.Tensor, lam: float, dim: int = -1,

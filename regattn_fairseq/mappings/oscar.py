@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg
+from ._kernels import kernels, mask_arg, use_kernels
 from ._rows import check_nonnegative, check_positive, to_rows, unscale
 from .simplex import project_simplex_rows
 
@@ -33,12 +33,45 @@ def prox_pairwise_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: f
     """(z, cluster) for each row of a (rows, d) tensor: z = argmin 1/2||z - x||^2 +
     lam sum_{i<j} max(z_i, z_j) over the unmasked positions; cluster labels the pooled
     blocks (-1 at masked positions)."""
-    if x.device.type != "cpu":
-        raise NotImplementedError(
-            f"the oscarmax prox has no kernel for {x.device.type} tensors yet; "
-            "use --attention-device cpu (the paper's CPU offload) for oscarmax on GPU")
-    z, cluster = kernels.prox_pairwise_max_rows(x, mask_arg(mask), float(lam))
-    return z, cluster
+    if use_kernels(x):
+        return tuple(kernels.prox_pairwise_max_rows(x, mask_arg(mask), float(lam)))
+    return prox_pairwise_max_rows_reference(x, mask, lam)
+
+
+def prox_pairwise_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+    """The same as prox_pairwise_max_rows in torch ops on any device. Pool-adjacent-violators
+    is replaced by the min-max formula of non-increasing isotonic regression,
+    v_i = min_{j<=i} max_{k>=i} mean(a_j..a_k), over all (j, k) pairs at once: O(d^2) memory
+    per row, which is fine for a reference and for attention lengths."""
+    rows, d = x.shape
+    values = x if mask is None else x.masked_fill(~mask, float("-inf"))
+    x_sorted, order = torch.sort(values, dim=-1, descending=True, stable=True)
+    n = torch.full((rows, 1), d, device=x.device) if mask is None else mask.sum(-1, keepdim=True)
+    rank = torch.arange(d, device=x.device)
+    valid = rank < n
+    a = torch.where(valid, x_sorted - lam * (n - 1 - rank).to(x.dtype), 0.0)
+    prefix = torch.nn.functional.pad(a.cumsum(-1), (1, 0))
+    j, k = rank.view(d, 1), rank.view(1, d)
+    mean = (prefix[:, None, 1:] - prefix[:, :-1, None]) / (k - j + 1).clamp_min(1).to(x.dtype)
+    usable = (k >= j) & valid[:, None, :]
+    # best_from_j[j, i] = max_{k >= i} mean(a_j..a_k)
+    best_from_j = mean.masked_fill(~usable, float("-inf")).flip(-1).cummax(-1).values.flip(-1)
+    v = best_from_j.masked_fill(j > k, float("inf")).amin(1)
+    # Clusters as pool-adjacent-violators forms them: runs of equal v, cut wherever a run's
+    # prefix already reaches the run's value (its residual sum is back to 0). Without the
+    # cut, tied scores that need no pooling (e.g. lam = 0) would be averaged in the backward
+    # pass although the prox is the identity there.
+    starts = torch.ones_like(valid)
+    starts[:, 1:] = v[:, 1:] != v[:, :-1]
+    residual = (a - v).cumsum(-1)
+    before = torch.nn.functional.pad(residual, (1, 0))[:, :-1]
+    run_start = torch.where(starts, rank, 0).cummax(-1).values
+    within_run = residual - before.gather(-1, run_start)
+    starts[:, 1:] |= within_run[:, :-1] >= 0
+    cluster = (starts.long().cumsum(-1) - 1).masked_fill(~valid, -1)
+    v = v.masked_fill(~valid, 0.0)
+    return (torch.empty_like(v).scatter_(-1, order, v),
+            torch.empty_like(cluster).scatter_(-1, order, cluster))
 
 
 def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,

@@ -15,14 +15,14 @@ import torch
 from torch import nn
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg
+from ._kernels import kernels, mask_arg, use_kernels
 from ._rows import check_positive, to_rows, unscale
 
 
 def project_simplex_rows(z: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """Exact projection of each row of a (rows, d) tensor onto the simplex over its unmasked
     positions (masked positions get 0)."""
-    if z.device.type == "cpu":
+    if use_kernels(z):
         return kernels.project_simplex_rows(z, mask_arg(mask))
     return project_simplex_rows_by_sort(z, mask)
 

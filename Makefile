@@ -84,3 +84,25 @@ sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> re
 
 sweep-alpha: setup ## entmax alpha sweep incl. learned alpha (one Hydra multirun) -> results/sweep_alpha.{md,png}
 	$(PY) scripts/sweep.py alpha $(REPRO_ARGS)
+
+# ---------------------------------------------------------------------------------------------
+# Interpretability (issue #6): figures in the paper's conventions and attention statistics.
+# Code: scripts/plot_mappings.py, scripts/plot_attention.py, regattn_fairseq/analysis.py.
+#   EXPORTS   attention exports of scripts/export_attention.py (JSON lines), one per model
+#   SENTENCE  the sentence id to draw (default: the first one every export has)
+FIGURES_DIR ?= $(RESULTS_DIR)/figures
+EXPORTS     ?=
+SENTENCE    ?=
+
+.PHONY: plot-mappings plot-attention attention-stats
+
+plot-mappings: setup ## the paper's Figure 2 and each mapping on the 2-simplex -> results/figures/mappings_{fig2,simplex}.{png,pdf}
+	MPLBACKEND=Agg $(PY) scripts/plot_mappings.py --out-dir $(FIGURES_DIR)
+
+plot-attention: setup ## one sentence's attention, a panel per model -> results/figures/attention_<id>.{png,pdf} (EXPORTS=..., SENTENCE=id)
+	@test -n "$(EXPORTS)" || { echo 'usage: make plot-attention EXPORTS="softmax.jsonl fusedmax.jsonl ..." [SENTENCE=id]'; exit 2; }
+	MPLBACKEND=Agg $(PY) scripts/plot_attention.py $(EXPORTS) $(if $(SENTENCE),--id $(SENTENCE)) --out-dir $(FIGURES_DIR)
+
+attention-stats: setup ## zeros, support and equal-weight groups of attention exports -> <export>.stats.json beside each (EXPORTS=...)
+	@test -n "$(EXPORTS)" || { echo 'usage: make attention-stats EXPORTS="softmax.jsonl fusedmax.jsonl ..."'; exit 2; }
+	$(PY) -m regattn_fairseq.analysis $(EXPORTS)

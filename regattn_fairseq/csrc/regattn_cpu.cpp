@@ -24,7 +24,7 @@ void check_rows(const torch::Tensor& x, const torch::Tensor& mask) {
 // Grain so that a task holds at least ~16k values: small batches stay on one thread.
 int64_t grain_for(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)); }
 
-// Runs fn(row_in, row_out, row_group, n) on each row's unmasked values, gathered into
+// Runs fn(row, row_in, row_out, row_group, n) on each row's unmasked values, gathered into
 // per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
 // positions as neighbours), and scatters results back.
 template <typename T, typename Fn>
@@ -42,7 +42,7 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
       T* orow = op + r * d;
       int64_t* grow = group ? group + r * d : group_buf.data();
       if (!mp) {
-        fn(xr, orow, grow, d);
+        fn(r, xr, orow, grow, d);
         continue;
       }
       const bool* mr = mp + r * d;
@@ -53,7 +53,7 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
           in_buf[n++] = xr[i];
         }
       }
-      fn(in_buf.data(), out_buf.data(), group_buf.data(), n);
+      fn(r, in_buf.data(), out_buf.data(), group_buf.data(), n);
       for (int64_t i = 0; i < d; ++i) {
         orow[i] = T(0);
         if (group) grow[i] = -1;
@@ -72,7 +72,7 @@ torch::Tensor project_simplex_rows(torch::Tensor z, torch::Tensor mask) {
   const int64_t d = z.size(1);
   AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "project_simplex_rows", [&] {
     for_each_row<scalar_t>(z, mask, y, nullptr,
-                           [d](const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                           [d](int64_t, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
                              thread_local std::vector<scalar_t> candidates;
                              if ((int64_t)candidates.size() < d) candidates.resize(d);
                              project_simplex_row(in, out, n, candidates.data());
@@ -88,7 +88,7 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_tv1d_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
     for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
-                           [l](const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
+                           [l](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
                              prox_tv1d_row(in, out, g, n, l);
                            });
   });
@@ -122,7 +122,7 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_pairwise_max_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
     for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
-                           [l, d](const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
                              // scratch per call keeps the lambda re-entrant across threads
                              thread_local std::vector<std::pair<scalar_t, int64_t>> order;
                              thread_local std::vector<int64_t> block, start;
@@ -143,7 +143,7 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax15_rows", [&] {
     for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d](const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                           [d](int64_t, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
                              thread_local std::vector<scalar_t> sorted;
                              if ((int64_t)sorted.size() < d) sorted.resize(d);
                              entmax15_row(in, out, n, sorted.data());
@@ -153,8 +153,10 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
 }
 
 // J^T g of the sparse mappings (see sparse_jvp_row); y is 0 and group -1 at masked
-// positions, so no gathering is needed. alpha = 2 for the simplex-projection family.
-torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, torch::Tensor group) {
+// positions, so no gathering is needed. alpha = 2 for the simplex-projection family;
+// a non-empty alpha_rows ((rows,), the output's dtype) gives one entmax alpha per row.
+torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, torch::Tensor group,
+                              torch::Tensor alpha_rows) {
   check_rows(y, torch::Tensor());
   TORCH_CHECK(g.sizes() == y.sizes() && g.is_contiguous() && g.scalar_type() == y.scalar_type(),
               "gradient must match the output's shape and dtype");
@@ -168,15 +170,24 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
     scalar_t* op = out.data_ptr<scalar_t>();
     const int64_t* grp = grouped ? group.data_ptr<int64_t>() : nullptr;
     const scalar_t a = static_cast<scalar_t>(alpha);
+    const bool per_row = alpha_rows.defined() && alpha_rows.numel() > 0;
+    if (per_row) {
+      TORCH_CHECK(alpha_rows.dim() == 1 && alpha_rows.size(0) == rows && alpha_rows.scalar_type() == y.scalar_type() &&
+                  alpha_rows.is_contiguous(), "alpha_rows must be a contiguous (rows,) tensor of the output's dtype");
+    }
+    const scalar_t* ap = per_row ? alpha_rows.data_ptr<scalar_t>() : nullptr;
     auto run = [&](auto row_fn) {
       at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
         std::vector<scalar_t> acc(grouped ? d : 0), count(grouped ? d : 0);
         for (int64_t r = begin; r < end; ++r) {
-          row_fn(yp + r * d, gp + r * d, op + r * d, d, a, grp ? grp + r * d : nullptr, acc.data(), count.data());
+          row_fn(yp + r * d, gp + r * d, op + r * d, d, ap ? ap[r] : a, grp ? grp + r * d : nullptr, acc.data(),
+                 count.data());
         }
       });
     };
-    if (alpha == 2.0) {
+    if (per_row) {
+      run(sparse_jvp_row<scalar_t, SupportWeight::kPow>);
+    } else if (alpha == 2.0) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kOne>);
     } else if (alpha == 1.5) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kSqrt>);
@@ -185,6 +196,25 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
     }
   });
   return out;
+}
+
+// alpha-entmax with one alpha per row (alpha: (rows,) tensor of the scores' dtype, > 1).
+torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
+  check_rows(x, mask);
+  TORCH_CHECK(alpha.dim() == 1 && alpha.size(0) == x.size(0) && alpha.scalar_type() == x.scalar_type() &&
+                  alpha.is_contiguous(), "alpha must be a contiguous (rows,) tensor of the scores' dtype");
+  auto y = torch::empty_like(x);
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_bisect_rows", [&] {
+    const scalar_t* ap = alpha.data_ptr<scalar_t>();
+    for_each_row<scalar_t>(x, mask, y, nullptr,
+                           [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                             thread_local std::vector<scalar_t> candidates;
+                             if ((int64_t)candidates.size() < d) candidates.resize(d);
+                             entmax_bisect_row(in, out, n, ap[r], candidates.data());
+                           });
+  });
+  return y;
 }
 
 }  // namespace
@@ -196,5 +226,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
   m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
+  m.def("entmax_bisect_rows", &regattn::entmax_bisect_rows, "alpha-entmax of each row, one alpha per row");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
 }

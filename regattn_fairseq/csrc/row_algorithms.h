@@ -192,6 +192,51 @@ void entmax15_row(const T* x, T* y, int64_t n, T* sorted) {
 // alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere.
 // With groups (fusedmax/oscarmax, Prop. 3) the result is then averaged within each group;
 // `acc` and `count` are scratch of n entries, group ids lie in [0, n).
+// alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
+// f(tau) = sum (z - tau)_+^q - 1 (z = (alpha-1) x, q = 1/(alpha-1)) decreases in tau, with
+// f >= 0 at z_max - 1 and f <= 0 at z_max - n^{1-alpha}. Safeguarded Newton: Newton steps
+// from the bracket's lower end, bisection whenever a step leaves the bracket; for
+// alpha <= 2, f is convex and Newton from the left never overshoots. Only values above
+// z_max - 1 can be in the support, so the iterations run over those (`candidates`, scratch
+// of n entries). The output is normalized so that it sums to 1 exactly.
+template <typename T>
+void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates) {
+  const T am1 = alpha - T(1), q = T(1) / am1;
+  T z_max = x[0] * am1;
+  for (int64_t i = 1; i < n; ++i) z_max = std::max(z_max, x[i] * am1);
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    candidates[m] = x[i] * am1;
+    m += candidates[m] > z_max - T(1);
+  }
+  T lo = z_max - T(1), hi = z_max - std::pow(T(n), -am1);
+  T tau = lo;
+  for (int iter = 0; iter < 100 && hi > lo; ++iter) {
+    T f = -T(1), df = T(0);
+    for (int64_t i = 0; i < m; ++i) {
+      const T d = candidates[i] - tau;
+      if (d > T(0)) {
+        const T p = std::pow(d, q - T(1));
+        f += p * d;
+        df -= q * p;
+      }
+    }
+    if (f == T(0)) break;
+    if (f > T(0)) lo = tau; else hi = tau;
+    T next = df < T(0) ? tau - f / df : (lo + hi) / T(2);
+    if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
+    if (next == tau) break;  // converged to float resolution
+    tau = next;
+  }
+  T sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T d = x[i] * am1 - tau;
+    y[i] = d > T(0) ? std::pow(d, q) : T(0);
+    sum += y[i];
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] /= sum;
+}
+
 enum class SupportWeight { kOne, kSqrt, kPow };  // w = 1, sqrt(y), y^{2-alpha}
 
 template <typename T, SupportWeight kWeight>

@@ -22,7 +22,7 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
-from ._backward import sparse_vjp, support_jvp_reference
+from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg, use_kernels
 from ._rows import bisection_steps, to_rows
 from .simplex import SparsemaxFunction, softmax
@@ -56,7 +56,15 @@ def entmax15_rows_by_sort(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torc
 
 
 def entmax_bisect_rows(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
-    """alpha-entmax of each row by bisection on tau; alpha is (rows, 1), every entry > 1."""
+    """alpha-entmax of each row, alpha (rows, 1) with every entry > 1: the kernel's
+    safeguarded Newton iteration on CPU, the torch reference elsewhere."""
+    if use_kernels(x):
+        return kernels.entmax_bisect_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
+    return entmax_bisect_rows_reference(x, mask, alpha)
+
+
+def entmax_bisect_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
+    """Bisection on tau in torch ops, to the dtype's resolution."""
     am1 = alpha - 1
     z = x * am1
     if mask is not None:
@@ -102,7 +110,7 @@ class EntmaxBisectFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         y, alpha = ctx.saved_tensors
-        grad_x = support_jvp_reference(y, grad, alpha)
+        grad_x = sparse_vjp(y, grad, alpha=alpha)
         grad_alpha = None
         if ctx.needs_input_grad[2]:
             am1 = alpha - 1

@@ -11,7 +11,7 @@ def _scores(seed, shape):
     return 2 * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
-# --- special cases --------------------------------------------------------------------------
+# --- special cases and invariances ----------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["fusedmax", "oscarmax"])
 @pytest.mark.parametrize("gamma", [1.0, 0.4])
@@ -62,7 +62,7 @@ def test_entmax_tensor_alpha_equals_float_alpha_row_by_row():
 @pytest.mark.parametrize("shift", [-5.0, 3.0, 1e3])
 @pytest.mark.parametrize("name", NAMES)
 def test_adding_a_constant_to_the_scores_changes_nothing(name, shift):
-    """y'(x + c1) = y'x + c on the simplex, so every mapping is shift invariant."""
+    """yᵀ(x + c·1) = yᵀx + c on the simplex, so every mapping is shift invariant."""
     x = _scores(11, (8, 7))
     torch.testing.assert_close(apply(name, x + shift), apply(name, x), rtol=0, atol=1e-9)
 

@@ -1,0 +1,224 @@
+"""Sparsity and structure of attention weights, for the result tables and the figures.
+
+Pure numpy (rows may also be torch tensors or lists); importing this module never imports
+fairseq. Everything is defined on one *attention row*: the weights one output step (or one
+SNLI hypothesis) puts on the unpadded source positions, a probability vector a of length n.
+
+Definitions, for a tolerance `tol` (default 0: the paper's convention of *exact* zeros and
+*exactly* equal weights, which sparsemax, fusedmax and oscarmax produce in float32 and which
+survive the JSON export, since float32 -> Python float is exact):
+
+- a position i is a **zero** if a_i <= tol; its **support** is the set of the other positions;
+- two weights are **equal** if |a_i - a_j| <= tol (with tol > 0, equality is chained:
+  a group is a maximal set linked by such steps);
+- a **run** (fusedmax's structure) is a maximal set of >= 2 *adjacent* positions i..j whose
+  weights are nonzero and pairwise-adjacent equal;
+- a **cluster** (oscarmax's structure) is a maximal set of >= 2 positions *anywhere* in the
+  row whose weights are nonzero and equal. Every run lies inside a cluster.
+
+Singletons are not groups: a row with all-distinct weights (softmax, in practice) has no runs
+and no clusters. Zeros are never grouped, although they are equal: they are counted by the
+zero fraction instead.
+
+`attention_statistics` averages these over a set of rows (e.g. every row of every sentence
+of a test-set export). Command line, writing the statistics next to an export of
+scripts/export_attention.py:
+
+    python -m regattn_fairseq.analysis results/attn/fusedmax.jsonl   # -> fusedmax.stats.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+# A row must sum to 1 within this; exported float32 rows of a few hundred positions do.
+ROW_SUM_TOLERANCE = 1e-3
+
+
+def as_row(row, tol: float = 0.0) -> np.ndarray:
+    """`row` as a float64 vector, checked to be a probability vector (ValueError otherwise)."""
+    if hasattr(row, "detach"):  # a torch tensor
+        row = row.detach().cpu().double().numpy()
+    values = np.asarray(row, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"an attention row must be a non-empty vector, got shape {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("attention row has NaN or infinite weights")
+    if values.min() < -tol:
+        raise ValueError(f"attention row has a negative weight {values.min():.3g}")
+    if abs(values.sum() - 1.0) > ROW_SUM_TOLERANCE:
+        raise ValueError(f"attention row sums to {values.sum():.6g}, not 1")
+    return values
+
+
+def _linked_groups(order: np.ndarray, linked: np.ndarray) -> list[np.ndarray]:
+    """Split the positions `order` into maximal stretches where consecutive entries are
+    linked (linked[k] links order[k] and order[k+1]); keep stretches of >= 2 positions."""
+    groups, start = [], 0
+    for k in range(len(order)):
+        if k == len(order) - 1 or not linked[k]:
+            if k > start:
+                groups.append(order[start:k + 1])
+            start = k + 1
+    return groups
+
+
+def equal_weight_runs(row, tol: float = 0.0) -> list[np.ndarray]:
+    """The runs of `row` (see the module docstring): index arrays of >= 2 adjacent positions
+    with equal nonzero weight, in order of position."""
+    a = as_row(row, tol)
+    nonzero = a > tol
+    linked = (np.abs(np.diff(a)) <= tol) & nonzero[:-1] & nonzero[1:]
+    return _linked_groups(np.arange(a.size), linked)
+
+
+def equal_weight_clusters(row, tol: float = 0.0) -> list[np.ndarray]:
+    """The clusters of `row` (see the module docstring): sorted index arrays of >= 2 positions
+    anywhere in the row with equal nonzero weight, in order of increasing weight."""
+    a = as_row(row, tol)
+    support = np.flatnonzero(a > tol)
+    by_weight = support[np.argsort(a[support], kind="stable")]
+    linked = np.diff(a[by_weight]) <= tol
+    return [np.sort(group) for group in _linked_groups(by_weight, linked)]
+
+
+def attention_statistics(rows_of_attention: Iterable, tol: float = 0.0) -> dict:
+    """Sparsity and structure of a set of attention rows (definitions in the module docstring).
+
+    rows_of_attention: attention rows (lists, numpy vectors or torch tensors), each a
+    probability vector over the unpadded source; e.g. every row of every exported sentence,
+    see `rows_of_export`. Returns a JSON-ready dict:
+
+      rows                    number of rows
+      mean_row_length         mean n (source positions per row)
+      mean_zero_fraction      mean over rows of (#zeros / n)
+      mean_support_size       mean over rows of #nonzeros
+      mean_runs_per_row       mean over rows of the number of runs (fusedmax's groups)
+      mean_run_size           mean size of a run, over all runs of all rows (None if no run)
+      mean_clusters_per_row   mean over rows of the number of clusters (oscarmax's groups)
+      mean_cluster_size       mean size of a cluster, over all clusters (None if no cluster)
+
+    Group sizes are pooled over groups rather than averaged per row, so that rows without
+    groups (where a mean size is undefined) do not enter them.
+    """
+    lengths, zero_fractions, supports = [], [], []
+    run_sizes, runs_per_row, cluster_sizes, clusters_per_row = [], [], [], []
+    for row in rows_of_attention:
+        a = as_row(row, tol)
+        zeros = int(np.count_nonzero(a <= tol))
+        lengths.append(a.size)
+        zero_fractions.append(zeros / a.size)
+        supports.append(a.size - zeros)
+        runs = equal_weight_runs(a, tol)
+        clusters = equal_weight_clusters(a, tol)
+        runs_per_row.append(len(runs))
+        run_sizes.extend(len(run) for run in runs)
+        clusters_per_row.append(len(clusters))
+        cluster_sizes.extend(len(cluster) for cluster in clusters)
+    if not lengths:
+        raise ValueError("no attention rows to compute statistics over")
+
+    def mean(values):
+        return float(np.mean(values)) if values else None
+
+    return {
+        "rows": len(lengths),
+        "mean_row_length": mean(lengths),
+        "mean_zero_fraction": mean(zero_fractions),
+        "mean_support_size": mean(supports),
+        "mean_runs_per_row": mean(runs_per_row),
+        "mean_run_size": mean(run_sizes),
+        "mean_clusters_per_row": mean(clusters_per_row),
+        "mean_cluster_size": mean(cluster_sizes),
+    }
+
+
+PARAMETER_SYMBOLS = {"gamma": "γ", "lam": "λ", "alpha": "α", "p": "p"}
+
+
+def describe_mapping(name: str, params: dict) -> str:
+    """A label for figures and tables in the paper's spelling, e.g.
+    describe_mapping("sq_pnorm_max", {"gamma": 1.0, "p": 1.5}) -> "sq-pnorm-max (γ=1, p=1.5)"."""
+    settings = ", ".join(f"{PARAMETER_SYMBOLS.get(key, key)}={value:g}" if isinstance(value, (int, float))
+                         else f"{PARAMETER_SYMBOLS.get(key, key)}={value}"
+                         for key, value in params.items())
+    label = name.replace("_", "-")
+    return f"{label} ({settings})" if settings else label
+
+
+def read_export(path) -> list[dict]:
+    """The sentence records of a JSON-lines export written by scripts/export_attention.py:
+    {"id", "src_tokens", "tgt_tokens", "attention": [rows], "mapping": {"name", "params", ...}}."""
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    for number, record in enumerate(records, 1):
+        missing = {"id", "src_tokens", "attention", "mapping"} - set(record)
+        if missing:
+            raise ValueError(f"{path}:{number}: export record lacks {', '.join(sorted(missing))}")
+        if any(len(row) != len(record["src_tokens"]) for row in record["attention"]):
+            raise ValueError(f"{path}:{number}: attention rows do not match the "
+                             f"{len(record['src_tokens'])} source tokens")
+    return records
+
+
+def rows_of_export(records: Iterable[dict]) -> Iterator[list]:
+    """Every attention row of every sentence record, in order."""
+    for record in records:
+        yield from record["attention"]
+
+
+def mapping_of_export(records: list[dict]) -> dict:
+    """The one mapping description shared by all records (ValueError if they disagree)."""
+    descriptions = {json.dumps(record["mapping"], sort_keys=True) for record in records}
+    if len(descriptions) != 1:
+        raise ValueError(f"export mixes {len(descriptions)} attention mappings")
+    return json.loads(descriptions.pop())
+
+
+def statistics_path(export_path) -> Path:
+    """Where the statistics of an export go: attn.jsonl -> attn.stats.json, beside it."""
+    export_path = Path(export_path)
+    return export_path.with_name(export_path.name.removesuffix(".jsonl") + ".stats.json")
+
+
+def write_export_statistics(export_path, tol: float = 0.0) -> Path:
+    """Compute the statistics of one export file and write them beside it, with the mapping,
+    the number of sentences and the tolerance used."""
+    records = read_export(export_path)
+    if not records:
+        raise ValueError(f"{export_path} holds no sentences")
+    stats = {
+        "export": Path(export_path).name,
+        "mapping": mapping_of_export(records),
+        "sentences": len(records),
+        "tolerance": tol,
+        **attention_statistics(rows_of_export(records), tol),
+    }
+    out = statistics_path(export_path)
+    out.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m regattn_fairseq.analysis",
+        description="Write sparsity/structure statistics of attention exports (JSON lines from "
+                    "scripts/export_attention.py) to <export>.stats.json beside each export.")
+    parser.add_argument("exports", nargs="+", metavar="EXPORT.jsonl")
+    parser.add_argument("--tol", type=float, default=0.0,
+                        help="weights <= tol are zeros and weights within tol are equal "
+                             "(default 0: exact, the paper's convention)")
+    args = parser.parse_args(argv)
+    if not (args.tol >= 0 and math.isfinite(args.tol)):
+        parser.error("--tol must be a finite number >= 0")
+    for export in args.exports:
+        print(write_export_statistics(export, args.tol))
+
+
+if __name__ == "__main__":
+    main()

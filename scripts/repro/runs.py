@@ -1,0 +1,222 @@
+"""fairseq command lines for one experiment: train (fairseq-hydra-train), decode
+(fairseq-generate) or evaluate a classifier (fairseq-validate), and turn their output into
+scored metrics. Everything is anchored to absolute paths (fairseq-notes traps 5 and 8)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from . import scoring
+from .common import CONFIG_DIR, USER_DIR, ReproError, run_logged, venv_tool
+from .prepare import SPACE_SYMBOL, PreparedData
+
+_JSON_LOG = re.compile(r"(\{.*\})\s*$")
+# fairseq-fixed 0.12.3.1 silently drops a final batch whose size is not a multiple of
+# --required-batch-size-multiple (default 8): 30 test items decode as 24. Evaluation must see
+# every example.
+_EVERY_EXAMPLE = ("--required-batch-size-multiple", "1")
+
+
+@dataclass
+class TrainedModel:
+    checkpoint: Path
+    wall_s: float | None          # fairseq's cumulative training wall time (survives resumes)
+    tokens_per_s: float | None    # target tokens per second in the last epoch (fairseq `wps`)
+    epochs: int | None
+    config_file: Path             # the composed config fairseq-hydra-train ran with
+    overrides: list[str] = field(default_factory=list)
+
+
+def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) -> list[str]:
+    """The overrides every run of an experiment needs: scale, absolute data and plugin paths."""
+    return [
+        f"scale/{experiment.scale_group}={scale}",
+        f"task.data={prepared.bin_dir}",
+        f"common.user_dir={USER_DIR}",
+    ]
+
+
+def train_command(experiment: DictConfig, overrides: list[str], multirun: bool = False) -> list[str]:
+    return [
+        venv_tool("fairseq-hydra-train"), *(["--multirun"] if multirun else []),
+        "--config-dir", str(CONFIG_DIR), "--config-name", experiment.train_config, *overrides,
+    ]
+
+
+def train(experiment: DictConfig, scale: str, mapping: str, seed: int, prepared: PreparedData,
+          run_dir: Path, extra_overrides: list[str]) -> TrainedModel:
+    """Train one model in run_dir (resuming from run_dir/checkpoints if a run was interrupted)."""
+    overrides = [
+        *hydra_overrides(experiment, scale, prepared),
+        f"attention={mapping}",
+        f"common.seed={seed}",
+        f"checkpoint.save_dir={run_dir / 'checkpoints'}",
+        f"hydra.run.dir={run_dir / 'hydra'}",
+        *extra_overrides,
+    ]
+    print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
+    run_logged(train_command(experiment, overrides), run_dir / "train.log")
+    return collect_trained(run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides)
+
+
+def collect_trained(hydra_dir: Path, save_dir: Path, log_file: Path, overrides: list[str]) -> TrainedModel:
+    checkpoint = save_dir / "checkpoint_best.pt"
+    if not checkpoint.is_file():
+        raise ReproError(f"training produced no checkpoint {checkpoint} (log: {log_file})")
+    stats = {}
+    for line in log_file.read_text().splitlines():
+        match = _JSON_LOG.search(line)
+        if match and '"train_wps"' in match.group(1):
+            stats = json.loads(match.group(1))
+    as_float = lambda key: float(stats[key]) if key in stats else None  # noqa: E731
+    return TrainedModel(
+        checkpoint=checkpoint,
+        wall_s=as_float("train_wall"),
+        tokens_per_s=as_float("train_wps"),
+        epochs=int(stats["epoch"]) if "epoch" in stats else None,
+        config_file=hydra_dir / ".hydra" / "config.yaml",
+        overrides=overrides,
+    )
+
+
+def decode(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
+           decode_cfg: DictConfig, remove_bpe: bool) -> tuple[list[str], float]:
+    """Beam-search the `subset` with fairseq-generate; hypotheses in corpus order, wall time."""
+    cmd = [
+        venv_tool("fairseq-generate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
+        "--user-dir", str(USER_DIR), "--gen-subset", subset, "--cpu",
+        "--beam", str(decode_cfg.beam), "--batch-size", str(decode_cfg.batch_size),
+        "--results-path", str(out_dir), *_EVERY_EXAMPLE,
+        *(["--remove-bpe"] if remove_bpe else []),
+    ]
+    start = time.time()
+    run_logged(cmd, out_dir / f"generate-{subset}.log", echo=False)
+    elapsed = time.time() - start
+    hypotheses = {}
+    for line in (out_dir / f"generate-{subset}.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("H-"):
+            key, _score, *text = line.split("\t")
+            hypotheses[int(key[2:])] = text[0] if text else ""
+    return [hypotheses[i] for i in sorted(hypotheses)], elapsed
+
+
+def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path) -> tuple[float, float]:
+    """Classification accuracy of the checkpoint on `subset` (the task's criterion reports it)."""
+    cmd = [
+        venv_tool("fairseq-validate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
+        "--user-dir", str(USER_DIR), "--task", "regattn_snli", "--valid-subset", subset,
+        "--cpu", "--log-format", "json", "--batch-size", "64", *_EVERY_EXAMPLE,
+    ]
+    start = time.time()
+    output = run_logged(cmd, out_dir / f"validate-{subset}.log", echo=False)
+    elapsed = time.time() - start
+    for line in output.splitlines():
+        match = _JSON_LOG.search(line)
+        if match and f'"{subset}_accuracy"' in match.group(1):  # JSON logs prefix the subset
+            return float(json.loads(match.group(1))[f"{subset}_accuracy"]), elapsed
+    raise ReproError(f"fairseq-validate reported no accuracy (log {out_dir / f'validate-{subset}.log'})")
+
+
+def _read(path: str) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str,
+             decode_cfg: DictConfig, out_dir: Path) -> dict:
+    """Decode (or classify) one evaluation set and score it: {metrics, decode_wall_s, ...}."""
+    evaluation = prepared.evaluation(name)
+    subset = evaluation["subset"]
+    if scorer == "accuracy":
+        accuracy, elapsed = validate_accuracy(model, prepared, subset, out_dir)
+        return {"metrics": {"accuracy": round(accuracy, 2)}, "decode_wall_s": round(elapsed, 1)}
+
+    hypotheses, elapsed = decode(model, prepared, subset, out_dir, decode_cfg,
+                                 remove_bpe=scorer == "bleu")
+    result = {"decode_wall_s": round(elapsed, 1), "hypotheses": str(out_dir / f"{name}.hyp")}
+    if scorer == "bleu":
+        from sacremoses import MosesDetokenizer
+
+        detokenizer = MosesDetokenizer(lang=evaluation["detokenize"])
+        hypotheses = [detokenizer.detokenize(h.split()) for h in hypotheses]
+        result["metrics"], result["signature"] = scoring.bleu(hypotheses, _read(evaluation["refs"][0]))
+        print(f"[score] {name}: BLEU {result['metrics']['bleu']}  ({result['signature']})", flush=True)
+    elif scorer in ("rouge_f1", "rouge_recall"):
+        references = list(zip(*(_read(path) for path in evaluation["refs"])))
+        result["metrics"] = scoring.rouge(
+            hypotheses, [list(refs) for refs in references],
+            measure="fmeasure" if scorer == "rouge_f1" else "recall",
+            truncate=evaluation.get("truncate_bytes"),
+        )
+        result["signature"] = (
+            f"rouge-score, Porter stemmer, {'F1' if scorer == 'rouge_f1' else 'recall'}"
+            f"{', hypotheses cut at %d bytes' % evaluation['truncate_bytes'] if evaluation.get('truncate_bytes') else ''}"
+            f", {len(evaluation['refs'])} reference(s) averaged"
+        )
+    elif scorer == "exact_match":
+        hypotheses = [h.replace(" ", "").replace(SPACE_SYMBOL, " ") for h in hypotheses]
+        result["metrics"] = scoring.exact_match(hypotheses, _read(evaluation["refs"][0]), _read(evaluation["languages"]))
+    else:
+        raise ReproError(f"unknown scorer {scorer!r}")
+    Path(result["hypotheses"]).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    return result
+
+
+def composed_config(model: TrainedModel) -> dict:
+    """The key settings of the composed training config, for the result rows."""
+    if not model.config_file.is_file():
+        return {}
+    cfg = OmegaConf.load(model.config_file)
+    return {
+        "model": OmegaConf.to_container(cfg.model, resolve=False),
+        "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
+        "lr": OmegaConf.to_container(cfg.optimization.lr, resolve=False),
+        "max_epoch": cfg.optimization.max_epoch,
+        "batch_size": cfg.dataset.batch_size,
+        "max_tokens": cfg.dataset.max_tokens,
+        "file": str(model.config_file),
+    }
+
+
+def result_rows(table: str, experiment: DictConfig, scale: str, mapping: str, seed: int,
+                prepared: PreparedData, model: TrainedModel, decode_cfg: DictConfig,
+                out_dir: Path, run_id: str, sweep_params: dict | None = None) -> list[dict]:
+    """Score every evaluation set of a trained model: one provenance-complete row each."""
+    from .common import provenance
+
+    rows = []
+    config = composed_config(model)
+    context = provenance()
+    for name, scorer in experiment.evaluations.items():
+        result = evaluate(model, prepared, name, scorer, decode_cfg, out_dir)
+        rows.append({
+            "run_id": run_id,
+            "table": table,
+            "experiment": experiment.name,
+            "evaluation": name,
+            "scale": scale,
+            "mapping": mapping,
+            "sweep_params": sweep_params or {},
+            "seed": seed,
+            "metrics": result["metrics"],
+            "signature": result.get("signature"),
+            "data_source": prepared.manifest["source"],
+            "data": {k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
+            "train": {
+                "wall_s": model.wall_s,
+                "tokens_per_s": model.tokens_per_s,
+                "epochs": model.epochs,
+                "checkpoint": str(model.checkpoint),
+                "overrides": model.overrides,
+                "config": config,
+            },
+            "decode": {"wall_s": result["decode_wall_s"], "hypotheses": result.get("hypotheses"),
+                       **OmegaConf.to_container(decode_cfg)},
+            **context,
+        })
+    return rows

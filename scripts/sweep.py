@@ -1,0 +1,131 @@
+#!/usr/bin/env python
+"""Hyperparameter sweep as one Hydra multirun: `fairseq-hydra-train --multirun` trains every
+combination in configs/sweep/<sweep>.yaml; each job is then decoded and scored, the rows are
+appended to results/raw/sweep_<sweep>.jsonl and results/sweep_<sweep>.{md,png} regenerated.
+
+    python scripts/sweep.py lambda --scale small
+    python scripts/sweep.py alpha --scale smoke
+
+Jobs live in WORK_DIR/checkpoints/sweep_<sweep>/<scale>-<source>/<job number>/ (stable: an
+interrupted sweep resumes each job from its last checkpoint)."""
+
+import argparse
+import sys
+import uuid
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from repro import runs
+from repro.common import CONFIG_DIR, REPO_ROOT, ReproError, check_mappings, check_scale, load_config, run_logged
+from repro.prepare import prepare
+from repro.results import write_outputs
+
+
+def parse_args() -> argparse.Namespace:
+    sweeps = sorted(p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", choices=sweeps)
+    parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
+    parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
+    parser.add_argument("--source", choices=["offline", "online"])
+    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT)
+    parser.add_argument("--results-dir", type=Path, default=REPO_ROOT / "results")
+    return parser.parse_args()
+
+
+def table_spec(sweep) -> OmegaConf:
+    """The sweep seen as a result table (rows keyed by mapping and swept value)."""
+    evaluations = list(sweep.experiment.evaluations)
+    return OmegaConf.create({
+        "table": f"sweep_{sweep.name}",
+        "title": sweep.title,
+        "paper_source": "none (a sweep; the paper fixes λ = 0.1 for fusedmax and 0.01 for oscarmax)",
+        "metrics": {e: [sweep.metric] for e in evaluations},
+    })
+
+
+def main() -> None:
+    args = parse_args()
+    sweep = load_config("sweep", args.sweep)
+    scale = check_scale(args.scale)
+    params = sweep.params[scale]
+    check_mappings(params.attention)
+    work_dir = args.work_dir.resolve()
+    experiment = sweep.experiment
+    prepared = prepare(experiment.dataset, scale, data_dir=args.data_dir, source=args.source, work_dir=work_dir)
+    sweep_dir = work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
+
+    overrides = [
+        *runs.hydra_overrides(experiment, scale, prepared),
+        *(f"{key}={','.join(str(v) for v in values)}" for key, values in params.items()),
+        # Anchored paths: Hydra moves each job into its own directory (fairseq-notes trap 5).
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweep.subdir=${hydra.job.num}",
+        "checkpoint.save_dir=${hydra:runtime.output_dir}/checkpoints",
+    ]
+    print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
+    run_logged(runs.train_command(experiment, overrides, multirun=True), sweep_dir / "multirun.log")
+
+    spec = table_spec(sweep)
+    results_dir = args.results_dir.resolve()
+    job_dirs = sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    for job_dir in job_dirs:
+        job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
+        swept = dict(item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params)
+        model = runs.collect_trained(job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
+        mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
+        rows = runs.result_rows(spec.table, experiment, scale, mapping, int(OmegaConf.load(
+            job_dir / ".hydra" / "config.yaml").common.seed), prepared, model, sweep.decode,
+            job_dir / "decode", uuid.uuid4().hex[:12], sweep_params=swept)
+        write_outputs(results_dir, spec, rows)
+        print(f"[results] {mapping}: {rows[0]['metrics']}", flush=True)
+    plot = plot_sweep(results_dir, spec, sweep, scale)
+    print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
+
+
+def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
+    """Metric against the swept value, one line per mapping; non-numeric values (learned α)
+    are drawn as horizontal reference lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from repro.results import latest_per_run, load_rows
+
+    rows = [r for r in latest_per_run(load_rows(results_dir, spec.table), ("mapping", "scale", "seed", "data_source"))
+            if r["scale"] == scale]
+    figure, axes = plt.subplots(figsize=(5, 3.5))
+    for mapping in sorted({r["sweep_params"]["attention"] for r in rows}):
+        points, references = [], []
+        for row in rows:
+            if row["sweep_params"]["attention"] != mapping:
+                continue
+            value, score = row["sweep_params"][sweep.axis], row["metrics"][sweep.metric]
+            try:
+                points.append((float(value), score))
+            except ValueError:
+                references.append((value, score))
+        points.sort()
+        line = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=mapping)[0]
+        for value, score in references:
+            axes.axhline(score, linestyle="--", color=line.get_color(), label=f"{mapping} ({value})")
+    if sweep.axis.endswith("lambda"):
+        axes.set_xscale("log")
+    axes.set_xlabel(sweep.axis.split(".")[-1])
+    axes.set_ylabel(sweep.metric)
+    axes.set_title(f"{spec.table} ({scale})")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    path = results_dir / f"{spec.table}_{scale}.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ReproError as error:
+        sys.exit(f"error: {error}")

@@ -1,0 +1,34 @@
+"""Attention exports in the format of scripts/export_attention.py, made from the real mappings."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from regattn_fairseq import mappings
+
+
+def attention_records(name: str, params: dict, sentences: int = 3, seed: int = 0) -> list[dict]:
+    """Sentence records as scripts/export_attention.py writes them, with the attention of
+    mapping `name` applied to random-walk scores (neighbouring scores close, so that fusedmax
+    and oscarmax form groups) in float32, as a model computes it."""
+    generator = torch.Generator().manual_seed(seed)
+    records = []
+    for sentence in range(sentences):
+        source_length, target_length = 9 + 2 * sentence, 4 + sentence
+        steps = 0.4 * torch.randn(target_length, source_length, generator=generator)
+        scores = steps.cumsum(-1).float()
+        attention = mappings.build(name, **params)(scores)
+        records.append({
+            "id": 100 + sentence,
+            "src_tokens": [f"src{i}" for i in range(source_length - 1)] + ["</s>"],
+            "tgt_tokens": [f"tgt{i}" for i in range(target_length - 1)] + ["</s>"],
+            "attention": attention.tolist(),
+            "mapping": {"name": name, "params": params, "device": "cpu"},
+        })
+    return records
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path

@@ -1,0 +1,29 @@
+"""Shared fixtures for the reproduction-suite tests: import path of scripts/, the offline data."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+from repro.common import DEFAULT_DATA_DIR  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real offline data (smoke scale reads only the first lines of each file)."""
+    if not (DEFAULT_DATA_DIR / "README.md").is_file():
+        pytest.skip(f"offline data not found at {DEFAULT_DATA_DIR}")
+    return DEFAULT_DATA_DIR
+
+
+def run_make(target: str, tmp_path: Path, data_dir: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`make <target> SCALE=smoke` with work and results under tmp_path."""
+    return subprocess.run(
+        ["make", "--no-print-directory", target, "SCALE=smoke", f"DATA_DIR={data_dir}",
+         f"WORK_DIR={tmp_path}", f"RESULTS_DIR={tmp_path / 'results'}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+    )

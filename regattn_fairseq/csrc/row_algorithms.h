@@ -193,12 +193,14 @@ void entmax15_row(const T* x, T* y, int64_t n, T* sorted) {
 // With groups (fusedmax/oscarmax, Prop. 3) the result is then averaged within each group;
 // `acc` and `count` are scratch of n entries, group ids lie in [0, n).
 // alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
-// f(tau) = sum (z - tau)_+^q - 1 (z = (alpha-1) x, q = 1/(alpha-1)) decreases in tau, with
-// f >= 0 at z_max - 1 and f <= 0 at z_max - n^{1-alpha}. Safeguarded Newton: Newton steps
-// from the bracket's lower end, bisection whenever a step leaves the bracket; for
-// alpha <= 2, f is convex and Newton from the left never overshoots. Only values above
-// z_max - 1 can be in the support, so the iterations run over those (`candidates`, scratch
-// of n entries). The output is normalized so that it sums to 1 exactly.
+// With z = (alpha-1) x and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
+// which decreases in tau, with F >= 0 at z_max - 1 and F <= 0 at z_max - n^{1-alpha}. F is
+// the q-norm of a convex vector function, convex for q >= 1 (alpha <= 2), and nearly linear
+// (exactly so while one value is active), so Newton's method from the bracket's lower end
+// climbs to the root without overshooting in a few steps, where Newton on sum (z-tau)^q - 1
+// would crawl for large q. Steps that leave the bracket (alpha > 2) fall back to bisection.
+// Only values above z_max - 1 can be in the support: the iterations run over those
+// (`candidates`, scratch of n entries). The output is normalized to sum to 1 exactly.
 template <typename T>
 void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates) {
   const T am1 = alpha - T(1), q = T(1) / am1;
@@ -212,18 +214,21 @@ void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates) {
   T lo = z_max - T(1), hi = z_max - std::pow(T(n), -am1);
   T tau = lo;
   for (int iter = 0; iter < 100 && hi > lo; ++iter) {
-    T f = -T(1), df = T(0);
+    T s_q = 0, s_qm1 = 0;  // sum d^q and sum d^{q-1} over the support, d = z - tau
     for (int64_t i = 0; i < m; ++i) {
       const T d = candidates[i] - tau;
       if (d > T(0)) {
         const T p = std::pow(d, q - T(1));
-        f += p * d;
-        df -= q * p;
+        s_qm1 += p;
+        s_q += p * d;
       }
     }
+    const T norm = std::pow(s_q, T(1) / q);
+    const T f = norm - T(1);
     if (f == T(0)) break;
     if (f > T(0)) lo = tau; else hi = tau;
-    T next = df < T(0) ? tau - f / df : (lo + hi) / T(2);
+    // F'(tau) = -s_qm1 * s_q^{1/q - 1} = -s_qm1 * norm / s_q
+    T next = s_qm1 > T(0) ? tau + f * s_q / (s_qm1 * norm) : (lo + hi) / T(2);
     if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
     if (next == tau) break;  // converged to float resolution
     tau = next;

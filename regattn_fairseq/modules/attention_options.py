@@ -5,7 +5,6 @@ reach the model under `fairseq-train` (argparse) and `fairseq-hydra-train` (Omeg
 `attention_spec_from_cfg` reads them without fallbacks: a config that lost them is an error,
 never a silent softmax.
 """
-import inspect
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -136,8 +135,7 @@ def attention_spec_from_cfg(cfg, model_name: str, allow_learned_alpha: bool = Fa
                             if p in given)
         raise ValueError(f"invalid attention options for --attention {name} ({options}): {e}") from e
 
-    defaults = inspect.signature(mappings.MODULES[name]).parameters
-    params = {p: given.get(p, defaults[p].default) for p in takes
+    params = {p: given.get(p, default) for p, default in mappings.defaults_of(name).items()
               if not (learned_alpha and p == "alpha")}
 
     device = str(_read(cfg, "attention_device"))

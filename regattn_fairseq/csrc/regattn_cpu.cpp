@@ -217,6 +217,22 @@ torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
   return y;
 }
 
+torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamma, double p) {
+  check_rows(x, mask);
+  auto y = torch::empty_like(x);
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sq_pnorm_max_rows", [&] {
+    const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
+    for_each_row<scalar_t>(x, mask, y, nullptr,
+                           [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
+                             thread_local std::vector<scalar_t> candidates;
+                             if ((int64_t)candidates.size() < d) candidates.resize(d);
+                             sq_pnorm_max_row(in, out, n, g, pp, candidates.data());
+                           });
+  });
+  return y;
+}
+
 }  // namespace
 }  // namespace regattn
 
@@ -227,5 +243,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
   m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
   m.def("entmax_bisect_rows", &regattn::entmax_bisect_rows, "alpha-entmax of each row, one alpha per row");
+  m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace regattn {
 
@@ -225,7 +226,8 @@ void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates) {
     }
     const T norm = std::pow(s_q, T(1) / q);
     const T f = norm - T(1);
-    if (f == T(0)) break;
+    // f is only known to a few ulps: past that, Newton wanders and bisection crawls
+    if (std::abs(f) <= T(8) * std::numeric_limits<T>::epsilon()) break;
     if (f > T(0)) lo = tau; else hi = tau;
     // F'(tau) = -s_qm1 * s_q^{1/q - 1} = -s_qm1 * norm / s_q
     T next = s_qm1 > T(0) ? tau + f * s_q / (s_qm1 * norm) : (lo + hi) / T(2);
@@ -237,6 +239,56 @@ void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates) {
   for (int64_t i = 0; i < n; ++i) {
     const T d = x[i] * am1 - tau;
     y[i] = d > T(0) ? std::pow(d, q) : T(0);
+    sum += y[i];
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] /= sum;
+}
+
+// sq-pnorm-max of a row, argmin_{y in simplex} gamma/2 ||y||_p^2 - y.x, p in (1, 2]:
+// y = u / sum(u), u_i = (x_i - tau)_+^q with q = 1/(p-1) and tau the root of
+// phi(tau) = log A_q - (2-p)/p log A_{q+1} - log gamma, A_k = sum_i (x_i - tau)_+^k
+// (the KKT condition sum(u) = gamma ||u||_p^{2-p} in logs). tau lies in [x_max - gamma, x_max):
+// phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Newton from the lower end,
+// bisecting when a step leaves the bracket; only values above x_max - gamma can be in the
+// support, so the iterations run over those (`candidates`, scratch of n entries). For the
+// paper's p = 1.5 (q = 2) the powers are products, with no call to pow.
+template <typename T>
+void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T* candidates) {
+  const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
+  const bool q_is_two = q == T(2);
+  T x_max = x[0];
+  for (int64_t i = 1; i < n; ++i) x_max = std::max(x_max, x[i]);
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    candidates[m] = x[i];
+    m += x[i] > x_max - gamma;
+  }
+  T lo = x_max - gamma, hi = x_max, tau = lo;
+  for (int iter = 0; iter < 200; ++iter) {
+    T a_qm1 = 0, a_q = 0, a_qp1 = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const T d = candidates[i] - tau;
+      if (d > T(0)) {
+        const T pw = q_is_two ? d : std::pow(d, q - T(1));
+        a_qm1 += pw;
+        a_q += pw * d;
+        a_qp1 += pw * d * d;
+      }
+    }
+    const T phi = std::log(a_q) - c * std::log(a_qp1) - log_gamma;
+    // phi is only known to a few ulps: past that, Newton wanders and bisection crawls
+    if (std::abs(phi) <= T(8) * std::numeric_limits<T>::epsilon()) break;
+    if (phi > T(0)) lo = tau; else hi = tau;
+    const T dphi = -q * a_qm1 / a_q + q * (T(2) - p) * a_q / a_qp1;
+    T next = dphi < T(0) ? tau - phi / dphi : (lo + hi) / T(2);
+    if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
+    if (next == tau || !(hi > lo)) break;  // converged to float resolution
+    tau = next;
+  }
+  T sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T d = x[i] - tau;
+    y[i] = d > T(0) ? (q_is_two ? d * d : std::pow(d, q)) : T(0);
     sum += y[i];
   }
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;

@@ -4,8 +4,9 @@
 
 Forward. The KKT conditions give y = u(tau) / sum(u(tau)) with u_i(tau) = (x_i - tau)_+^{1/(p-1)}
 and tau the root of  sum(u) = gamma ||u||_p^{2-p}. At the solution x_max - tau <= gamma
-(since ||y||_p <= 1), so tau lies in [x_max - gamma, x_max]; we bisect there to the floating
-point resolution of the input dtype. This replaces the paper's projected-gradient loop
+(since ||y||_p <= 1), so tau lies in [x_max - gamma, x_max]. The CPU kernel runs safeguarded
+Newton there (see csrc/row_algorithms.h), the torch reference bisects; both stop at the
+floating point resolution of the input dtype. This replaces the paper's projected-gradient loop
 (which it ran at tolerance 1e-2) with a solution exact to float precision.
 
 Backward (Prop. 1, restricted to the support S). Differentiating the KKT system
@@ -21,6 +22,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ._kernels import kernels, mask_arg, use_kernels
 from ._rows import bisection_steps, check_positive, to_rows
 
 
@@ -30,6 +32,15 @@ def check_p(p: float) -> None:
 
 
 def sq_pnorm_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
+    """sq-pnorm-max of each row of a (rows, d) tensor over its unmasked positions: the
+    kernel's safeguarded Newton iteration on CPU, the torch reference elsewhere."""
+    if use_kernels(x):
+        return kernels.sq_pnorm_max_rows(x, mask_arg(mask), float(gamma), float(p))
+    return sq_pnorm_max_rows_reference(x, mask, gamma, p)
+
+
+def sq_pnorm_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
+    """Bisection on tau in torch ops, to the dtype's resolution."""
     q = 1.0 / (p - 1.0)
     if mask is not None:
         x = x.masked_fill(~mask, float("-inf"))

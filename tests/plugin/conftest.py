@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import fairseq  # noqa: F401  (before the plugin, so that importing it registers everything)
-import regattn_fairseq  # noqa: F401
+import fairseq  # noqa: F401
+import regattn_fairseq
+
+# Other test folders may have imported the plugin before fairseq, in which case neither its
+# import nor --user-dir registered anything.
+regattn_fairseq.register_with_fairseq()
 from fairseq import checkpoint_utils, options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_cli import generate as generate_cli

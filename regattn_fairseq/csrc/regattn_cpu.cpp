@@ -95,22 +95,45 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
   return {z, group};
 }
 
+// Per-thread scratch of the sort + pool-adjacent-violators rows (oscarmax and its prox).
+template <typename T>
+struct PoolScratch {
+  std::vector<std::pair<T, int64_t>> order;  // (value, position), sorted decreasingly
+  std::vector<T> a, sum;
+  std::vector<int64_t> block, start;
+
+  static PoolScratch& for_thread(int64_t d) {
+    thread_local PoolScratch scratch;
+    if ((int64_t)scratch.order.size() < d) {
+      scratch.order.resize(d);
+      scratch.a.resize(d);
+      scratch.sum.resize(d);
+      scratch.block.resize(d);
+      scratch.start.resize(d);
+    }
+    return scratch;
+  }
+
+  // sorts order[0, count) and pools a_k = value_k - lam (n-1-k) into non-increasing blocks
+  void sort_and_pool(int64_t count, int64_t n, T lam) {
+    std::sort(order.begin(), order.begin() + count,
+              [](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) { return p.first > q.first; });
+    for (int64_t k = 0; k < count; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
+    pav_nonincreasing(a.data(), block.data(), count, start.data(), sum.data());
+  }
+};
+
 // prox of lam * sum_{i<j} max(z_i, z_j) = lam * sum_k (n-1-k) z_[k] (values sorted
 // decreasingly, k from 0): an ordered weighted sum, convex because the weights decrease.
 // Sort, subtract the weights, pool adjacent violators, undo the sort (Zeng & Figueiredo 2014,
 // without their absolute values: see mappings/oscar.py for why).
 template <typename T>
-void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam,
-                           std::vector<std::pair<T, int64_t>>& order, std::vector<T>& a,
-                           std::vector<int64_t>& block, std::vector<int64_t>& start, std::vector<T>& sum) {
-  for (int64_t i = 0; i < n; ++i) order[i] = {x[i], i};
-  std::sort(order.begin(), order.begin() + n,
-            [](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) { return p.first > q.first; });
-  for (int64_t k = 0; k < n; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
-  pav_nonincreasing(a.data(), block.data(), n, start.data(), sum.data());
+void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam, PoolScratch<T>& s) {
+  for (int64_t i = 0; i < n; ++i) s.order[i] = {x[i], i};
+  s.sort_and_pool(n, n, lam);
   for (int64_t k = 0; k < n; ++k) {
-    z[order[k].second] = a[k];
-    group[order[k].second] = block[k];
+    z[s.order[k].second] = s.a[k];
+    group[s.order[k].second] = s.block[k];
   }
 }
 
@@ -122,8 +145,7 @@ void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam,
 // most the largest remaining value, as prox weights are >= 0) exceeds the last pooled block;
 // when that check fails the whole row is sorted. cluster is the pooled block (-1: y = 0).
 template <typename T>
-void oscarmax_row(const T* x, T* y, int64_t* cluster, int64_t n, T lam, std::vector<std::pair<T, int64_t>>& order,
-                  std::vector<T>& a, std::vector<int64_t>& block, std::vector<int64_t>& start, std::vector<T>& sum) {
+void oscarmax_row(const T* x, T* y, int64_t* cluster, int64_t n, T lam, PoolScratch<T>& s) {
   T x_max = x[0];
   for (int64_t i = 1; i < n; ++i) x_max = std::max(x_max, x[i]);
   const T threshold = x_max - lam * T(n - 1) - T(1);
@@ -131,23 +153,18 @@ void oscarmax_row(const T* x, T* y, int64_t* cluster, int64_t n, T lam, std::vec
   T rest_max = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; ++i) {
     if (x[i] > threshold) {
-      order[m++] = {x[i], i};
+      s.order[m++] = {x[i], i};
     } else {
       rest_max = std::max(rest_max, x[i]);
     }
   }
-  auto pool = [&](int64_t count) {
-    std::sort(order.begin(), order.begin() + count,
-              [](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) { return p.first > q.first; });
-    for (int64_t k = 0; k < count; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
-    pav_nonincreasing(a.data(), block.data(), count, start.data(), sum.data());
-  };
-  pool(m);
-  if (m < n && !(a[m - 1] > rest_max)) {  // the rest could pool into the top blocks
-    for (int64_t i = 0; i < n; ++i) order[i] = {x[i], i};
+  s.sort_and_pool(m, n, lam);
+  if (m < n && !(s.a[m - 1] > rest_max)) {  // the rest could pool into the top blocks
+    for (int64_t i = 0; i < n; ++i) s.order[i] = {x[i], i};
     m = n;
-    pool(m);
+    s.sort_and_pool(m, n, lam);
   }
+  const auto& a = s.a;
   // simplex projection of the pooled values (sorted decreasingly): the support is a prefix
   T cumsum = 0, tau = a[0] - T(1);
   for (int64_t k = 0; k < m; ++k) {
@@ -163,8 +180,8 @@ void oscarmax_row(const T* x, T* y, int64_t* cluster, int64_t n, T lam, std::vec
   for (int64_t k = 0; k < m; ++k) {
     const T v = a[k] - tau;
     if (v > T(0)) {
-      y[order[k].second] = v;
-      cluster[order[k].second] = block[k];
+      y[s.order[k].second] = v;
+      cluster[s.order[k].second] = s.block[k];
     }
   }
 }
@@ -178,14 +195,7 @@ std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, do
     const scalar_t l = static_cast<scalar_t>(lam);
     for_each_row<scalar_t>(x, mask, y, cluster.data_ptr<int64_t>(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
-                             thread_local std::vector<std::pair<scalar_t, int64_t>> order;
-                             thread_local std::vector<int64_t> block, start;
-                             thread_local std::vector<scalar_t> a, sum;
-                             if ((int64_t)order.size() < d) {
-                               order.resize(d); block.resize(d); start.resize(d);
-                               a.resize(d); sum.resize(d);
-                             }
-                             oscarmax_row(in, out, g, n, l, order, a, block, start, sum);
+                             oscarmax_row(in, out, g, n, l, PoolScratch<scalar_t>::for_thread(d));
                            });
   });
   return {y, cluster};
@@ -200,15 +210,7 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
     const scalar_t l = static_cast<scalar_t>(lam);
     for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
-                             // scratch per call keeps the lambda re-entrant across threads
-                             thread_local std::vector<std::pair<scalar_t, int64_t>> order;
-                             thread_local std::vector<int64_t> block, start;
-                             thread_local std::vector<scalar_t> a, sum;
-                             if ((int64_t)order.size() < d) {
-                               order.resize(d); block.resize(d); start.resize(d);
-                               a.resize(d); sum.resize(d);
-                             }
-                             prox_pairwise_max_row(in, out, g, n, l, order, a, block, start, sum);
+                             prox_pairwise_max_row(in, out, g, n, l, PoolScratch<scalar_t>::for_thread(d));
                            });
   });
   return {z, group};

@@ -95,7 +95,7 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
   return {z, group};
 }
 
-// Per-thread scratch of the sort + pool-adjacent-violators rows (oscarmax and its prox).
+// Per-thread scratch of the sort + pool-adjacent-violators rows.
 template <typename T>
 struct PoolScratch {
   std::vector<std::pair<T, int64_t>> order;  // (value, position), sorted decreasingly
@@ -114,12 +114,12 @@ struct PoolScratch {
     return scratch;
   }
 
-  // sorts order[0, count) and pools a_k = value_k - lam (n-1-k) into non-increasing blocks
-  void sort_and_pool(int64_t count, int64_t n, T lam) {
-    std::sort(order.begin(), order.begin() + count,
+  // sorts order[0, n) and pools a_k = value_k - lam (n-1-k) into non-increasing blocks
+  void sort_and_pool(int64_t n, T lam) {
+    std::sort(order.begin(), order.begin() + n,
               [](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) { return p.first > q.first; });
-    for (int64_t k = 0; k < count; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
-    pav_nonincreasing(a.data(), block.data(), count, start.data(), sum.data());
+    for (int64_t k = 0; k < n; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
+    pav_nonincreasing(a.data(), block.data(), n, start.data(), sum.data());
   }
 };
 
@@ -130,75 +130,11 @@ struct PoolScratch {
 template <typename T>
 void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam, PoolScratch<T>& s) {
   for (int64_t i = 0; i < n; ++i) s.order[i] = {x[i], i};
-  s.sort_and_pool(n, n, lam);
+  s.sort_and_pool(n, lam);
   for (int64_t k = 0; k < n; ++k) {
     z[s.order[k].second] = s.a[k];
     group[s.order[k].second] = s.block[k];
   }
-}
-
-// oscarmax of a row in one pass, y = P_simplex(prox_P(x)), without sorting the whole row.
-// Only the top values can reach the support: the top pooled value is at least
-// a_0 = x_max - lam (n-1), so tau >= x_max - lam (n-1) - 1 and values at or below that
-// threshold get y = 0 whatever their prox value. We sort and pool only the values above it.
-// The pooling of the full row agrees on them unless a block of the rest (whose mean is at
-// most the largest remaining value, as prox weights are >= 0) exceeds the last pooled block;
-// when that check fails the whole row is sorted. cluster is the pooled block (-1: y = 0).
-template <typename T>
-void oscarmax_row(const T* x, T* y, int64_t* cluster, int64_t n, T lam, PoolScratch<T>& s) {
-  T x_max = x[0];
-  for (int64_t i = 1; i < n; ++i) x_max = std::max(x_max, x[i]);
-  const T threshold = x_max - lam * T(n - 1) - T(1);
-  int64_t m = 0;
-  T rest_max = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] > threshold) {
-      s.order[m++] = {x[i], i};
-    } else {
-      rest_max = std::max(rest_max, x[i]);
-    }
-  }
-  s.sort_and_pool(m, n, lam);
-  if (m < n && !(s.a[m - 1] > rest_max)) {  // the rest could pool into the top blocks
-    for (int64_t i = 0; i < n; ++i) s.order[i] = {x[i], i};
-    m = n;
-    s.sort_and_pool(m, n, lam);
-  }
-  const auto& a = s.a;
-  // simplex projection of the pooled values (sorted decreasingly): the support is a prefix
-  T cumsum = 0, tau = a[0] - T(1);
-  for (int64_t k = 0; k < m; ++k) {
-    cumsum += a[k];
-    const T t = (cumsum - T(1)) / T(k + 1);
-    if (!(a[k] > t)) break;
-    tau = t;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = T(0);
-    cluster[i] = -1;
-  }
-  for (int64_t k = 0; k < m; ++k) {
-    const T v = a[k] - tau;
-    if (v > T(0)) {
-      y[s.order[k].second] = v;
-      cluster[s.order[k].second] = s.block[k];
-    }
-  }
-}
-
-std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double lam) {
-  check_rows(x, mask);
-  auto y = torch::empty_like(x);
-  auto cluster = torch::empty(x.sizes(), x.options().dtype(torch::kLong));
-  const int64_t d = x.size(1);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "oscarmax_rows", [&] {
-    const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, y, cluster.data_ptr<int64_t>(),
-                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
-                             oscarmax_row(in, out, g, n, l, PoolScratch<scalar_t>::for_thread(d));
-                           });
-  });
-  return {y, cluster};
 }
 
 std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor mask, double lam) {
@@ -323,6 +259,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
   m.def("entmax_bisect_rows", &regattn::entmax_bisect_rows, "alpha-entmax of each row, one alpha per row");
   m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");
-  m.def("oscarmax_rows", &regattn::oscarmax_rows, "oscarmax of each row -> (y, cluster id or -1 where y = 0)");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
 }

@@ -85,11 +85,8 @@ def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
 class OscarmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        if use_kernels(x):  # one pass that sorts only the values that can reach the support
-            y, cluster = kernels.oscarmax_rows(unscale(x, gamma), mask_arg(mask), float(lam))
-        else:
-            z, cluster = prox_pairwise_max_rows(unscale(x, gamma), mask, lam)
-            y = project_simplex_rows(z, mask)
+        z, cluster = prox_pairwise_max_rows(unscale(x, gamma), mask, lam)
+        y = project_simplex_rows(z, mask)
         ctx.save_for_backward(y, cluster)
         ctx.gamma = gamma
         return y

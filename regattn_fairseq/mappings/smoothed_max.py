@@ -17,8 +17,10 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
     p = {**defaults_of(name), **params}
     y = y.movedim(dim, -1)
     sq = 0.5 * y.square().sum(-1)
+    # xlogy: 0 log 0 = 0 with finite gradients, in every dtype
+    neg_entropy = torch.special.xlogy(y, y).sum(-1)
     if name == "softmax":
-        value = torch.where(y > 0, y * y.clamp_min(1e-300).log(), 0.0).sum(-1)
+        value = neg_entropy
     elif name == "sparsemax":
         value = sq
     elif name == "sq_pnorm_max":
@@ -28,13 +30,9 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
     elif name == "oscarmax":
         magnitude = y.abs()
         value = sq + p["lam"] * torch.maximum(magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)).triu(1).sum((-1, -2))
-    else:  # entmax
+    else:  # entmax: the negative Tsallis entropy, no temperature
         alpha = p["alpha"]
-        if alpha == 1:
-            value = torch.where(y > 0, y * y.clamp_min(1e-300).log(), 0.0).sum(-1)
-        else:
-            value = (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
-        return value
+        return neg_entropy if alpha == 1 else (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
     return p["gamma"] * value
 
 

@@ -65,6 +65,7 @@ def main() -> None:
         "checkpoint.save_dir=${hydra:runtime.output_dir}/checkpoints",
     ]
     print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
+    runs.record_training_start(sweep_dir)
     run_logged(runs.train_command(experiment, overrides, multirun=True), sweep_dir / "multirun.log")
 
     spec = table_spec(sweep)
@@ -73,7 +74,7 @@ def main() -> None:
     for job_dir in job_dirs:
         job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
         swept = dict(item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params)
-        model = runs.collect_trained(job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
+        model = runs.collect_trained(sweep_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
         mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
         rows = runs.result_rows(spec.table, experiment, scale, mapping, int(OmegaConf.load(
             job_dir / ".hydra" / "config.yaml").common.seed), prepared, model, sweep.decode,

@@ -115,6 +115,9 @@ def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
     for evaluation in evaluations:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
+    # Attention sparsity and structure (regattn_fairseq.analysis) on the first evaluation set;
+    # the other sets follow in their own table below.
+    header += [f"{evaluations[0]} {column}" for column in ATTENTION_COLUMNS]
     header += ["seeds", "epochs", "train wall s", "tokens/s", "data", "commit"]
     lines = [f"### {experiment}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     by_mapping = defaultdict(list)
@@ -128,6 +131,7 @@ def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
                 cells.append(_mean_std([r["metrics"][metric] for r in eval_rows if metric in r["metrics"]]))
                 value = (paper.get(evaluation) or {}).get(mapping, {}).get(metric)
                 cells.append("n/a" if value is None else f"{value:.2f}")
+        cells += _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluations[0]])
         seeds = sorted({r["seed"] for r in mapping_rows})
         first = mapping_rows[0]
         cells += [
@@ -136,12 +140,59 @@ def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
             _mean(r["train"]["wall_s"] for r in mapping_rows),
             _mean(r["train"]["tokens_per_s"] for r in mapping_rows),
             first["data"]["description"],
-            ",".join(sorted({r["git_commit"][:10] for r in mapping_rows})),
+            _commits(mapping_rows),
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     signatures = sorted({r["signature"] for r in rows if r.get("signature")})
     lines += [""] + [f"Scoring: `{s}`" for s in signatures] + [""]
+    if len(evaluations) > 1:
+        lines += ["Attention on every evaluation set:", "",
+                  "| attention | evaluation | " + " | ".join(ATTENTION_COLUMNS) + " |",
+                  "|" + "---|" * (2 + len(ATTENTION_COLUMNS))]
+        for mapping, mapping_rows in by_mapping.items():
+            for evaluation in evaluations:
+                cells = _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluation])
+                lines.append(f"| {mapping} | {evaluation} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [ATTENTION_LEGEND, ""]
     return lines
+
+
+ATTENTION_COLUMNS = ("% zeros", "support", "runs/row (size)", "clusters/row (size)")
+ATTENTION_LEGEND = (
+    "Attention columns: mean over every attention row of the evaluation set (one row per output "
+    "token of the beam-search output, or per SNLI hypothesis) of the % of exact zeros and the "
+    "support size, and the mean number per row of equal-weight *runs* (>= 2 adjacent positions, "
+    "fusedmax's groups) and *clusters* (>= 2 positions anywhere, oscarmax's groups) with their "
+    "mean size; see `regattn_fairseq/analysis.py`. – : not measured (rows older than the "
+    "statistics).")
+
+
+def _commits(rows: list[dict]) -> str:
+    """The commit(s) that scored the rows, and the one that trained them where it differs."""
+    scored = sorted({r["git_commit"][:10] for r in rows})
+    trained = sorted({r["train"]["started"]["git_commit"][:10] for r in rows
+                      if r["train"].get("started")} - set(scored))
+    return ",".join(scored) + (f" (trained {','.join(trained)})" if trained else "")
+
+
+def _attention_cells(rows: list[dict]) -> list[str]:
+    """Attention statistics averaged over seeds; '–' when no row carries them."""
+    stats = [r["attention"] for r in rows if r.get("attention")]
+    if not stats:
+        return ["–"] * len(ATTENTION_COLUMNS)
+
+    def mean(key, scale=1.0):
+        values = [s[key] for s in stats if s.get(key) is not None]
+        return statistics.mean(values) * scale if values else None
+
+    def group(count_key, size_key):
+        size = mean(size_key)
+        return f"{mean(count_key):.2f} ({'–' if size is None else f'{size:.2f}'})"
+
+    return [f"{mean('mean_zero_fraction', 100):.1f}", f"{mean('mean_support_size'):.2f}",
+            group("mean_runs_per_row", "mean_run_size"),
+            group("mean_clusters_per_row", "mean_cluster_size")]
 
 
 def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from . import scoring
-from .common import CONFIG_DIR, USER_DIR, ReproError, run_logged, venv_tool
+from .common import CONFIG_DIR, REPO_ROOT, USER_DIR, ReproError, provenance, run_logged, venv_tool, write_json
 from .prepare import SPACE_SYMBOL, PreparedData
 
 _JSON_LOG = re.compile(r"(\{.*\})\s*$")
@@ -26,6 +27,7 @@ _EVERY_EXAMPLE = ("--required-batch-size-multiple", "1")
 @dataclass
 class TrainedModel:
     checkpoint: Path
+    started: dict                 # provenance of the code that started training (see train())
     wall_s: float | None          # fairseq's cumulative training wall time (survives resumes)
     tokens_per_s: float | None    # target tokens per second in the last epoch (fairseq `wps`)
     epochs: int | None
@@ -61,11 +63,22 @@ def train(experiment: DictConfig, scale: str, mapping: str, seed: int, prepared:
         *extra_overrides,
     ]
     print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
+    record_training_start(run_dir)
     run_logged(train_command(experiment, overrides), run_dir / "train.log")
-    return collect_trained(run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides)
+    return collect_trained(run_dir, run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides)
 
 
-def collect_trained(hydra_dir: Path, save_dir: Path, log_file: Path, overrides: list[str]) -> TrainedModel:
+def record_training_start(run_dir: Path) -> None:
+    """Write run_dir/started.json (commit, packages, hardware, date) the first time a run
+    starts. A resumed or re-scored run keeps it, so result rows scored by later code still
+    name the code that trained the model."""
+    started = run_dir / "started.json"
+    if not started.is_file():
+        write_json(started, provenance())
+
+
+def collect_trained(run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Path,
+                    overrides: list[str]) -> TrainedModel:
     checkpoint = save_dir / "checkpoint_best.pt"
     if not checkpoint.is_file():
         raise ReproError(f"training produced no checkpoint {checkpoint} (log: {log_file})")
@@ -75,8 +88,11 @@ def collect_trained(hydra_dir: Path, save_dir: Path, log_file: Path, overrides: 
         if match and '"train_wps"' in match.group(1):
             stats = json.loads(match.group(1))
     as_float = lambda key: float(stats[key]) if key in stats else None  # noqa: E731
+    started = run_dir / "started.json"
     return TrainedModel(
         checkpoint=checkpoint,
+        # runs trained before started.json existed have none
+        started=json.loads(started.read_text()) if started.is_file() else {},
         wall_s=as_float("train_wall"),
         tokens_per_s=as_float("train_wps"),
         epochs=int(stats["epoch"]) if "epoch" in stats else None,
@@ -123,6 +139,28 @@ def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, 
     raise ReproError(f"fairseq-validate reported no accuracy (log {out_dir / f'validate-{subset}.log'})")
 
 
+def attention_statistics(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
+                         decode_cfg: DictConfig, classifier: bool) -> dict:
+    """Export the model's attention on every example of `subset` (scripts/export_attention.py:
+    the beam-search output's attention, or the SNLI hypothesis' attention over the premise) and
+    return its sparsity and structure statistics (regattn_fairseq.analysis, exact zeros)."""
+    from regattn_fairseq.analysis import attention_statistics as statistics_of, read_export, rows_of_export
+
+    export = out_dir / f"attention-{subset}.jsonl"
+    task = ["--task", "regattn_snli"] if classifier else ["--beam", str(decode_cfg.beam)]
+    cmd = [
+        sys.executable, str(REPO_ROOT / "scripts" / "export_attention.py"), str(prepared.bin_dir),
+        "--path", str(model.checkpoint), "--user-dir", str(USER_DIR), "--gen-subset", subset,
+        "--cpu", "--batch-size", str(decode_cfg.batch_size), *task, "--attention-output", str(export),
+    ]
+    run_logged(cmd, out_dir / f"export-attention-{subset}.log", echo=False)
+    records = read_export(export)
+    stats = {"export": str(export), "sentences": len(records), **statistics_of(rows_of_export(records))}
+    print(f"[attention] {subset}: {100 * stats['mean_zero_fraction']:.1f}% zeros, support "
+          f"{stats['mean_support_size']:.2f}, {stats['mean_runs_per_row']:.2f} runs/row", flush=True)
+    return stats
+
+
 def _read(path: str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
@@ -132,13 +170,17 @@ def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str
     """Decode (or classify) one evaluation set and score it: {metrics, decode_wall_s, ...}."""
     evaluation = prepared.evaluation(name)
     subset = evaluation["subset"]
+    attention = attention_statistics(model, prepared, subset, out_dir, decode_cfg,
+                                     classifier=scorer == "accuracy")
     if scorer == "accuracy":
         accuracy, elapsed = validate_accuracy(model, prepared, subset, out_dir)
-        return {"metrics": {"accuracy": round(accuracy, 2)}, "decode_wall_s": round(elapsed, 1)}
+        return {"metrics": {"accuracy": round(accuracy, 2)}, "decode_wall_s": round(elapsed, 1),
+                "attention": attention}
 
     hypotheses, elapsed = decode(model, prepared, subset, out_dir, decode_cfg,
                                  remove_bpe=scorer == "bleu")
-    result = {"decode_wall_s": round(elapsed, 1), "hypotheses": str(out_dir / f"{name}.hyp")}
+    result = {"decode_wall_s": round(elapsed, 1), "hypotheses": str(out_dir / f"{name}.hyp"),
+              "attention": attention}
     if scorer == "bleu":
         from sacremoses import MosesDetokenizer
 
@@ -187,8 +229,6 @@ def result_rows(table: str, experiment: DictConfig, scale: str, mapping: str, se
                 prepared: PreparedData, model: TrainedModel, decode_cfg: DictConfig,
                 out_dir: Path, run_id: str, sweep_params: dict | None = None) -> list[dict]:
     """Score every evaluation set of a trained model: one provenance-complete row each."""
-    from .common import provenance
-
     rows = []
     config = composed_config(model)
     context = provenance()
@@ -212,11 +252,13 @@ def result_rows(table: str, experiment: DictConfig, scale: str, mapping: str, se
                 "tokens_per_s": model.tokens_per_s,
                 "epochs": model.epochs,
                 "checkpoint": str(model.checkpoint),
+                "started": model.started,
                 "overrides": model.overrides,
                 "config": config,
             },
             "decode": {"wall_s": result["decode_wall_s"], "hypotheses": result.get("hypotheses"),
                        **OmegaConf.to_container(decode_cfg)},
+            "attention": result["attention"],
             **context,
         })
     return rows

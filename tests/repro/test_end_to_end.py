@@ -22,8 +22,17 @@ def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str
         assert row["train"]["config"]["model"]["_name"].startswith("regattn_")
         assert row["train"]["epochs"] == 1 and row["train"]["tokens_per_s"] > 0
         assert 0.0 <= row["metrics"][metric] <= 100.0
+        # the code that trained the model, and the attention statistics of the evaluation set
+        assert row["train"]["started"]["git_commit"] == row["git_commit"]
+        attention = row["attention"]
+        assert attention["sentences"] >= 1 and attention["rows"] >= attention["sentences"]
+        assert 0.0 <= attention["mean_zero_fraction"] < 1.0
+        assert 1.0 <= attention["mean_support_size"] <= attention["mean_row_length"]
+        if row["mapping"].startswith("softmax"):
+            assert attention["mean_zero_fraction"] == 0.0
     markdown = (tmp_path / "results" / f"{table}.md").read_text()
     assert "## Scale `smoke`" in markdown and "## History" in markdown
+    assert "% zeros" in markdown and "clusters/row (size)" in markdown
     assert (tmp_path / "results" / "raw" / f"{table}.csv").is_file()
     return rows
 

@@ -17,26 +17,20 @@ markdown table results/bench/mappings_cpu.md is regenerated from the latest full
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import os
-import platform
 import statistics
-import subprocess
 from pathlib import Path
 
 import torch
 from torch.utils.benchmark import Timer
 
+from bench_env import REPO, append_run, environment
 from regattn_fairseq import mappings
-
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SHAPES = "4096x50,16384x30,1024x400"
 QUICK_SHAPES = "256x50,128x400"
 BASELINE = "torch.softmax"
 
 
-def _regattn_methods():
+def regattn_methods():
     m = mappings
     return {
         "softmax": lambda x: m.softmax(x),
@@ -83,12 +77,14 @@ def _torchsparseattn_methods():
     return {"torchsparseattn: prox_tv1d (lam=0.1)": rows_prox}, note
 
 
-def _methods():
+def _methods(device):
     methods = {BASELINE: lambda x: torch.softmax(x, -1)}
-    methods.update(_regattn_methods())
+    methods.update(regattn_methods())
     methods["regattn: prox_tv1d (lam=0.1)"] = lambda x: mappings.prox_tv1d(x, lam=0.1)
     notes = []
-    for extra, note in (_entmax_pkg_methods(), _torchsparseattn_methods()):
+    # torchsparseattn's prox works on numpy rows: CPU only
+    others = [_entmax_pkg_methods()] + ([_torchsparseattn_methods()] if device == "cpu" else [])
+    for extra, note in others:
         methods.update(extra)
         if note:
             notes.append(note)
@@ -96,7 +92,7 @@ def _methods():
     return methods, forward_only, notes
 
 
-def _timers(fn, x, grad_out, backward):
+def timer(fn, x, grad_out, backward):
     if not backward:
         return Timer("fn(x)", globals={"fn": fn, "x": x})
     xg = x.clone().requires_grad_()
@@ -106,16 +102,16 @@ def _timers(fn, x, grad_out, backward):
     )
 
 
-def run(shapes, repeats, min_run_time, seed):
-    methods, forward_only, notes = _methods()
+def run(shapes, repeats, min_run_time, seed, device):
+    methods, forward_only, notes = _methods(device)
     results = []
     for rows, d in shapes:
         g = torch.Generator().manual_seed(seed)
-        x = torch.randn(rows, d, generator=g)
-        grad_out = torch.randn(rows, d, generator=g)
+        x = torch.randn(rows, d, generator=g).to(device)
+        grad_out = torch.randn(rows, d, generator=g).to(device)
         cases = [(name, mode) for mode in ("fwd", "fwd+bwd") for name in methods
                  if not (mode == "fwd+bwd" and name in forward_only)]
-        timers = {c: _timers(methods[c[0]], x, grad_out, c[1] == "fwd+bwd") for c in cases}
+        timers = {c: timer(methods[c[0]], x, grad_out, c[1] == "fwd+bwd") for c in cases}
         blocks = {c: [] for c in cases}
         for _ in range(repeats):  # round-robin over the methods
             for c in cases:
@@ -137,21 +133,6 @@ def run(shapes, repeats, min_run_time, seed):
     return results, notes
 
 
-def _git_commit():
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "HEAD") or "unknown"
-    return commit + ("+dirty" if git("status", "--porcelain") else "")
-
-
-def _cpu_model():
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
 def markdown(run_record):
     env = run_record["env"]
     load = env.get("loadavg_1_5_15_before_after")  # absent from the first recorded run
@@ -160,7 +141,7 @@ def markdown(run_record):
     methods = list(dict.fromkeys(r["method"] for r in run_record["results"]))
     head = ["method"] + [f"{r}x{d} {mode}" for r, d in shapes for mode in ("fwd", "fwd+bwd")]
     lines = [
-        f"# Attention mappings on CPU ({run_record['date']})",
+        f"# Attention mappings on {env.get('device', 'CPU')} ({run_record['date']})",
         "",
         f"median ms (ratio to `torch.softmax` in the same mode, same run). commit `{env['git_commit']}`, "
         f"torch {env['torch']}, {env['cpu_model']}, {env['threads']} threads"
@@ -183,7 +164,7 @@ def markdown(run_record):
               "fwd+bwd = torch.autograd.grad of the output against a fixed random cotangent; "
               "— = forward only."]
     lines += [f"- {n}" for n in run_record["notes"]]
-    lines += ["", "All runs (raw block counts, environment): `results/bench/mappings_cpu.json`."]
+    lines += ["", f"All runs (raw block counts, environment): `results/bench/{run_record.get('file_stem', 'mappings_cpu')}.json`."]
     return "\n".join(lines) + "\n"
 
 
@@ -207,30 +188,17 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    load_before = os.getloadavg()
-    results, notes = run(shapes, args.repeats, args.min_run_time, args.seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    env = environment()
+    results, notes = run(shapes, args.repeats, args.min_run_time, args.seed, device)
     record = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "args": {"shapes": shapes, "repeats": args.repeats, "min_run_time": args.min_run_time,
                  "quick": args.quick, "seed": args.seed},
-        "env": {"git_commit": _git_commit(), "torch": torch.__version__, "python": platform.python_version(),
-                "cpu_model": _cpu_model(), "threads": torch.get_num_threads(),
-                "cpus": os.cpu_count(), "loadavg_1_5_15_before_after": [load_before, os.getloadavg()]},
+        "env": environment(before=env),
         "notes": notes,
         "results": results,
     }
-
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = args.out_dir / "mappings_cpu.json"
-    history = json.loads(json_path.read_text()) if json_path.exists() else {"runs": []}
-    history["runs"].append(record)
-    json_path.write_text(json.dumps(history, indent=1) + "\n")
-    full_runs = [r for r in history["runs"] if not r["args"]["quick"]]
-    table = markdown(record)
-    (args.out_dir / "mappings_cpu.md").write_text(markdown((full_runs or history["runs"])[-1]))
-    print(table)
-    print(f"appended to {json_path}")
-
+    print(append_run(args.out_dir, f"mappings_{record['env']['device_kind']}", record, markdown).read_text())
 
 if __name__ == "__main__":
     main()

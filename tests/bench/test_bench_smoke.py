@@ -1,0 +1,39 @@
+"""The benchmark scripts run (--quick) and write their tables; timings are never asserted."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def run_bench(script, tmp_path, *args):
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--out-dir", str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return proc
+
+
+def test_mappings_bench(tmp_path):
+    run_bench("bench_mappings.py", tmp_path, "--shapes", "64x20")
+    run = json.loads((tmp_path / "mappings_cpu.json").read_text())["runs"][-1]
+    assert {r["method"] for r in run["results"]} >= {"torch.softmax", "sparsemax", "fusedmax (lam=0.1)"}
+    assert "| sparsemax |" in (tmp_path / "mappings_cpu.md").read_text()
+
+
+def test_scaling_bench_appends(tmp_path):
+    for _ in range(2):
+        run_bench("bench_scaling.py", tmp_path, "--figure-dir", str(tmp_path))
+    runs = json.loads((tmp_path / "scaling_cpu.json").read_text())["runs"]
+    assert len(runs) == 2  # a re-run appends
+    assert "slope" in (tmp_path / "scaling_cpu.md").read_text()
+
+
+@pytest.mark.slow
+def test_model_bench(tmp_path):
+    run_bench("bench_model.py", tmp_path, "--models", "LSTM summarizer")
+    run = json.loads((tmp_path / "model_cpu.json").read_text())["runs"][-1]
+    softmax = [r for r in run["results"] if r["attention"] == "softmax"][0]
+    assert softmax["throughput_ratio_to_softmax"] == 1.0 and softmax["tokens_per_s"] > 0

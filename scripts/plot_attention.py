@@ -110,8 +110,9 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
 
 
 def plot_sentence(exports: list[list[dict]], sentence_id: str, out_dir: Path,
-                  tol: float = 0.0) -> list[Path]:
-    """Draw sentence `sentence_id` of every export side by side; write PNG and PDF."""
+                  tol: float = 0.0, name: str = "attention") -> list[Path]:
+    """Draw sentence `sentence_id` of every export side by side; write
+    <out_dir>/<name>_<id>.{png,pdf}."""
     records = [next(r for r in records if str(r["id"]) == sentence_id) for records in exports]
     vmax = max(max(max(row) for row in record["attention"]) for record in records)
     norm = Normalize(vmin=0.0, vmax=vmax)
@@ -140,7 +141,7 @@ def plot_sentence(exports: list[list[dict]], sentence_id: str, out_dir: Path,
                  f"tokens (columns)", fontsize=10)
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"attention_{sentence_id}.{fmt}" for fmt in FORMATS]
+    paths = [out_dir / f"{name}_{sentence_id}.{fmt}" for fmt in FORMATS]
     for path in paths:
         fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)

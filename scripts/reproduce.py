@@ -19,7 +19,7 @@ from pathlib import Path
 from repro import runs
 from repro.common import CONFIG_DIR, REPO_ROOT, ReproError, check_mappings, check_scale, load_config
 from repro.prepare import prepare
-from repro.results import write_outputs
+from repro.results import plot_attention_figure, write_outputs
 
 
 def parse_args() -> argparse.Namespace:
@@ -55,6 +55,7 @@ def main() -> None:
     }
     for experiment in experiments:
         data = prepared[experiment.name]
+        exports = []  # first evaluation set, first seed: one panel per mapping in the figure
         for mapping in mappings:
             for seed in seeds:
                 run_dir = (work_dir / "checkpoints" / spec.table / experiment.name /
@@ -65,6 +66,11 @@ def main() -> None:
                 table_file = write_outputs(args.results_dir.resolve(), spec, rows)
                 scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
                 print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
+                if seed == seeds[0]:
+                    exports.append(Path(rows[0]["attention"]["export"]))
+        figure = plot_attention_figure(args.results_dir.resolve() / "figures",
+                                       f"{spec.table}_{experiment.name}_{scale}_attention", exports)
+        print(f"[figure] {figure[0]}", flush=True)
 
 
 if __name__ == "__main__":

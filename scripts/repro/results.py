@@ -195,6 +195,23 @@ def _attention_cells(rows: list[dict]) -> list[str]:
             group("mean_clusters_per_row", "mean_cluster_size")]
 
 
+def plot_attention_figure(figures_dir: Path, name: str, exports: list[Path],
+                          source_tokens: tuple[int, int] = (8, 20)) -> list[Path]:
+    """One sentence's attention under every mapping of an experiment, side by side
+    (scripts/plot_attention.py): the first sentence of the first export, in its order, whose
+    source has a readable length and which every export holds."""
+    from plot_attention import plot_sentence
+
+    from regattn_fairseq.analysis import read_export
+
+    records = [read_export(path) for path in exports]
+    shared = set.intersection(*({str(r["id"]) for r in export} for export in records))
+    readable = [str(r["id"]) for r in records[0]
+                if str(r["id"]) in shared and source_tokens[0] <= len(r["src_tokens"]) <= source_tokens[1]]
+    sentence = (readable or sorted(shared))[0]
+    return plot_sentence(records, sentence, figures_dir, name=name)
+
+
 def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
     """Append the new rows, then regenerate the CSV and markdown views of the whole record."""
     append_rows(results_dir, spec.table, new_rows)

@@ -63,6 +63,9 @@ def test_reproduce_table1(shared_data, tmp_path):
     make_ok("reproduce-table1", tmp_path, shared_data)
     check_outputs(tmp_path, "table1", {"softmax", "sparsemax", "fusedmax", "oscarmax"}, "accuracy")
     assert "81.66" in (tmp_path / "results" / "table1.md").read_text()
+    # one sentence's attention under every mapping, side by side
+    [figure] = (tmp_path / "results" / "figures").glob("table1_snli_smoke_attention_*.png")
+    assert figure.stat().st_size > 0
 
 
 @pytest.mark.slow

@@ -73,7 +73,9 @@ def record_training_start(run_dir: Path) -> None:
     starts. A resumed or re-scored run keeps it, so result rows scored by later code still
     name the code that trained the model."""
     started = run_dir / "started.json"
-    if not started.is_file():
+    # a run directory with content but no record was started by code older than the record:
+    # the training code is then unknown (rows show none), never mistaken for the current one
+    if not started.is_file() and not (run_dir.is_dir() and any(run_dir.iterdir())):
         write_json(started, provenance())
 
 

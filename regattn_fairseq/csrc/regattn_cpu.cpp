@@ -26,21 +26,23 @@ int64_t grain_for(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int6
 
 // Runs fn(row, row_in, row_out, row_group, n) on each row's unmasked values, gathered into
 // per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
-// positions as neighbours), and scatters results back.
+// positions as neighbours), and scatters results back. Group ids are int32: they index
+// positions within a row.
 template <typename T, typename Fn>
 void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tensor& out,
-                  int64_t* group, Fn fn) {
+                  int32_t* group, Fn fn) {
   const int64_t rows = x.size(0), d = x.size(1);
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
   const bool* mp = (mask.defined() && mask.numel() > 0) ? mask.data_ptr<bool>() : nullptr;
   at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
     std::vector<T> in_buf(d), out_buf(d);
-    std::vector<int64_t> group_buf(d), index(d);
+    std::vector<int32_t> group_buf(d);
+    std::vector<int64_t> index(d);
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = xp + r * d;
       T* orow = op + r * d;
-      int64_t* grow = group ? group + r * d : group_buf.data();
+      int32_t* grow = group ? group + r * d : group_buf.data();
       if (!mp) {
         fn(r, xr, orow, grow, d);
         continue;
@@ -66,90 +68,135 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
   });
 }
 
+// Per-thread scratch of n values, allocated once per thread rather than per row; kSlot tells
+// apart the buffers that one row algorithm needs at the same time.
+template <typename T, int kSlot = 0>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  if ((int64_t)buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 torch::Tensor project_simplex_rows(torch::Tensor z, torch::Tensor mask) {
   check_rows(z, mask);
   auto y = torch::empty_like(z);
   const int64_t d = z.size(1);
   AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "project_simplex_rows", [&] {
     for_each_row<scalar_t>(z, mask, y, nullptr,
-                           [d](int64_t, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
-                             thread_local std::vector<scalar_t> candidates;
-                             if ((int64_t)candidates.size() < d) candidates.resize(d);
-                             project_simplex_row(in, out, n, candidates.data());
+                           [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
+                             project_simplex_row(in, out, n, scratch<scalar_t>(d));
                            });
   });
   return y;
 }
 
+torch::Tensor new_groups(const torch::Tensor& x) { return torch::empty(x.sizes(), x.options().dtype(torch::kInt)); }
+
 std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, double lam) {
   check_rows(x, mask);
   auto z = torch::empty_like(x);
-  auto group = torch::empty(x.sizes(), x.options().dtype(torch::kLong));
+  auto group = new_groups(x);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_tv1d_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
-                           [l](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(),
+                           [l](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
                              prox_tv1d_row(in, out, g, n, l);
                            });
   });
   return {z, group};
 }
 
+// fusedmax = P_simplex(prox_TV(x)) (Prop. 2) in one pass per row: the prox goes to per-thread
+// scratch, not to a tensor that the projection would read back.
+std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, double lam) {
+  check_rows(x, mask);
+  auto y = torch::empty_like(x);
+  auto group = new_groups(x);
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fusedmax_rows", [&] {
+    const scalar_t l = static_cast<scalar_t>(lam);
+    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(),
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+                             scalar_t* z = scratch<scalar_t, 1>(d);
+                             prox_tv1d_row(in, z, g, n, l);
+                             project_simplex_row(z, out, n, scratch<scalar_t>(d));
+                           });
+  });
+  return {y, group};
+}
+
 // Per-thread scratch of the sort + pool-adjacent-violators rows.
 template <typename T>
 struct PoolScratch {
-  std::vector<std::pair<T, int64_t>> order;  // (value, position), sorted decreasingly
   std::vector<T> a, sum;
-  std::vector<int64_t> block, start;
+  std::vector<int32_t> order, block;
+  std::vector<int64_t> start;
 
   static PoolScratch& for_thread(int64_t d) {
     thread_local PoolScratch scratch;
-    if ((int64_t)scratch.order.size() < d) {
-      scratch.order.resize(d);
+    if ((int64_t)scratch.a.size() < d) {
       scratch.a.resize(d);
       scratch.sum.resize(d);
+      scratch.order.resize(d);
       scratch.block.resize(d);
       scratch.start.resize(d);
     }
     return scratch;
   }
 
-  // sorts order[0, n) and pools a_k = value_k - lam (n-1-k) into non-increasing blocks
-  void sort_and_pool(int64_t n, T lam) {
-    std::sort(order.begin(), order.begin() + n,
-              [](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) { return p.first > q.first; });
-    for (int64_t k = 0; k < n; ++k) a[k] = order[k].first - lam * T(n - 1 - k);
+  // prox of lam * sum_{i<j} max(z_i, z_j) = lam * sum_k (n-1-k) z_[k] (values sorted
+  // decreasingly, k from 0): an ordered weighted sum, convex because the weights decrease.
+  // Sort, subtract the weights, pool adjacent violators (Zeng & Figueiredo 2014, without
+  // their absolute values: see mappings/oscar.py for why). Leaves the prox in sorted order
+  // in a[0, n), non-increasing, with order[k] the position of a[k] and block[k] its cluster.
+  void prox_pairwise_max_sorted(const T* x, int64_t n, T lam) {
+    sort_decreasing(x, n, a.data(), order.data());
+    for (int64_t k = 0; k < n; ++k) a[k] -= lam * T(n - 1 - k);
     pav_nonincreasing(a.data(), block.data(), n, start.data(), sum.data());
   }
 };
 
-// prox of lam * sum_{i<j} max(z_i, z_j) = lam * sum_k (n-1-k) z_[k] (values sorted
-// decreasingly, k from 0): an ordered weighted sum, convex because the weights decrease.
-// Sort, subtract the weights, pool adjacent violators, undo the sort (Zeng & Figueiredo 2014,
-// without their absolute values: see mappings/oscar.py for why).
-template <typename T>
-void prox_pairwise_max_row(const T* x, T* z, int64_t* group, int64_t n, T lam, PoolScratch<T>& s) {
-  for (int64_t i = 0; i < n; ++i) s.order[i] = {x[i], i};
-  s.sort_and_pool(n, lam);
-  for (int64_t k = 0; k < n; ++k) {
-    z[s.order[k].second] = s.a[k];
-    group[s.order[k].second] = s.block[k];
-  }
-}
-
 std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor mask, double lam) {
   check_rows(x, mask);
   auto z = torch::empty_like(x);
-  auto group = torch::empty(x.sizes(), x.options().dtype(torch::kLong));
+  auto group = new_groups(x);
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_pairwise_max_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int64_t>(),
-                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int64_t* g, int64_t n) {
-                             prox_pairwise_max_row(in, out, g, n, l, PoolScratch<scalar_t>::for_thread(d));
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(),
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+                             auto& s = PoolScratch<scalar_t>::for_thread(d);
+                             s.prox_pairwise_max_sorted(in, n, l);
+                             for (int64_t k = 0; k < n; ++k) {
+                               out[s.order[k]] = s.a[k];
+                               g[s.order[k]] = s.block[k];
+                             }
                            });
   });
   return {z, group};
+}
+
+// oscarmax = P_simplex(prox_P(x)) (Prop. 2) in one pass per row. The prox comes out sorted,
+// so the projection's threshold is a scan of its prefix sums, with no search.
+std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double lam) {
+  check_rows(x, mask);
+  auto y = torch::empty_like(x);
+  auto group = new_groups(x);
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "oscarmax_rows", [&] {
+    const scalar_t l = static_cast<scalar_t>(lam);
+    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(),
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+                             auto& s = PoolScratch<scalar_t>::for_thread(d);
+                             s.prox_pairwise_max_sorted(in, n, l);
+                             const scalar_t tau = simplex_threshold_sorted(s.a.data(), n);
+                             for (int64_t k = 0; k < n; ++k) {
+                               out[s.order[k]] = std::max(s.a[k] - tau, scalar_t(0));
+                               g[s.order[k]] = s.block[k];
+                             }
+                           });
+  });
+  return {y, group};
 }
 
 torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
@@ -158,17 +205,16 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax15_rows", [&] {
     for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d](int64_t, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
-                             thread_local std::vector<scalar_t> sorted;
-                             if ((int64_t)sorted.size() < d) sorted.resize(d);
-                             entmax15_row(in, out, n, sorted.data());
+                           [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
+                             entmax15_row(in, out, n, scratch<scalar_t>(d));
                            });
   });
   return y;
 }
 
 // J^T g of the sparse mappings (see sparse_jvp_row); y is 0 and group -1 at masked
-// positions, so no gathering is needed. alpha = 2 for the simplex-projection family;
+// positions, so no gathering is needed. alpha = 2 for the simplex-projection family, whose
+// result a non-empty int32 `group` then averages within groups (grouped_simplex_jvp_row);
 // a non-empty alpha_rows ((rows,), the output's dtype) gives one entmax alpha per row.
 torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, torch::Tensor group,
                               torch::Tensor alpha_rows) {
@@ -176,14 +222,18 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
   TORCH_CHECK(g.sizes() == y.sizes() && g.is_contiguous() && g.scalar_type() == y.scalar_type(),
               "gradient must match the output's shape and dtype");
   const bool grouped = group.defined() && group.numel() > 0;
-  if (grouped) TORCH_CHECK(group.sizes() == y.sizes() && group.scalar_type() == torch::kLong && group.is_contiguous());
+  if (grouped) {
+    TORCH_CHECK(group.sizes() == y.sizes() && group.scalar_type() == torch::kInt && group.is_contiguous() &&
+                    alpha == 2.0,
+                "groups must be a contiguous int32 tensor of the output's shape, with alpha = 2");
+  }
   auto out = torch::empty_like(y);
   const int64_t rows = y.size(0), d = y.size(1);
   AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "sparse_jvp_rows", [&] {
     const scalar_t* yp = y.data_ptr<scalar_t>();
     const scalar_t* gp = g.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
-    const int64_t* grp = grouped ? group.data_ptr<int64_t>() : nullptr;
+    const int32_t* grp = grouped ? group.data_ptr<int32_t>() : nullptr;
     const scalar_t a = static_cast<scalar_t>(alpha);
     const bool per_row = alpha_rows.defined() && alpha_rows.numel() > 0;
     if (per_row) {
@@ -193,14 +243,19 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
     const scalar_t* ap = per_row ? alpha_rows.data_ptr<scalar_t>() : nullptr;
     auto run = [&](auto row_fn) {
       at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
-        std::vector<scalar_t> acc(grouped ? d : 0), count(grouped ? d : 0);
-        for (int64_t r = begin; r < end; ++r) {
-          row_fn(yp + r * d, gp + r * d, op + r * d, d, ap ? ap[r] : a, grp ? grp + r * d : nullptr, acc.data(),
-                 count.data());
-        }
+        for (int64_t r = begin; r < end; ++r) row_fn(yp + r * d, gp + r * d, op + r * d, d, ap ? ap[r] : a);
       });
     };
-    if (per_row) {
+    if (grouped) {
+      at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+        scalar_t* acc = scratch<scalar_t>(d);
+        scalar_t* count = scratch<scalar_t, 1>(d);
+        int32_t* support = scratch<int32_t>(d);
+        for (int64_t r = begin; r < end; ++r) {
+          grouped_simplex_jvp_row(yp + r * d, gp + r * d, op + r * d, d, grp + r * d, support, acc, count);
+        }
+      });
+    } else if (per_row) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kPow>);
     } else if (alpha == 2.0) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kOne>);
@@ -223,10 +278,9 @@ torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_bisect_rows", [&] {
     const scalar_t* ap = alpha.data_ptr<scalar_t>();
     for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
-                             thread_local std::vector<scalar_t> candidates;
-                             if ((int64_t)candidates.size() < d) candidates.resize(d);
-                             entmax_bisect_row(in, out, n, ap[r], candidates.data());
+                           [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
+                             entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
+                                               scratch<scalar_t, 1>(d));
                            });
   });
   return y;
@@ -239,13 +293,31 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sq_pnorm_max_rows", [&] {
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
     for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int64_t*, int64_t n) {
-                             thread_local std::vector<scalar_t> candidates;
-                             if ((int64_t)candidates.size() < d) candidates.resize(d);
-                             sq_pnorm_max_row(in, out, n, g, pp, candidates.data());
+                           [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
+                             sq_pnorm_max_row(in, out, n, g, pp, scratch<scalar_t>(d));
                            });
   });
   return y;
+}
+
+// Backward of sq-pnorm-max (see sq_pnorm_max_jvp_row); y is 0 at masked positions, which
+// therefore get 0 with no gathering.
+torch::Tensor sq_pnorm_max_jvp_rows(torch::Tensor y, torch::Tensor v, double gamma, double p) {
+  check_rows(y, torch::Tensor());
+  TORCH_CHECK(v.sizes() == y.sizes() && v.is_contiguous() && v.scalar_type() == y.scalar_type(),
+              "the vector must match the output's shape and dtype");
+  auto out = torch::empty_like(y);
+  const int64_t rows = y.size(0), d = y.size(1);
+  AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "sq_pnorm_max_jvp_rows", [&] {
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    const scalar_t* vp = v.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
+    at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) sq_pnorm_max_jvp_row(yp + r * d, vp + r * d, op + r * d, d, g, pp);
+    });
+  });
+  return out;
 }
 
 }  // namespace
@@ -256,8 +328,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("project_simplex_rows", &regattn::project_simplex_rows, "simplex projection of each row");
   m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
+  m.def("fusedmax_rows", &regattn::fusedmax_rows, "P_simplex(prox_TV(x)) of each row -> (y, segment id)");
+  m.def("oscarmax_rows", &regattn::oscarmax_rows, "P_simplex(prox_pairwise_max(x)) of each row -> (y, cluster id)");
   m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
   m.def("entmax_bisect_rows", &regattn::entmax_bisect_rows, "alpha-entmax of each row, one alpha per row");
   m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");
+  m.def("sq_pnorm_max_jvp_rows", &regattn::sq_pnorm_max_jvp_rows, "backward of sq-pnorm-max (J v, J symmetric)");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
 }

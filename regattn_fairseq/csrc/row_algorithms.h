@@ -58,9 +58,10 @@ void project_simplex_row(const T* z, T* y, int64_t n, T* candidates) {
 // written from a single value, so equal neighbours are bit-identical and the backward pass
 // can read the groups off the output. group[i] receives the index of i's segment.
 template <typename T>
-void prox_tv1d_row(const T* x, T* z, int64_t* group, int64_t n, T lam) {
+void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam) {
   if (n <= 0) return;
-  int64_t k = 0, k0 = 0, kminus = 0, kplus = 0, segment = 0;
+  int64_t k = 0, k0 = 0, kminus = 0, kplus = 0;
+  int32_t segment = 0;
   T umin = lam, umax = -lam;
   T vmin = x[0] - lam, vmax = x[0] + lam;
   auto emit = [&](int64_t last, T value) {
@@ -125,13 +126,53 @@ void prox_tv1d_row(const T* x, T* z, int64_t* group, int64_t n, T lam) {
   }
 }
 
+// Sorts x (length n) decreasingly into `sorted`, with order[k] the position of sorted[k]; ties
+// keep their order (as torch.sort(stable=True)). Attention rows are short, and for them
+// counting each value's rank, sum_j [x_j > x_i] (ties broken by position), is faster than a
+// comparison sort: the O(n^2) comparisons are branch-free and vectorize, where a sort's
+// branches on random data mispredict half the time.
+constexpr int64_t kRankSortMax = 128;
+
+template <typename T>
+void sort_decreasing(const T* x, int64_t n, T* sorted, int32_t* order) {
+  if (n > kRankSortMax) {
+    for (int64_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order, order + n, [x](int32_t a, int32_t b) { return x[a] > x[b]; });
+    for (int64_t k = 0; k < n; ++k) sorted[k] = x[order[k]];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    int32_t rank = 0;
+    for (int64_t j = 0; j < i; ++j) rank += x[j] >= xi;
+    for (int64_t j = i + 1; j < n; ++j) rank += x[j] > xi;
+    sorted[rank] = xi;
+    order[rank] = static_cast<int32_t>(i);
+  }
+}
+
+// Simplex threshold of values already sorted decreasingly: tau = (sum_{k<K} a_k - 1) / K for
+// the largest K with a_{K-1} > tau (the support is a prefix, so the scan stops at the first
+// failure), i.e. P_simplex(a) = (a - tau)_+.
+template <typename T>
+T simplex_threshold_sorted(const T* a, int64_t n) {
+  T cumsum = 0, tau = a[0] - T(1);
+  for (int64_t k = 0; k < n; ++k) {
+    cumsum += a[k];
+    const T t = (cumsum - T(1)) / T(k + 1);
+    if (!(a[k] > t)) break;
+    tau = t;
+  }
+  return tau;
+}
+
 // Projection of `a` (length n) onto the non-increasing cone {v_1 >= ... >= v_n} by
 // pool-adjacent-violators, in place. Blocks are kept as (start, sum) on caller-provided
 // scratch of n entries each; block b's value is sum / length. block_of[i] receives the index
 // of i's pooled block. Every block is written from one value, so pooled entries are
 // bit-identical.
 template <typename T>
-void pav_nonincreasing(T* a, int64_t* block_of, int64_t n, int64_t* start, T* sum) {
+void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* sum) {
   int64_t top = -1;
   for (int64_t i = 0; i < n; ++i) {
     ++top;
@@ -151,36 +192,53 @@ void pav_nonincreasing(T* a, int64_t* block_of, int64_t n, int64_t* start, T* su
     const T mean = sum[b] / T(end - start[b]);
     for (int64_t i = start[b]; i < end; ++i) {
       a[i] = mean;
-      block_of[i] = b;
+      block_of[i] = static_cast<int32_t>(b);
     }
   }
 }
 
-// Exact 1.5-entmax of a row: y = (x/2 - tau)_+^2 with sum(y) = 1. `sorted` is scratch of
-// n entries. For the k largest values v = x/2 the threshold solves
-// sum_{i<=k} (v_i - tau)^2 = 1 in closed form; the support is the largest k whose threshold
-// lies below v_(k). As y_max <= 1, tau >= v_max - 1: only values above that are sorted.
+// Exact 1.5-entmax of a row: y = (v - tau)_+^2 with v = x/2 and sum(y) = 1, i.e. tau is the
+// root of the convex, decreasing F(tau) = sum_i (v_i - tau)_+^2 - 1. As y_max <= 1,
+// tau >= v_max - 1 =: tau_0, and only values above tau_0 can be in the support: those are
+// gathered into `candidates` (scratch of n entries). From any tau <= tau*, the active set
+// A = {v > tau} contains the support, and the quadratic sum_A (v_i - t)^2 = 1 has a closed-form
+// root t_A = tau + mean(d) - sqrt(1/|A| - var(d)), d = v_A - tau (the sort-based formula of
+// entmax15_rows_by_sort). If t_A lies below every v in A, F(t_A) = 0, so t_A = tau* exactly.
+// Otherwise A still holds values outside the support, and a Newton step on F (which stays
+// below tau*, F being convex) shrinks it. No sort: a few passes over the candidates.
 template <typename T>
-void entmax15_row(const T* x, T* y, int64_t n, T* sorted) {
+void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
   T v_max = x[0] / T(2);
   for (int64_t i = 1; i < n; ++i) v_max = std::max(v_max, x[i] / T(2));
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    sorted[m] = x[i] / T(2);
-    m += sorted[m] > v_max - T(1);
+    candidates[m] = x[i] / T(2);
+    m += candidates[m] > v_max - T(1);
   }
-  std::sort(sorted, sorted + m, [](T a, T b) { return a > b; });
-  T s1 = 0, s2 = 0, tau = v_max - T(1);
-  for (int64_t k = 1; k <= m; ++k) {
-    const T v = sorted[k - 1];
-    s1 += v;
-    s2 += v * v;
+  T tau = v_max - T(1);
+  for (int iter = 0; iter < 100; ++iter) {
+    T s1 = 0, s2 = 0, d_min = std::numeric_limits<T>::infinity();
+    int64_t k = 0;
+    for (int64_t j = 0; j < m; ++j) {  // sums over A, compacting it (tau only grows)
+      const T c = candidates[j], d = c - tau;
+      const bool keep = d > T(0);
+      candidates[k] = c;
+      s1 += keep ? d : T(0);
+      s2 += keep ? d * d : T(0);
+      d_min = keep ? std::min(d_min, d) : d_min;
+      k += keep;
+    }
+    m = k;  // >= 1: tau <= tau* < v_max
     const T mean = s1 / T(k);
-    T delta = mean * mean - s2 / T(k) + T(1) / T(k);
-    if (delta < T(0)) delta = T(0);
-    const T tau_k = mean - std::sqrt(delta);
-    if (tau_k > v) break;  // v would get weight <= 0: the support has k-1 entries
-    tau = tau_k;
+    const T delta = T(1) / T(k) - (s2 / T(k) - mean * mean);
+    const T t = mean - std::sqrt(std::max(delta, T(0)));
+    if (delta >= T(0) && t <= d_min) {
+      tau += t;
+      break;
+    }
+    const T step = (s2 - T(1)) / (T(2) * s1);  // Newton: F(tau) = s2 - 1, F'(tau) = -2 s1
+    if (!(step > T(0))) break;  // at tau* to float resolution
+    tau += step;
   }
   for (int64_t i = 0; i < n; ++i) {
     const T d = std::max(x[i] / T(2) - tau, T(0));
@@ -188,60 +246,81 @@ void entmax15_row(const T* x, T* y, int64_t n, T* sorted) {
   }
 }
 
-// Backward of the sparse mappings, J^T g for one row (all their Jacobians are symmetric):
-// on the support (y > 0), with weights w_i (1 for the simplex projection, y_i^{2-alpha} for
-// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere.
-// With groups (fusedmax/oscarmax, Prop. 3) the result is then averaged within each group;
-// `acc` and `count` are scratch of n entries, group ids lie in [0, n).
 // alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
 // With z = (alpha-1) x and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
 // which decreases in tau, with F >= 0 at z_max - 1 and F <= 0 at z_max - n^{1-alpha}. F is
 // the q-norm of a convex vector function, convex for q >= 1 (alpha <= 2), and nearly linear
 // (exactly so while one value is active), so Newton's method from the bracket's lower end
 // climbs to the root without overshooting in a few steps, where Newton on sum (z-tau)^q - 1
-// would crawl for large q. Steps that leave the bracket (alpha > 2) fall back to bisection.
+// would crawl for large q. We take Halley's step instead where it is defined (it also needs
+// F'', i.e. sum d^{q-2} = sum d^{q-1} / d, a division per entry where each pass costs a pow
+// per entry): its cubic convergence saves one of the usual four passes at alpha = 1.3.
+// Steps that leave the bracket (alpha > 2, or Halley overshooting) fall back to bisection.
 // Only values above z_max - 1 can be in the support: the iterations run over those
-// (`candidates`, scratch of n entries). The output is normalized to sum to 1 exactly.
+// (`candidates`, with their `position`s; `power`: scratch; each n entries), dropping the
+// ones that fall below the bracket. The output is normalized to sum to 1.
 template <typename T>
-void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates) {
+void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int32_t* position, T* power) {
   const T am1 = alpha - T(1), q = T(1) / am1;
   T z_max = x[0] * am1;
   for (int64_t i = 1; i < n; ++i) z_max = std::max(z_max, x[i] * am1);
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     candidates[m] = x[i] * am1;
+    position[m] = static_cast<int32_t>(i);
     m += candidates[m] > z_max - T(1);
   }
   T lo = z_max - T(1), hi = z_max - std::pow(T(n), -am1);
   T tau = lo;
+  // power[j] = (candidates[j] - tau)_+^q, kept from the last pass when that pass was at the
+  // final tau (the usual exit), which saves the output pass its calls to pow
+  bool power_at_tau = false;
   for (int iter = 0; iter < 100 && hi > lo; ++iter) {
-    T s_q = 0, s_qm1 = 0;  // sum d^q and sum d^{q-1} over the support, d = z - tau
-    for (int64_t i = 0; i < m; ++i) {
-      const T d = candidates[i] - tau;
+    T s_q = 0, s_qm1 = 0, s_qm2 = 0;  // sum d^q, d^{q-1}, d^{q-2} over the support, d = z - tau
+    int64_t kept = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
+      const T c = candidates[j], d = c - tau;
+      candidates[kept] = c;
+      position[kept] = position[j];
+      T u = T(0);
       if (d > T(0)) {
         const T p = std::pow(d, q - T(1));
         s_qm1 += p;
-        s_q += p * d;
+        s_qm2 += p / d;
+        u = p * d;
+        s_q += u;
       }
+      power[kept] = u;
+      kept += c > lo;
     }
+    m = kept;
+    power_at_tau = true;
     const T norm = std::pow(s_q, T(1) / q);
     const T f = norm - T(1);
     // f is only known to a few ulps: past that, Newton wanders and bisection crawls
     if (std::abs(f) <= T(8) * std::numeric_limits<T>::epsilon()) break;
     if (f > T(0)) lo = tau; else hi = tau;
-    // F'(tau) = -s_qm1 * s_q^{1/q - 1} = -s_qm1 * norm / s_q
-    T next = s_qm1 > T(0) ? tau + f * s_q / (s_qm1 * norm) : (lo + hi) / T(2);
+    // F' = -s_qm1 s_q^{1/q - 1} = -s_qm1 norm / s_q,  F'' = (q-1) norm / s_q (s_qm2 - s_qm1^2 / s_q)
+    const T d1 = -s_qm1 * norm / s_q;
+    const T d2 = (q - T(1)) * norm / s_q * (s_qm2 - s_qm1 * s_qm1 / s_q);
+    const T halley = T(2) * d1 * d1 - f * d2;  // denominator; Newton where it is not > 0 (or NaN)
+    T next = halley > T(0) ? tau - T(2) * f * d1 / halley : tau - f / d1;
     if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
     if (next == tau) break;  // converged to float resolution
     tau = next;
+    power_at_tau = false;
   }
   T sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T d = x[i] * am1 - tau;
-    y[i] = d > T(0) ? std::pow(d, q) : T(0);
-    sum += y[i];
+  for (int64_t j = 0; j < m; ++j) {
+    if (!power_at_tau) {
+      const T d = candidates[j] - tau;
+      power[j] = d > T(0) ? std::pow(d, q) : T(0);
+    }
+    sum += power[j];
   }
-  for (int64_t i = 0; i < n; ++i) y[i] /= sum;
+  std::fill(y, y + n, T(0));
+  for (int64_t j = 0; j < m; ++j) y[position[j]] = power[j] / sum;
 }
 
 // sq-pnorm-max of a row, argmin_{y in simplex} gamma/2 ||y||_p^2 - y.x, p in (1, 2]:
@@ -294,11 +373,48 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T* candidates) 
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
 }
 
+// Backward of sq-pnorm-max, J v for one row (J is symmetric, so this is also J^T v): the
+// O(n) form of sq_pnorm_max_jvp_reference in mappings/pnorm.py. On the support the KKT system
+// reads M dy + dtau 1 = v, 1.dy = 0 with M = gamma H = D + w w^T (Prop. 1), where
+//   D^{-1} = diag(a) / C,  a = y^{2-p},  C = gamma (p-1) ||y||_p^{2-p},
+//   w = cw b,  b = y^{p-1} = y / a,  cw^2 = gamma (2-p) ||y||_p^{2-2p}.
+// Then D^{-1} w = cw y / C and w.D^{-1} w = cw^2 sum(y^p) / C, so Sherman-Morrison gives
+//   M^{-1} u = (a u - k y (y.u)) / C,  k = cw^2 / (C + cw^2 sum(y^p)),
+// and J v = M^{-1} v - dtau M^{-1} 1 with dtau = 1.M^{-1} v / 1.M^{-1} 1: a handful of sums.
+// For the paper's p = 1.5, a = sqrt(y), with no call to pow per entry.
+template <typename T>
+void sq_pnorm_max_jvp_row(const T* y, const T* v, T* out, int64_t n, T gamma, T p) {
+  const bool p_is_three_halves = p == T(1.5);
+  T s_yp = 0, s_a = 0, s_av = 0, s_y = 0, s_yv = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T yi = y[i];
+    T a = T(0);  // 0 off the support (where pow(0, 0) would give 1 for p = 2)
+    if (yi > T(0)) a = p_is_three_halves ? std::sqrt(yi) : std::pow(yi, T(2) - p);
+    out[i] = a;
+    s_yp += yi > T(0) ? yi * (yi / a) : T(0);  // y^p = y b
+    s_a += a;
+    s_av += a * v[i];
+    s_y += yi;
+    s_yv += yi * v[i];
+  }
+  const T norm = std::pow(s_yp, T(1) / p);
+  const T c = gamma * (p - T(1)) * std::pow(norm, T(2) - p);
+  const T cw2 = gamma * (T(2) - p) * std::pow(norm, T(2) - T(2) * p);
+  const T k = cw2 / (c + cw2 * s_yp);
+  const T sum_minv_v = s_av - k * s_y * s_yv;
+  const T sum_minv_1 = s_a - k * s_y * s_y;
+  const T dtau = sum_minv_v / sum_minv_1;
+  const T rank_one = k * (s_yv - dtau * s_y);
+  for (int64_t i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - dtau) - rank_one * y[i]) / c;
+}
+
+// Backward of the sparse mappings, J^T g for one row (all their Jacobians are symmetric):
+// on the support (y > 0), with weights w_i (1 for the simplex projection, y_i^{2-alpha} for
+// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere.
 enum class SupportWeight { kOne, kSqrt, kPow };  // w = 1, sqrt(y), y^{2-alpha}
 
 template <typename T, SupportWeight kWeight>
-void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha, const int64_t* group, T* acc,
-                    T* count) {
+void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha) {
   T wg = 0, w_sum = 0;
   for (int64_t i = 0; i < n; ++i) {
     T w;
@@ -315,15 +431,39 @@ void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha, const in
   }
   const T mean = wg / w_sum;
   for (int64_t i = 0; i < n; ++i) out[i] *= g[i] - mean;
-  if (!group) return;
-  for (int64_t i = 0; i < n; ++i) acc[i] = count[i] = T(0);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = group[i] >= 0 ? group[i] : 0;
-    const T inside = group[i] >= 0 ? T(1) : T(0);
-    acc[k] += inside * out[i];
-    count[k] += inside;
+}
+
+// Backward of fusedmax/oscarmax (Prop. 3): the simplex projection's J^T g (w = 1 above),
+// then averaged within each group of the prox. A group's entries share one value of y, so a
+// group lies entirely on or off the support, and the average of g_i - mean over a support
+// group is the group's mean of g minus mean. So only the support (usually a few entries) is
+// visited after one pass that finds it. Group ids lie in [0, n); `support` (n entries),
+// `acc` and `count` (indexed by group id) are scratch.
+template <typename T>
+void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
+                             T* acc, T* count) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
+    out[i] = T(0);
+    support[m] = static_cast<int32_t>(i);
+    m += y[i] > T(0);
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = group[i] >= 0 ? acc[group[i]] / count[group[i]] : T(0);
+  T g_sum = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    const int32_t i = support[j];
+    acc[group[i]] = count[group[i]] = T(0);
+    g_sum += g[i];
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    const int32_t i = support[j];
+    acc[group[i]] += g[i];
+    count[group[i]] += T(1);
+  }
+  const T mean = g_sum / T(m);
+  for (int64_t j = 0; j < m; ++j) {
+    const int32_t i = support[j];
+    out[i] = acc[group[i]] / count[group[i]] - mean;
+  }
 }
 
 }  // namespace regattn

@@ -15,9 +15,10 @@ from typing import Optional, Union
 
 import torch
 
-from ._kernels import kernels, mask_arg, use_kernels
+from ._kernels import kernels, use_kernels
 
 _NO_ALPHA = torch.empty(0)
+_NO_GROUP = torch.empty(0, dtype=torch.int32)
 
 
 def sparse_vjp(y: torch.Tensor, grad: torch.Tensor, alpha: Union[float, torch.Tensor] = 2.0,
@@ -28,7 +29,8 @@ def sparse_vjp(y: torch.Tensor, grad: torch.Tensor, alpha: Union[float, torch.Te
     grad = grad.contiguous()
     if use_kernels(y):
         per_row = isinstance(alpha, torch.Tensor)
-        return kernels.sparse_jvp_rows(y, grad, 0.0 if per_row else float(alpha), mask_arg(group).long(),
+        return kernels.sparse_jvp_rows(y, grad, 0.0 if per_row else float(alpha),
+                                       _NO_GROUP if group is None else group.to(torch.int32),
                                        alpha.reshape(-1).contiguous() if per_row else _NO_ALPHA)
     out = support_jvp_reference(y, grad, alpha)
     return out if group is None else group_mean_reference(out, group)

@@ -15,7 +15,7 @@ _NO_TENSOR = torch.empty(0, dtype=torch.bool)
 
 
 def mask_arg(mask):
-    """The kernels take an empty tensor for "no mask" / "no groups"."""
+    """The kernels take an empty tensor for "no mask"."""
     return mask if mask is not None else _NO_TENSOR
 
 

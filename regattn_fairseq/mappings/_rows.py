@@ -38,7 +38,12 @@ class RowLayout:
         return torch.Size(shape)
 
     def restore(self, rows: torch.Tensor) -> torch.Tensor:
-        return rows.reshape(self.shape).movedim(-1, self.dim).to(self.dtype)
+        # each step only where it does something: on small inputs their fixed costs add up
+        if rows.shape != self.shape:
+            rows = rows.reshape(self.shape)
+        if self.dim != len(self.shape) - 1:
+            rows = rows.movedim(-1, self.dim)
+        return rows if rows.dtype == self.dtype else rows.to(self.dtype)
 
 
 def unscale(x: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -81,16 +86,21 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor]):
                              f"of shape {tuple(scores.shape)}") from err
         scores = scores.expand(shape)
         mask = mask.to(scores.device).expand(shape)
-    x = scores.movedim(dim, -1)
+    last = dim == scores.dim() - 1
+    x = scores if last else scores.movedim(dim, -1)
     layout = RowLayout(shape=x.shape, dim=dim, dtype=scores.dtype)
     d = x.shape[-1]
     if d == 0:
         raise ValueError("cannot normalize over an empty dimension: the row has no position to attend to")
-    x = x.reshape(-1, d).to(dtype).contiguous()
+    if x.dim() != 2:
+        x = x.reshape(-1, d)
+    if x.dtype != dtype:
+        x = x.to(dtype)
+    x = x.contiguous()
     if mask is None:
         check_finite(x)
         return x, None, layout
-    m = mask.movedim(dim, -1).reshape(-1, d).contiguous()
+    m = (mask if last else mask.movedim(dim, -1)).reshape(-1, d).contiguous()
     if not m.any(dim=1).all():
         raise ValueError("a row has no unmasked position: there is nothing to attend to "
                          "(check the padding mask)")
@@ -105,8 +115,9 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor]):
 
 def check_finite(x: torch.Tensor) -> None:
     # One sum is far cheaper than an elementwise isfinite; it is non-finite whenever an
-    # entry is (or, rarely, when finite entries overflow), so only then look closer.
-    if torch.isfinite(x.sum()) or torch.isfinite(x).all():
+    # entry is (or, rarely, when finite entries overflow), so only then look closer. The sum
+    # is tested as a Python float: torch.isfinite on a 0-d tensor costs more than the sum.
+    if math.isfinite(float(x.detach().sum())) or torch.isfinite(x).all():
         return
     kind = "NaN" if torch.isnan(x).any() else "infinite"
     raise ValueError(f"attention scores contain {kind} values at unmasked positions; "

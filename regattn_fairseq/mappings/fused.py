@@ -24,8 +24,9 @@ from .simplex import project_simplex_rows
 
 def prox_tv1d_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
     """(z, segment) for each row of a (rows, d) tensor: z = argmin 1/2||z - x||^2 + lam TV(z)
-    over the unmasked positions; segment labels the fused runs (-1 at masked positions).
-    Compiled kernel on CPU; the torch reference elsewhere."""
+    over the unmasked positions; segment labels the fused runs (-1 at masked positions; int32
+    from the kernel, int64 from the reference). Compiled kernel on CPU; the torch reference
+    elsewhere."""
     if use_kernels(x):
         return tuple(kernels.prox_tv1d_rows(x, mask_arg(mask), float(lam)))
     return prox_tv1d_rows_reference(x, mask, lam)
@@ -121,11 +122,19 @@ def prox_tv1d(x: torch.Tensor, lam: float, dim: int = -1,
     return layout.restore(prox_tv1d_rows(rows, m, lam)[0])
 
 
+def fusedmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+    """(y, segment) for each row of a (rows, d) tensor: y = P_simplex(prox_TV(x; lam)) over
+    the unmasked positions and the prox's segments. One kernel call on CPU."""
+    if use_kernels(x):
+        return tuple(kernels.fusedmax_rows(x, mask_arg(mask), float(lam)))
+    z, segment = prox_tv1d_rows_reference(x, mask, lam)
+    return project_simplex_rows(z, mask), segment
+
+
 class FusedmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        z, segment = prox_tv1d_rows(unscale(x, gamma), mask, lam)
-        y = project_simplex_rows(z, mask)
+        y, segment = fusedmax_rows(unscale(x, gamma), mask, lam)
         ctx.save_for_backward(y, segment)
         ctx.gamma = gamma
         return y

@@ -32,7 +32,7 @@ from .simplex import project_simplex_rows
 def prox_pairwise_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
     """(z, cluster) for each row of a (rows, d) tensor: z = argmin 1/2||z - x||^2 +
     lam sum_{i<j} max(z_i, z_j) over the unmasked positions; cluster labels the pooled
-    blocks (-1 at masked positions)."""
+    blocks (-1 at masked positions; int32 from the kernel, int64 from the reference)."""
     if use_kernels(x):
         return tuple(kernels.prox_pairwise_max_rows(x, mask_arg(mask), float(lam)))
     return prox_pairwise_max_rows_reference(x, mask, lam)
@@ -82,11 +82,19 @@ def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
     return layout.restore(prox_pairwise_max_rows(rows, m, lam)[0])
 
 
+def oscarmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+    """(y, cluster) for each row of a (rows, d) tensor: y = P_simplex(prox_P(x; lam)) over the
+    unmasked positions and the prox's clusters. One kernel call on CPU."""
+    if use_kernels(x):
+        return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(lam)))
+    z, cluster = prox_pairwise_max_rows_reference(x, mask, lam)
+    return project_simplex_rows(z, mask), cluster
+
+
 class OscarmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        z, cluster = prox_pairwise_max_rows(unscale(x, gamma), mask, lam)
-        y = project_simplex_rows(z, mask)
+        y, cluster = oscarmax_rows(unscale(x, gamma), mask, lam)
         ctx.save_for_backward(y, cluster)
         ctx.gamma = gamma
         return y

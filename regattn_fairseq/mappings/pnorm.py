@@ -13,7 +13,9 @@ Backward (Prop. 1, restricted to the support S). Differentiating the KKT system
 gamma H_SS dy_S + dtau 1 = dx_S, 1.dy_S = 0 with H the Hessian of 1/2 ||y||_p^2,
 H = diag((p-1) ||y||_p^{2-p} y^{p-2}) + (2-p) ||y||_p^{2-2p} y^{p-1} (y^{p-1})^T,
 a diagonal plus rank one matrix, which Sherman-Morrison inverts in O(|S|). The Jacobian is
-symmetric, so the same product serves as the vector-Jacobian product.
+symmetric, so the same product serves as the vector-Jacobian product. On CPU the kernel
+computes it in one pass per row from a few sums (csrc/row_algorithms.h); the torch version
+below is the reference.
 """
 from __future__ import annotations
 
@@ -68,7 +70,15 @@ def sq_pnorm_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], g
 
 
 def sq_pnorm_max_jvp(y: torch.Tensor, v: torch.Tensor, gamma: float, p: float) -> torch.Tensor:
-    """J v for y = sq_pnorm_max(x) (rows along the last dim); J is symmetric."""
+    """J v for y = sq_pnorm_max(x), y and v (rows, d); J is symmetric. Compiled kernel on
+    CPU, the torch reference elsewhere."""
+    if use_kernels(y):
+        return kernels.sq_pnorm_max_jvp_rows(y, v.contiguous(), float(gamma), float(p))
+    return sq_pnorm_max_jvp_reference(y, v, gamma, p)
+
+
+def sq_pnorm_max_jvp_reference(y: torch.Tensor, v: torch.Tensor, gamma: float, p: float) -> torch.Tensor:
+    """J v by the formulas above in torch ops (any device)."""
     support = y > 0
     norm = y.pow(p).sum(-1, keepdim=True).pow(1.0 / p)
     # inverse of the diagonal part gamma (p-1) ||y||^{2-p} y^{p-2}; 0 off the support

@@ -4,8 +4,11 @@ import pytest
 import torch
 
 from regattn_fairseq import mappings
-from regattn_fairseq.mappings.fused import prox_tv1d_rows, prox_tv1d_rows_reference
-from regattn_fairseq.mappings.oscar import prox_pairwise_max_rows, prox_pairwise_max_rows_reference
+from regattn_fairseq.mappings import torch_reference
+from regattn_fairseq.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_bisect_rows
+from regattn_fairseq.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
+from regattn_fairseq.mappings.oscar import oscarmax_rows, prox_pairwise_max_rows, prox_pairwise_max_rows_reference
+from regattn_fairseq.mappings.pnorm import sq_pnorm_max_jvp, sq_pnorm_max_jvp_reference
 
 PARAMS = {"fusedmax": {"lam": 0.3}, "oscarmax": {"lam": 0.05}, "sq_pnorm_max": {"p": 1.5},
           "entmax": {"alpha": 1.5}}
@@ -76,6 +79,71 @@ def test_prox_pairwise_max_kernel_matches_reference_values_and_clusters(d, lam):
             z_ref, cl_ref = prox_pairwise_max_rows_reference(x, m, lam)
             torch.testing.assert_close(z_kernel, z_ref, rtol=0, atol=1e-12)
             assert same_partition(cl_kernel, cl_ref)
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 1.75, 2.0])
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
+def test_sq_pnorm_max_jvp_kernel_matches_reference(p, gamma):
+    x, mask = random_case(seed=int(p * 100), rows=60, d=17)
+    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(3), dtype=x.dtype)
+    for m in (None, mask):
+        y = mappings.sq_pnorm_max(x, mask=m, gamma=gamma, p=p)
+        torch.testing.assert_close(sq_pnorm_max_jvp(y, v, gamma, p), sq_pnorm_max_jvp_reference(y, v, gamma, p),
+                                   rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("p", [1.3, 1.5, 2.0])
+def test_sq_pnorm_max_kernel_backward_passes_gradcheck(p):
+    x, mask = random_case(seed=11, rows=5, d=6)
+    x.requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: mappings.sq_pnorm_max(t, mask=mask, gamma=0.7, p=p), (x,),
+                                    eps=1e-6, atol=1e-6)
+
+
+# d = 200 > kRankSortMax (csrc/row_algorithms.h) takes the comparison-sort fallback
+@pytest.mark.parametrize("name, rows_fn", [("fusedmax", fusedmax_rows), ("oscarmax", oscarmax_rows)])
+@pytest.mark.parametrize("d", [1, 2, 7, 64, 200])
+@pytest.mark.parametrize("lam", [0.0, 0.05, 1.0])
+def test_fused_prox_and_projection_kernels_match_reference(name, rows_fn, d, lam):
+    """The one-call kernels P_simplex(prox(x)) against the reference prox and projection:
+    same probabilities, same groups on the support (the only ones the backward pass reads)."""
+    for ties in (False, True):
+        x, mask = random_case(seed=d + 2, rows=50, d=d, ties=ties)
+        for m in (None, mask):
+            y_kernel, group_kernel = rows_fn(x, m, lam)
+            with torch_reference():
+                y_ref, group_ref = rows_fn(x, m, lam)
+            torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=1e-12)
+            on = y_ref > 0
+            assert torch.equal(y_kernel > 0, on) or ties  # ties may sit exactly on the support's edge
+            for r in range(x.shape[0]):
+                support = on[r] & (y_kernel[r] > 0)
+                assert same_partition(group_kernel[r][support], group_ref[r][support])
+
+
+@pytest.mark.parametrize("d", [1, 2, 5, 50, 200])
+@pytest.mark.parametrize("scale", [0.1, 1.0, 10.0])
+def test_entmax15_kernel_matches_sort_based_threshold(d, scale):
+    for ties in (False, True):
+        x, mask = random_case(seed=d, rows=200, d=d, ties=ties)
+        x = x * scale
+        for m in (None, mask):
+            torch.testing.assert_close(entmax15_rows(x, m), entmax15_rows_by_sort(x, m), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5, 4.0])
+@pytest.mark.parametrize("d", [1, 3, 50, 200])
+def test_entmax_bisect_kernel_matches_reference(alpha, d):
+    x, mask = random_case(seed=d, rows=100, d=d)
+    alpha_rows = torch.full((x.shape[0], 1), alpha, dtype=x.dtype)
+    # Both find tau to float64 resolution; for alpha > 2, y = d^{1/(alpha-1)} has an unbounded
+    # slope at the support's edge and turns that resolution into ~1e-10 on small entries.
+    atol = 1e-12 if alpha <= 2 else 1e-9
+    for m in (None, mask):
+        y_kernel = entmax_bisect_rows(x, m, alpha_rows)
+        with torch_reference():
+            y_ref = entmax_bisect_rows(x, m, alpha_rows)
+        torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=atol)
 
 
 def test_reference_path_is_actually_taken():

@@ -5,6 +5,8 @@
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <vector>
 
 #include "row_algorithms.h"
@@ -24,10 +26,38 @@ void check_rows(const torch::Tensor& x, const torch::Tensor& mask) {
 // Grain so that a task holds at least ~16k values: small batches stay on one thread.
 int64_t grain_for(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)); }
 
+// Whether x[0, n) holds only finite values: x * 0 is 0 for those and NaN for inf or NaN,
+// summed in 8 independent lanes (this pass runs over every row the kernels read, from L1).
+template <typename T>
+bool all_finite(const T* x, int64_t n) {
+  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += x[i + j] * T(0);
+  }
+  for (; i < n; ++i) acc[0] += x[i] * T(0);
+  T total = 0;
+  for (int j = 0; j < 8; ++j) total += acc[j];
+  return total == T(0);
+}
+
+// The error of mappings/_rows.py's check_finite (a ValueError in Python), raised by the
+// kernels, which check their inputs as they read them: a separate pass over the scores
+// before the kernel costs a read of the whole tensor from memory.
+template <typename T>
+[[noreturn]] void raise_non_finite(const T* xp, const bool* mp, int64_t count) {
+  bool nan = false;
+  for (int64_t i = 0; i < count && !nan; ++i) nan = (!mp || mp[i]) && std::isnan(xp[i]);
+  TORCH_CHECK_VALUE(false, "attention scores contain ", nan ? "NaN" : "infinite",
+                    " values at unmasked positions; exclude positions with mask= instead of -inf scores");
+  std::abort();  // not reached
+}
+
 // Runs fn(row, row_in, row_out, row_group, n) on each row's unmasked values, gathered into
 // per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
 // positions as neighbours), and scatters results back. Group ids are int32: they index
-// positions within a row.
+// positions within a row. Raises ValueError (after the parallel loop) where an unmasked
+// value is not finite; the row algorithms never see such a row.
 template <typename T, typename Fn>
 void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tensor& out,
                   int32_t* group, Fn fn) {
@@ -35,6 +65,7 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
   const bool* mp = (mask.defined() && mask.numel() > 0) ? mask.data_ptr<bool>() : nullptr;
+  std::atomic<bool> non_finite{false};
   at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
     std::vector<T> in_buf(d), out_buf(d);
     std::vector<int32_t> group_buf(d);
@@ -44,6 +75,10 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
       T* orow = op + r * d;
       int32_t* grow = group ? group + r * d : group_buf.data();
       if (!mp) {
+        if (!all_finite(xr, d)) {
+          non_finite = true;
+          continue;
+        }
         fn(r, xr, orow, grow, d);
         continue;
       }
@@ -54,6 +89,10 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
           index[n] = i;
           in_buf[n++] = xr[i];
         }
+      }
+      if (!all_finite(in_buf.data(), n)) {
+        non_finite = true;
+        continue;
       }
       fn(r, in_buf.data(), out_buf.data(), group_buf.data(), n);
       for (int64_t i = 0; i < d; ++i) {
@@ -66,6 +105,7 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
       }
     }
   });
+  if (non_finite) raise_non_finite(xp, mp, rows * d);
 }
 
 // Per-thread scratch of n values, allocated once per thread rather than per row; kSlot tells
@@ -280,10 +320,58 @@ torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
     for_each_row<scalar_t>(x, mask, y, nullptr,
                            [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
                              entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
-                                               scratch<scalar_t, 1>(d));
+                                               scratch<scalar_t, 1>(d), scratch<scalar_t, 3>(d),
+                                               scratch<int32_t, 1>(d));
                            });
   });
   return y;
+}
+
+// The same, also returning the backward pass's weights y^{2-alpha} (see entmax_bisect_row).
+// Masked positions get 0 in both.
+std::vector<torch::Tensor> entmax_bisect_weights_rows(torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
+  check_rows(x, mask);
+  TORCH_CHECK(alpha.dim() == 1 && alpha.size(0) == x.size(0) && alpha.scalar_type() == x.scalar_type() &&
+                  alpha.is_contiguous(), "alpha must be a contiguous (rows,) tensor of the scores' dtype");
+  auto y = torch::empty_like(x);
+  auto w = torch::empty_like(x);
+  const int64_t d = x.size(1);
+  const bool* mp = (mask.defined() && mask.numel() > 0) ? mask.data_ptr<bool>() : nullptr;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_bisect_weights_rows", [&] {
+    const scalar_t* ap = alpha.data_ptr<scalar_t>();
+    scalar_t* wp = w.data_ptr<scalar_t>();
+    for_each_row<scalar_t>(x, mask, y, nullptr,
+                           [d, ap, wp, mp](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
+                             scalar_t* weight = mp ? scratch<scalar_t, 2>(d) : wp + r * d;
+                             entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
+                                               scratch<scalar_t, 1>(d), scratch<scalar_t, 3>(d),
+                                               scratch<int32_t, 1>(d), weight);
+                             if (mp) {  // scatter to the unmasked positions, as for_each_row does y
+                               const bool* mr = mp + r * d;
+                               scalar_t* wr = wp + r * d;
+                               for (int64_t i = 0, j = 0; i < d; ++i) wr[i] = mr[i] ? weight[j++] : scalar_t(0);
+                             }
+                           });
+  });
+  return {y, w};
+}
+
+// J^T g with given support weights w (weighted_jvp_row).
+torch::Tensor weighted_jvp_rows(torch::Tensor w, torch::Tensor g) {
+  check_rows(w, torch::Tensor());
+  TORCH_CHECK(g.sizes() == w.sizes() && g.is_contiguous() && g.scalar_type() == w.scalar_type(),
+              "gradient must match the weights' shape and dtype");
+  auto out = torch::empty_like(w);
+  const int64_t rows = w.size(0), d = w.size(1);
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "weighted_jvp_rows", [&] {
+    const scalar_t* wp = w.data_ptr<scalar_t>();
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) weighted_jvp_row(wp + r * d, gp + r * d, op + r * d, d);
+    });
+  });
+  return out;
 }
 
 torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamma, double p) {
@@ -332,6 +420,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("oscarmax_rows", &regattn::oscarmax_rows, "P_simplex(prox_pairwise_max(x)) of each row -> (y, cluster id)");
   m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
   m.def("entmax_bisect_rows", &regattn::entmax_bisect_rows, "alpha-entmax of each row, one alpha per row");
+  m.def("entmax_bisect_weights_rows", &regattn::entmax_bisect_weights_rows,
+        "alpha-entmax of each row -> (y, y^{2-alpha} on the support)");
+  m.def("weighted_jvp_rows", &regattn::weighted_jvp_rows, "backward of alpha-entmax from its weights");
   m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");
   m.def("sq_pnorm_max_jvp_rows", &regattn::sq_pnorm_max_jvp_rows, "backward of sq-pnorm-max (J v, J symmetric)");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");

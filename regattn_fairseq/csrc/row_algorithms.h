@@ -8,7 +8,63 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace regattn {
+
+// max of x[0, n), n >= 1: written with SSE2 (part of x86-64) where available, because the
+// compiler, without -ffast-math, does not vectorize this reduction. A single running max is
+// a chain of n dependent operations, whose latency, not their count, sets the time on short
+// rows.
+template <typename T>
+inline T row_max_generic(const T* x, int64_t n) {
+  T acc[4] = {x[0], x[0], x[0], x[0]};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) acc[j] = std::max(acc[j], x[i + j]);
+  }
+  for (; i < n; ++i) acc[0] = std::max(acc[0], x[i]);
+  return std::max(std::max(acc[0], acc[1]), std::max(acc[2], acc[3]));
+}
+
+#if defined(__SSE2__)
+inline float row_max(const float* x, int64_t n) {
+  if (n < 8) return row_max_generic(x, n);
+  __m128 a0 = _mm_loadu_ps(x), a1 = _mm_loadu_ps(x + 4);
+  int64_t i = 8;
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm_max_ps(a0, _mm_loadu_ps(x + i));
+    a1 = _mm_max_ps(a1, _mm_loadu_ps(x + i + 4));
+  }
+  a0 = _mm_max_ps(a0, a1);
+  float lanes[4];
+  _mm_storeu_ps(lanes, a0);
+  float m = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+inline double row_max(const double* x, int64_t n) {
+  if (n < 4) return row_max_generic(x, n);
+  __m128d a0 = _mm_loadu_pd(x), a1 = _mm_loadu_pd(x + 2);
+  int64_t i = 4;
+  for (; i + 4 <= n; i += 4) {
+    a0 = _mm_max_pd(a0, _mm_loadu_pd(x + i));
+    a1 = _mm_max_pd(a1, _mm_loadu_pd(x + i + 2));
+  }
+  a0 = _mm_max_pd(a0, a1);
+  double lanes[2];
+  _mm_storeu_pd(lanes, a0);
+  double m = std::max(lanes[0], lanes[1]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+#else
+template <typename T>
+inline T row_max(const T* x, int64_t n) { return row_max_generic(x, n); }
+#endif
 
 // Euclidean projection onto the simplex, y = (z - tau)_+ with sum(y) = 1. Since y_max <= 1,
 // tau >= z_max - 1, so only values above z_max - 1 can be in the support: we gather those
@@ -20,17 +76,17 @@ namespace regattn {
 // branch mispredictions, not arithmetic, would dominate.
 template <typename T>
 void project_simplex_row(const T* z, T* y, int64_t n, T* candidates) {
-  T z_max = z[0];
-  for (int64_t i = 1; i < n; ++i) z_max = std::max(z_max, z[i]);
-  const T floor = z_max - T(1);
+  const T floor = row_max(z, n) - T(1);
+  // the compaction's only loop-carried dependency is the write index (one add per entry):
+  // the candidates' sum, a chain of dependent additions, is left to the short list below
   int64_t active = 0;
-  T sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = z[i] > floor;
-    candidates[active] = z[i];
-    sum += keep ? z[i] : T(0);
-    active += keep;
+    const T zi = z[i];
+    candidates[active] = zi;
+    active += zi > floor;
   }
+  T sum = 0;
+  for (int64_t i = 0; i < active; ++i) sum += candidates[i];
   T tau = (sum - T(1)) / T(active);
   for (;;) {
     T s = 0;
@@ -39,7 +95,7 @@ void project_simplex_row(const T* z, T* y, int64_t n, T* candidates) {
       const T c = candidates[i];
       const bool keep = c > tau;
       candidates[count] = c;  // compact: dropped values never return
-      s += keep ? c : T(0);
+      s += c * T(keep);  // a product: the compiler turns a select into a branch
       count += keep;
     }
     // count >= 1: z_max > tau because tau = (sum of k values - 1)/k < their mean <= z_max
@@ -197,25 +253,9 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* su
   }
 }
 
-// Exact 1.5-entmax of a row: y = (v - tau)_+^2 with v = x/2 and sum(y) = 1, i.e. tau is the
-// root of the convex, decreasing F(tau) = sum_i (v_i - tau)_+^2 - 1. As y_max <= 1,
-// tau >= v_max - 1 =: tau_0, and only values above tau_0 can be in the support: those are
-// gathered into `candidates` (scratch of n entries). From any tau <= tau*, the active set
-// A = {v > tau} contains the support, and the quadratic sum_A (v_i - t)^2 = 1 has a closed-form
-// root t_A = tau + mean(d) - sqrt(1/|A| - var(d)), d = v_A - tau (the sort-based formula of
-// entmax15_rows_by_sort). If t_A lies below every v in A, F(t_A) = 0, so t_A = tau* exactly.
-// Otherwise A still holds values outside the support, and a Newton step on F (which stays
-// below tau*, F being convex) shrinks it. No sort: a few passes over the candidates.
+// entmax15_row's Newton iteration on its m candidates, from tau <= tau* to tau*.
 template <typename T>
-void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
-  T v_max = x[0] / T(2);
-  for (int64_t i = 1; i < n; ++i) v_max = std::max(v_max, x[i] / T(2));
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    candidates[m] = x[i] / T(2);
-    m += candidates[m] > v_max - T(1);
-  }
-  T tau = v_max - T(1);
+void entmax15_newton(T* candidates, int64_t m, T& tau) {
   for (int iter = 0; iter < 100; ++iter) {
     T s1 = 0, s2 = 0, d_min = std::numeric_limits<T>::infinity();
     int64_t k = 0;
@@ -240,11 +280,34 @@ void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
     if (!(step > T(0))) break;  // at tau* to float resolution
     tau += step;
   }
+}
+
+// Exact 1.5-entmax of a row: y = (v - tau)_+^2 with v = x/2 and sum(y) = 1, i.e. tau is the
+// root of the convex, decreasing F(tau) = sum_i (v_i - tau)_+^2 - 1. As y_max <= 1,
+// tau >= v_max - 1 =: tau_0, and only values above tau_0 can be in the support: those are
+// gathered into `candidates` (scratch of n entries). From any tau <= tau*, the active set
+// A = {v > tau} contains the support, and the quadratic sum_A (v_i - t)^2 = 1 has a closed-form
+// root t_A = tau + mean(d) - sqrt(1/|A| - var(d)), d = v_A - tau (the sort-based formula of
+// entmax15_rows_by_sort). If t_A lies below every v in A, F(t_A) = 0, so t_A = tau* exactly.
+// Otherwise A still holds values outside the support, and a Newton step on F (which stays
+// below tau*, F being convex) shrinks it. No sort: a few passes over the candidates.
+template <typename T>
+void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
+  const T v_max = row_max(x, n) / T(2);  // halving is exact: max(x)/2 = max(x/2)
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
+    const T v = x[i] / T(2);
+    candidates[m] = v;
+    m += v > v_max - T(1);
+  }
+  T tau = v_max - T(1);
+  entmax15_newton(candidates, m, tau);
   for (int64_t i = 0; i < n; ++i) {
     const T d = std::max(x[i] / T(2) - tau, T(0));
     y[i] = d * d;
   }
 }
+
 
 // alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
 // With z = (alpha-1) x and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
@@ -257,44 +320,60 @@ void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
 // per entry): its cubic convergence saves one of the usual four passes at alpha = 1.3.
 // Steps that leave the bracket (alpha > 2, or Halley overshooting) fall back to bisection.
 // Only values above z_max - 1 can be in the support: the iterations run over those
-// (`candidates`, with their `position`s; `power`: scratch; each n entries), dropping the
-// ones that fall below the bracket. The output is normalized to sum to 1.
+// (`candidates`, with their `position`s; `power`, `active`, `active_position`: scratch;
+// each n entries), dropping the ones that fall below the bracket. The output is normalized to sum to 1.
+//
+// With `weight` non-null, it also receives the backward pass's weights w = y^{2-alpha} (0 off
+// the support) at no call to pow: with u = (z - tau)_+^q and S = sum(u), y = u / S, and
+// y^{2-alpha} = u^{(2-alpha) q} / S^{2-alpha} = u^{q-1} S^{alpha-2} = (u / (z - tau)) S^{alpha-2}.
 template <typename T>
-void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int32_t* position, T* power) {
+void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int32_t* position, T* power,
+                       T* active, int32_t* active_position, T* weight = nullptr) {
   const T am1 = alpha - T(1), q = T(1) / am1;
-  T z_max = x[0] * am1;
-  for (int64_t i = 1; i < n; ++i) z_max = std::max(z_max, x[i] * am1);
+  const T z_max = row_max(x, n) * am1;  // = max(x * am1): rounding is monotone
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
-    candidates[m] = x[i] * am1;
+    const T c = x[i] * am1;
+    candidates[m] = c;
     position[m] = static_cast<int32_t>(i);
-    m += candidates[m] > z_max - T(1);
+    m += c > z_max - T(1);
   }
   T lo = z_max - T(1), hi = z_max - std::pow(T(n), -am1);
   T tau = lo;
-  // power[j] = (candidates[j] - tau)_+^q, kept from the last pass when that pass was at the
-  // final tau (the usual exit), which saves the output pass its calls to pow
-  bool power_at_tau = false;
-  for (int iter = 0; iter < 100 && hi > lo; ++iter) {
-    T s_q = 0, s_qm1 = 0, s_qm2 = 0;  // sum d^q, d^{q-1}, d^{q-2} over the support, d = z - tau
+  // Each pass first lists the support at tau, d = z - tau > 0 (`active`, with positions), by
+  // branch-free compaction, then takes the powers over that list with no branch: about half
+  // the candidates are in the support, unpredictably, and a branch per candidate would
+  // mispredict half the time. power[k] = active[k]^q, kept from the last pass when that pass
+  // was at the final tau (the usual exit), which saves the output pass its calls to pow.
+  int64_t a = 0;
+  auto list_active = [&]() {
     int64_t kept = 0;
+    a = 0;
     for (int64_t j = 0; j < m; ++j) {
       // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
       const T c = candidates[j], d = c - tau;
+      const int32_t pos = position[j];
       candidates[kept] = c;
-      position[kept] = position[j];
-      T u = T(0);
-      if (d > T(0)) {
-        const T p = std::pow(d, q - T(1));
-        s_qm1 += p;
-        s_qm2 += p / d;
-        u = p * d;
-        s_q += u;
-      }
-      power[kept] = u;
+      position[kept] = pos;
       kept += c > lo;
+      active[a] = d;
+      active_position[a] = pos;
+      a += d > T(0);
     }
     m = kept;
+  };
+  bool power_at_tau = false;
+  for (int iter = 0; iter < 100 && hi > lo; ++iter) {
+    list_active();
+    T s_q = 0, s_qm1 = 0, s_qm2 = 0;  // sum d^q, d^{q-1}, d^{q-2} over the support
+    for (int64_t k = 0; k < a; ++k) {
+      const T d = active[k];
+      const T p = std::pow(d, q - T(1));
+      s_qm1 += p;
+      s_qm2 += p / d;
+      power[k] = p * d;
+      s_q += power[k];
+    }
     power_at_tau = true;
     const T norm = std::pow(s_q, T(1) / q);
     const T f = norm - T(1);
@@ -311,16 +390,22 @@ void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int3
     tau = next;
     power_at_tau = false;
   }
-  T sum = 0;
-  for (int64_t j = 0; j < m; ++j) {
-    if (!power_at_tau) {
-      const T d = candidates[j] - tau;
-      power[j] = d > T(0) ? std::pow(d, q) : T(0);
-    }
-    sum += power[j];
+  if (!power_at_tau) {
+    list_active();
+    for (int64_t k = 0; k < a; ++k) power[k] = std::pow(active[k], q);
   }
+  T sum = 0;
+  for (int64_t k = 0; k < a; ++k) sum += power[k];
   std::fill(y, y + n, T(0));
-  for (int64_t j = 0; j < m; ++j) y[position[j]] = power[j] / sum;
+  for (int64_t k = 0; k < a; ++k) y[active_position[k]] = power[k] / sum;
+  if (weight) {
+    std::fill(weight, weight + n, T(0));
+    const T scale = std::pow(sum, alpha - T(2));
+    for (int64_t k = 0; k < a; ++k) {
+      const int32_t i = active_position[k];
+      if (y[i] > T(0)) weight[i] = power[k] / active[k] * scale;
+    }
+  }
 }
 
 // sq-pnorm-max of a row, argmin_{y in simplex} gamma/2 ||y||_p^2 - y.x, p in (1, 2]:
@@ -335,8 +420,7 @@ template <typename T>
 void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T* candidates) {
   const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
   const bool q_is_two = q == T(2);
-  T x_max = x[0];
-  for (int64_t i = 1; i < n; ++i) x_max = std::max(x_max, x[i]);
+  const T x_max = row_max(x, n);
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     candidates[m] = x[i];
@@ -419,7 +503,7 @@ void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha) {
   for (int64_t i = 0; i < n; ++i) {
     T w;
     if constexpr (kWeight == SupportWeight::kOne) {
-      w = y[i] > T(0) ? T(1) : T(0);
+      w = T(y[i] > T(0));
     } else if constexpr (kWeight == SupportWeight::kSqrt) {
       w = std::sqrt(y[i]);  // 0 off the support
     } else {
@@ -431,6 +515,19 @@ void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha) {
   }
   const T mean = wg / w_sum;
   for (int64_t i = 0; i < n; ++i) out[i] *= g[i] - mean;
+}
+
+// The same with the weights given (w >= 0, 0 off the support), as alpha-entmax's forward
+// pass computes them: no call to pow here.
+template <typename T>
+void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
+  T wg = 0, w_sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    wg += w[i] * g[i];
+    w_sum += w[i];
+  }
+  const T mean = wg / w_sum;
+  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (g[i] - mean);
 }
 
 // Backward of fusedmax/oscarmax (Prop. 3): the simplex projection's J^T g (w = 1 above),

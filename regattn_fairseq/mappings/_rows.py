@@ -13,6 +13,8 @@ from typing import Optional
 
 import torch
 
+from ._kernels import use_kernels
+
 
 def check_positive(name: str, value: float) -> None:
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -66,10 +68,12 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     raise ValueError(f"attention scores must be a floating-point tensor, got dtype {dtype}")
 
 
-def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor]):
+def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel_checks_finite: bool = False):
     """Returns (x, mask_rows, layout): x is (rows, d) contiguous, mask_rows a (rows, d)
     bool tensor or None. Raises ValueError on a row with no unmasked position and on
-    non-finite unmasked scores."""
+    non-finite unmasked scores; with kernel_checks_finite, the latter is left to the
+    compiled kernel where one will run (CPU): they check as they read the scores, with the
+    same error, which saves a pass over memory."""
     if not isinstance(scores, torch.Tensor):
         raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
     if scores.dim() == 0:
@@ -97,19 +101,23 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor]):
     if x.dtype != dtype:
         x = x.to(dtype)
     x = x.contiguous()
+    check = not (kernel_checks_finite and use_kernels(x))
     if mask is None:
-        check_finite(x)
+        if check:
+            check_finite(x)
         return x, None, layout
     m = (mask if last else mask.movedim(dim, -1)).reshape(-1, d).contiguous()
     if not m.any(dim=1).all():
         raise ValueError("a row has no unmasked position: there is nothing to attend to "
                          "(check the padding mask)")
     if bool(m.all()):
-        check_finite(x)
+        if check:
+            check_finite(x)
         return x, None, layout
     # masked values are never read by the algorithms; zero them so no inf/NaN can leak
     x = x.masked_fill(~m, 0.0)
-    check_finite(x)
+    if check:
+        check_finite(x)
     return x, m, layout
 
 

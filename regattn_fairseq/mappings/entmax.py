@@ -103,12 +103,23 @@ class EntmaxBisectFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, mask, alpha):
+        if use_kernels(x) and not ctx.needs_input_grad[2]:
+            # the kernel also returns the backward's weights y^{2-alpha}, which it gets with
+            # no call to pow; the backward then needs neither y nor alpha
+            y, weight = kernels.entmax_bisect_weights_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
+            ctx.save_for_backward(weight)
+            ctx.weighted = True
+            return y
         y = entmax_bisect_rows(x, mask, alpha)
         ctx.save_for_backward(y, alpha)
+        ctx.weighted = False
         return y
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.weighted:
+            (weight,) = ctx.saved_tensors
+            return kernels.weighted_jvp_rows(weight, grad.contiguous()), None, None
         y, alpha = ctx.saved_tensors
         grad_x = sparse_vjp(y, grad, alpha=alpha)
         grad_alpha = None
@@ -153,9 +164,9 @@ def entmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = N
         if alpha == 1:
             return softmax(scores, dim, mask)
         if alpha == 2:
-            x, m, layout = to_rows(scores, dim, mask)
+            x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
             return layout.restore(SparsemaxFunction.apply(x, m, 1.0))
-    x, m, layout = to_rows(scores, dim, mask)
+    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
     if isinstance(alpha, torch.Tensor):
         alpha_rows = _alpha_rows(alpha, layout.scores_shape, layout.dim, x)
         return layout.restore(EntmaxBisectFunction.apply(x, m, alpha_rows))

@@ -118,7 +118,7 @@ def prox_tv1d(x: torch.Tensor, lam: float, dim: int = -1,
               mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """argmin_z 1/2 ||z - x||^2 + lam sum_i |z_{i+1} - z_i| along `dim` (forward only)."""
     check_nonnegative("lam", lam)
-    rows, m, layout = to_rows(x, dim, mask)
+    rows, m, layout = to_rows(x, dim, mask, kernel_checks_finite=True)
     return layout.restore(prox_tv1d_rows(rows, m, lam)[0])
 
 
@@ -150,7 +150,7 @@ def fusedmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] =
     """P_simplex(prox_TV(scores / gamma; lam)) over `dim`."""
     check_positive("gamma", gamma)
     check_nonnegative("lam", lam)
-    x, m, layout = to_rows(scores, dim, mask)
+    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
     return layout.restore(FusedmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 

@@ -78,7 +78,7 @@ def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
                       mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """argmin_z 1/2 ||z - x||^2 + lam sum_{i<j} max(z_i, z_j) along `dim` (forward only)."""
     check_nonnegative("lam", lam)
-    rows, m, layout = to_rows(x, dim, mask)
+    rows, m, layout = to_rows(x, dim, mask, kernel_checks_finite=True)
     return layout.restore(prox_pairwise_max_rows(rows, m, lam)[0])
 
 
@@ -110,7 +110,7 @@ def oscarmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] =
     """P_simplex(prox_P(scores / gamma; lam)) over `dim` (see the module docstring)."""
     check_positive("gamma", gamma)
     check_nonnegative("lam", lam)
-    x, m, layout = to_rows(scores, dim, mask)
+    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
     return layout.restore(OscarmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 

@@ -115,7 +115,7 @@ def sq_pnorm_max(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tenso
     """argmin_{y in simplex} gamma/2 ||y||_p^2 - y.scores over `dim`."""
     check_positive("gamma", gamma)
     check_p(p)
-    x, m, layout = to_rows(scores, dim, mask)
+    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
     return layout.restore(SqPnormMaxFunction.apply(x, m, float(gamma), float(p)))
 
 

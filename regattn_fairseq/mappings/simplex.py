@@ -72,7 +72,7 @@ def sparsemax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] 
               gamma: float = 1.0) -> torch.Tensor:
     """P_simplex(scores / gamma) over `dim`: sparse probabilities (exact zeros)."""
     check_positive("gamma", gamma)
-    x, m, layout = to_rows(scores, dim, mask)
+    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
     return layout.restore(SparsemaxFunction.apply(x, m, float(gamma)))
 
 

@@ -155,3 +155,56 @@ def test_reference_path_is_actually_taken():
     with mappings.torch_reference():
         assert not _kernels.use_kernels(torch.zeros(1))
     assert _kernels.use_kernels(torch.zeros(1))
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_entmax_bisect_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
+    # The forward kernel hands the backward y^{2-alpha} computed without pow; it must be the
+    # same as the power of the returned y, and 0 off the support and at masked positions.
+    from regattn_fairseq.mappings._kernels import kernels, mask_arg
+
+    x, mask = random_case(seed=int(alpha * 100), rows=200, d=37, dtype=dtype)
+    alpha_rows = torch.full((x.shape[0],), alpha, dtype=dtype)
+    for m in (None, mask):
+        y, w = kernels.entmax_bisect_weights_rows(x, mask_arg(m), alpha_rows)
+        torch.testing.assert_close(y, kernels.entmax_bisect_rows(x, mask_arg(m), alpha_rows), rtol=0, atol=0)
+        expected = torch.where(y > 0, y.pow(2 - alpha), 0.0)
+        rtol = 1e-5 if dtype == torch.float32 else 1e-12
+        torch.testing.assert_close(w, expected, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("alpha", [1.3, 1.7, 2.5])
+@pytest.mark.parametrize("masked", [False, True])
+def test_entmax_bisect_float32_gradient_matches_reference(alpha, masked):
+    # float32 takes the kernel's weights path (alpha a number); the reference takes y^{2-alpha}
+    x, mask = random_case(seed=3, rows=300, d=50, dtype=torch.float32)
+    mask = mask if masked else None
+    grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    grads = []
+    for use_reference in (False, True):
+        xr = x.clone().requires_grad_()
+        if use_reference:
+            with torch_reference():
+                y = mappings.entmax(xr, mask=mask, alpha=alpha)
+        else:
+            y = mappings.entmax(xr, mask=mask, alpha=alpha)
+        y.backward(grad)
+        grads.append(xr.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", mappings.NAMES)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_kernels_check_finiteness_of_unmasked_scores_only(name, bad):
+    # the kernels check the scores as they read them (to_rows leaves it to them on CPU)
+    module = mappings.build(name, **PARAMS.get(name, {}))
+    x = torch.randn(6, 9)
+    x[4, 3] = bad
+    kind = "nan" if bad != bad else "infinite"
+    with pytest.raises(ValueError, match=f"(?i){kind}"):
+        module(x)
+    mask = torch.ones(6, 9, dtype=torch.bool)
+    mask[4, 3] = False
+    y = module(x, mask=mask)
+    assert torch.isfinite(y).all() and y[4, 3] == 0

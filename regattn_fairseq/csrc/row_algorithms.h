@@ -130,14 +130,19 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam) {
   };
   for (;;) {
     while (k == n - 1) {  // reached the end of the row: close the pending segment(s)
+      // In exact arithmetic a jump here always leaves positions to restart from; rounding
+      // (e.g. inputs tied at multiples of lam) can make it cover the last position: then every
+      // output is written, and restarting would read past the row.
       if (umin < T(0)) {
         emit(kminus, vmin);
+        if (k0 == n) return;
         k = kminus = k0;
         vmin = x[k];
         umin = lam;
         umax = vmin + umin - vmax;
       } else if (umax > T(0)) {
         emit(kplus, vmax);
+        if (k0 == n) return;
         k = kplus = k0;
         vmax = x[k];
         umax = -lam;

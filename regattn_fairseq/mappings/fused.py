@@ -76,7 +76,9 @@ def prox_tv1d_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam:
         end_value[rows_e, last[rows_e]] = value[rows_e]
         segment_end[rows_e, last[rows_e]] = True
         k0 = torch.where(emitting, last + 1, k0)
-        done = done | close_last
+        # rounding can make a closing jump (A, B) cover the last position: the row is done
+        # (see prox_tv1d_row in csrc/row_algorithms.h)
+        done = done | close_last | (emitting & (k0 == n))
 
         restart = emit_min | emit_max
         k = torch.where(restart, k0, torch.where(extend, k + 1, k))

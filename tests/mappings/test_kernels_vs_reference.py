@@ -69,6 +69,23 @@ def test_prox_tv1d_kernel_matches_reference_values_and_segments(d, lam):
             assert same_partition(seg_kernel, seg_ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_prox_tv1d_rounding_that_closes_the_row_early(dtype):
+    # Scores tied at multiples of lam: in float64, rounding makes Condat's closing jump cover
+    # the last position. The kernel used to read past the row (segfault) and the reference to
+    # loop forever; both must finish, agree exactly, and match the solution (found by cvxpy).
+    x = torch.tensor([[0.1, -0.3, 0.05, -0.25, -0.15, 0.2, -0.1, -0.15, -0.1, 0.1, -0.2, 0.1,
+                       0.15, -0.05, -0.05, 0.1, -0.05]], dtype=dtype)
+    z_kernel, _ = prox_tv1d_rows(x, None, 0.05)
+    z_ref, _ = prox_tv1d_rows_reference(x, None, 0.05)
+    assert torch.equal(z_kernel, z_ref)
+    expected = torch.tensor([0.05, -0.2, -0.05, -0.15, -0.15, 0.1] + [-0.25 / 3] * 3
+                            + [0.0, -0.1, 0.075, 0.075, 0.0, 0.0, 0.0, 0.0], dtype=dtype)
+    torch.testing.assert_close(z_kernel[0], expected, rtol=0, atol=1e-6)
+    y = mappings.fusedmax(x, lam=0.05)
+    torch.testing.assert_close(y.sum(), torch.ones((), dtype=dtype))
+
+
 @pytest.mark.parametrize("d", [1, 2, 7, 64])
 @pytest.mark.parametrize("lam", [0.0, 0.05, 1.0])
 def test_prox_pairwise_max_kernel_matches_reference_values_and_clusters(d, lam):

@@ -216,8 +216,8 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
   return {z, group};
 }
 
-// oscarmax = P_simplex(prox_P(x)) (Prop. 2) in one pass per row. The prox comes out sorted,
-// so the projection's threshold is a scan of its prefix sums, with no search.
+// oscarmax = P_simplex(prox_P(x)) (Prop. 2) in one pass per row, computing the support
+// only (oscarmax_row): group ids are -1 off the support.
 std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double lam) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
@@ -228,12 +228,8 @@ std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, do
     for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
                              auto& s = PoolScratch<scalar_t>::for_thread(d);
-                             s.prox_pairwise_max_sorted(in, n, l);
-                             const scalar_t tau = simplex_threshold_sorted(s.a.data(), n);
-                             for (int64_t k = 0; k < n; ++k) {
-                               out[s.order[k]] = std::max(s.a[k] - tau, scalar_t(0));
-                               g[s.order[k]] = s.block[k];
-                             }
+                             oscarmax_row(in, out, g, n, l, scratch<scalar_t>(d), scratch<int32_t>(d), s.a.data(),
+                                          s.order.data(), s.block.data(), s.start.data(), s.sum.data());
                            });
   });
   return {y, group};

@@ -258,6 +258,52 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* su
   }
 }
 
+// oscarmax of a row, y = P_simplex(prox_P(x)) with P(z) = lam sum_{i<j} max(z_i, z_j)
+// = lam sum_k (n-1-k) z_[k] (Prop. 2; see mappings/oscar.py). prox_P sorts x decreasingly,
+// subtracts the weights, a_k = x_[k] - lam (n-1-k), and pools adjacent violators. Only the
+// support of y is computed, from the few largest scores, because:
+//  - a pooled cluster shares one value of y, so it lies entirely on or off the support: no
+//    block straddles the support's edge. Pool-adjacent-violators over the m largest values
+//    (any m >= |support|) therefore gives the prox on the support exactly: its first m steps
+//    are those of the run over the whole row, and no later step merges across the edge.
+//  - the threshold scan over those m values stops where the whole row's scan stops: a prox
+//    value just past the edge can only be lower in the shorter run (merging raises a block's
+//    value), and a lower value still fails the scan's test; if every candidate is in the
+//    support, the (m+1)-th value is off it (next point).
+//  - which values can be in the support: the prox keeps the order, with v_[k] <= x_[k] (a
+//    block's mean is at most its largest score, as the weights subtracted are >= 0) and
+//    v_[0] >= a_0 = x_max - lam (n-1); since y <= 1, tau >= v_[0] - 1. So y_i > 0 needs
+//    x_i > x_max - 1 - lam (n-1): usually a handful of positions, to sort instead of n.
+// `y` and `group` receive n values: the cluster's index on the support, -1 off it (the
+// backward pass reads only the support; the clusters of the zeros are not computed).
+// Scratch of n entries each: cand, a, sum (T); cand_pos, order, block (int32); start (int64).
+template <typename T>
+void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T* cand, int32_t* cand_pos, T* a,
+                  int32_t* order, int32_t* block, int64_t* start, T* sum) {
+  const T x_max = row_max(x, n);
+  const T reach = T(1) + lam * T(n - 1);
+  // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
+  const T floor = x_max - reach - T(16) * std::numeric_limits<T>::epsilon() * (std::abs(x_max) + reach);
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
+    cand[m] = x[i];
+    cand_pos[m] = static_cast<int32_t>(i);
+    m += x[i] > floor;
+  }
+  sort_decreasing(cand, m, a, order);  // ties keep their order: cand is in position order
+  for (int64_t k = 0; k < m; ++k) a[k] -= lam * T(n - 1 - k);
+  pav_nonincreasing(a, block, m, start, sum);
+  const T tau = simplex_threshold_sorted(a, m);
+  std::fill(y, y + n, T(0));
+  std::fill(group, group + n, int32_t(-1));
+  for (int64_t k = 0; k < m; ++k) {
+    if (!(a[k] > tau)) break;  // a is non-increasing: the support is a prefix
+    const int32_t i = cand_pos[order[k]];
+    y[i] = a[k] - tau;
+    group[i] = block[k];
+  }
+}
+
 // entmax15_row's Newton iteration on its m candidates, from tau <= tau* to tau*.
 template <typename T>
 void entmax15_newton(T* candidates, int64_t m, T& tau) {

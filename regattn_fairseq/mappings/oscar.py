@@ -84,11 +84,14 @@ def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
 
 def oscarmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
     """(y, cluster) for each row of a (rows, d) tensor: y = P_simplex(prox_P(x; lam)) over the
-    unmasked positions and the prox's clusters. One kernel call on CPU."""
+    unmasked positions and the prox's clusters on the support of y (-1 off it: the backward
+    pass reads no other). One kernel call on CPU, which sorts only the few scores that can
+    reach the support (oscarmax_row in csrc/row_algorithms.h)."""
     if use_kernels(x):
         return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(lam)))
     z, cluster = prox_pairwise_max_rows_reference(x, mask, lam)
-    return project_simplex_rows(z, mask), cluster
+    y = project_simplex_rows(z, mask)
+    return y, cluster.masked_fill(y <= 0, -1)
 
 
 class OscarmaxFunction(torch.autograd.Function):

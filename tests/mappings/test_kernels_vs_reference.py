@@ -138,6 +138,29 @@ def test_fused_prox_and_projection_kernels_match_reference(name, rows_fn, d, lam
                 assert same_partition(group_kernel[r][support], group_ref[r][support])
 
 
+@pytest.mark.parametrize("scale", [0.1, 1.0, 10.0, 100.0])
+@pytest.mark.parametrize("lam", [0.001, 0.01, 0.1])
+def test_oscarmax_kernel_sorting_only_candidates_matches_full_prox(scale, lam):
+    # The kernel sorts and pools only the scores above x_max - 1 - lam (n-1) (oscarmax_row in
+    # csrc/row_algorithms.h); the reference pools the whole row. At large scales only a few
+    # scores are candidates; the last rows put every candidate in the support (a cluster of
+    # near-ties far above the rest), the case where the candidates' scan runs to its end.
+    x, mask = random_case(seed=int(scale * 1000 + lam * 1e4), rows=300, d=50)
+    x = x * scale
+    x[-20:] = -50.0
+    x[-20:, :6] = 20.0 + torch.randn(20, 6, generator=torch.Generator().manual_seed(5), dtype=x.dtype) * lam
+    mask[-20:, :6] = True
+    for m in (None, mask):
+        y_kernel, group_kernel = oscarmax_rows(x, m, lam)
+        with torch_reference():
+            y_ref, group_ref = oscarmax_rows(x, m, lam)
+        torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=1e-12)
+        assert torch.equal(y_kernel > 0, y_ref > 0)
+        assert torch.equal(group_kernel < 0, y_kernel <= 0)  # -1 exactly off the support
+        assert same_partition(group_kernel, group_ref)
+    assert (y_kernel[-20:, :6] > 0).all()
+
+
 @pytest.mark.parametrize("d", [1, 2, 5, 50, 200])
 @pytest.mark.parametrize("scale", [0.1, 1.0, 10.0])
 def test_entmax15_kernel_matches_sort_based_threshold(d, scale):

@@ -130,17 +130,25 @@ torch::Tensor project_simplex_rows(torch::Tensor z, torch::Tensor mask) {
   return y;
 }
 
+template <typename T>
+TvScratch<T>& tv_scratch(int64_t n) {
+  thread_local TvScratch<T> scratch;
+  scratch.resize(n);
+  return scratch;
+}
+
 torch::Tensor new_groups(const torch::Tensor& x) { return torch::empty(x.sizes(), x.options().dtype(torch::kInt)); }
 
 std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, double lam) {
   check_rows(x, mask);
   auto z = torch::empty_like(x);
   auto group = new_groups(x);
+  const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_tv1d_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
     for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(),
-                           [l](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
-                             prox_tv1d_row(in, out, g, n, l);
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+                             prox_tv1d_row(in, out, g, n, l, tv_scratch<scalar_t>(d));
                            });
   });
   return {z, group};
@@ -158,7 +166,7 @@ std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, do
     for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
                              scalar_t* z = scratch<scalar_t, 1>(d);
-                             prox_tv1d_row(in, z, g, n, l);
+                             prox_tv1d_row(in, z, g, n, l, tv_scratch<scalar_t>(d));
                              project_simplex_row(z, out, n, scratch<scalar_t>(d));
                            });
   });
@@ -242,7 +250,7 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax15_rows", [&] {
     for_each_row<scalar_t>(x, mask, y, nullptr,
                            [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
-                             entmax15_row(in, out, n, scratch<scalar_t>(d));
+                             entmax15_row(in, out, n, scratch<scalar_t>(d + kPad));
                            });
   });
   return y;

@@ -93,12 +93,16 @@ def _methods(device):
 
 
 def timer(fn, x, grad_out, backward):
+    # Timer runs its statement on one thread unless told otherwise: every method gets the
+    # threads torch would use (the count recorded with the run, --threads to change it)
+    threads = torch.get_num_threads()
     if not backward:
-        return Timer("fn(x)", globals={"fn": fn, "x": x})
+        return Timer("fn(x)", globals={"fn": fn, "x": x}, num_threads=threads)
     xg = x.clone().requires_grad_()
     return Timer(
         "torch.autograd.grad(fn(xg), xg, g)",
         globals={"fn": fn, "xg": xg, "g": grad_out, "torch": torch},
+        num_threads=threads,
     )
 
 

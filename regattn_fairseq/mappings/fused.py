@@ -4,7 +4,10 @@
                             = argmin_{y in simplex} 1/2 ||y - x/gamma||^2 + lam sum_i |y_{i+1} - y_i|
                             = P_simplex(prox_TV(x / gamma; lam))          (Niculae & Blondel 2017, Prop. 2)
 
-prox_TV is solved exactly by Condat's direct algorithm. Its Jacobian averages within each
+prox_TV is solved exactly: by Condat's direct algorithm in the torch reference, and in the
+CPU kernel by guessing that every position is its own segment and solving only the edges
+where that guess violates the optimality conditions, in windows (Condat's algorithm again, or
+a closed form for one edge; prox_tv1d_row in csrc/row_algorithms.h). Its Jacobian averages within each
 fused segment (Prop. 3), so the backward pass is (1/gamma) J_TV J_P g. With a mask, the
 total-variation chain links consecutive *unmasked* positions: left and right padding give
 the same result.

@@ -8,6 +8,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
+import bench_mappings  # noqa: E402
 import bench_model  # noqa: E402
 
 
@@ -23,6 +24,21 @@ def test_mappings_bench(tmp_path):
     run = json.loads((tmp_path / "mappings_cpu.json").read_text())["runs"][-1]
     assert {r["method"] for r in run["results"]} >= {"torch.softmax", "sparsemax", "fusedmax (lam=0.1)"}
     assert "| sparsemax |" in (tmp_path / "mappings_cpu.md").read_text()
+
+
+def test_timers_use_the_recorded_thread_count():
+    # torch.utils.benchmark.Timer defaults to one thread, while the run records
+    # torch.get_num_threads(): the tables once said 2 threads for 1-thread timings
+    import torch
+
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        x = torch.randn(4, 5)
+        for backward in (False, True):
+            assert bench_mappings.timer(torch.softmax, x, x, backward)._task_spec.num_threads == 2
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_scaling_bench_appends(tmp_path):

@@ -73,7 +73,7 @@ RESULTS_DIR ?= $(CURDIR)/results
 REPRO_ARGS   = --scale $(SCALE) --data-dir $(DATA_DIR) --work-dir $(WORK_DIR) --results-dir $(RESULTS_DIR) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE))
 
-.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha
+.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha sweep-gamma
 
 reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.md (SCALE=paper|small|smoke)
 	$(PY) scripts/reproduce.py table1 $(REPRO_ARGS)
@@ -92,6 +92,9 @@ sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> re
 
 sweep-alpha: setup ## entmax alpha sweep incl. learned alpha (one Hydra multirun) -> results/sweep_alpha.{md,png}
 	$(PY) scripts/sweep.py alpha $(REPRO_ARGS)
+
+sweep-gamma: setup ## sparsemax temperature (gamma) sweep on Multi30k NMT (one Hydra multirun) -> results/sweep_gamma.{md,png}
+	$(PY) scripts/sweep.py gamma $(REPRO_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # Interpretability (issue #6): figures in the paper's conventions and attention statistics.

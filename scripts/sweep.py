@@ -40,7 +40,7 @@ def table_spec(sweep) -> OmegaConf:
     return OmegaConf.create({
         "table": f"sweep_{sweep.name}",
         "title": sweep.title,
-        "paper_source": "none (a sweep; the paper fixes λ = 0.1 for fusedmax and 0.01 for oscarmax)",
+        "paper_source": sweep.note,
         "metrics": {e: [sweep.metric] for e in evaluations},
     })
 
@@ -112,7 +112,7 @@ def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
         line = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=mapping)[0]
         for value, score in references:
             axes.axhline(score, linestyle="--", color=line.get_color(), label=f"{mapping} ({value})")
-    if sweep.axis.endswith("lambda"):
+    if sweep.log_axis:
         axes.set_xscale("log")
     axes.set_xlabel(sweep.axis.split(".")[-1])
     axes.set_ylabel(sweep.metric)

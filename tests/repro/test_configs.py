@@ -64,6 +64,8 @@ def test_sweep_values_reach_the_model():
     assert (cfg.model.attention, cfg.model.attention_lambda) == ("fusedmax", 0.5)
     cfg = compose("nmt_multi30k_transformer", ["scale/transformer=smoke", "attention=entmax15", "model.attention_alpha=learned"])
     assert cfg.model.attention_alpha == "learned"
+    cfg = compose("nmt_multi30k", ["scale/lstm_seq2seq=smoke", "attention=sparsemax", "model.attention_gamma=4.0"])
+    assert (cfg.model.attention, cfg.model.attention_gamma) == ("sparsemax", 4.0)
 
 
 def test_paper_scale_uses_the_paper_optimizer():
@@ -86,3 +88,26 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
         assert set(by_mapping) <= set(spec.mappings)
         for values in by_mapping.values():
             assert set(values) <= set(spec.metrics[evaluation])
+
+
+@pytest.mark.parametrize("config_name", sorted(TRAIN_CONFIGS))
+def test_multirun_jobs_start_without_an_earlier_jobs_best_loss(config_name):
+    # Hydra runs a multirun's jobs in one process; fairseq keeps the best validation loss on
+    # checkpoint_utils.save_checkpoint.best, so a later job that never beat an earlier one's
+    # wrote no checkpoint_best.pt (found by the γ sweep). Every train config installs the reset.
+    from fairseq import checkpoint_utils
+    from hydra import compose as hydra_compose
+    from hydra.utils import instantiate
+
+    compose(config_name, [])  # initializes Hydra as fairseq-hydra-train does
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
+        cfg = hydra_compose(config_name=config_name, return_hydra_config=True)
+    callbacks = [instantiate(c) for c in cfg.hydra.callbacks.values()]
+    checkpoint_utils.save_checkpoint.best = 0.5
+    for callback in callbacks:
+        callback.on_job_start(config=cfg)
+    assert not hasattr(checkpoint_utils.save_checkpoint, "best")

@@ -91,3 +91,11 @@ def test_reproduce_inflection(shared_data, tmp_path):
     make_ok("reproduce-inflection", tmp_path, shared_data)
     rows = check_outputs(tmp_path, "inflection", {"softmax", "sparsemax", "entmax15"}, "accuracy")
     assert {"acc_finnish", "acc_italian", "acc_spanish"} <= set(rows[0]["metrics"])
+
+
+@pytest.mark.slow
+def test_sweep_gamma_multirun(shared_data, tmp_path):
+    make_ok("sweep-gamma", tmp_path, shared_data)
+    rows = check_outputs(tmp_path, "sweep_gamma", {"sparsemax attention_gamma=1.0", "sparsemax attention_gamma=4.0"}, "bleu")
+    assert {row["train"]["config"]["model"]["attention_gamma"] for row in rows} == {1.0, 4.0}
+    assert "the paper uses γ = 1" in (tmp_path / "results" / "sweep_gamma.md").read_text()

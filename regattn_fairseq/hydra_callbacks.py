@@ -1,0 +1,23 @@
+"""Hydra callbacks of regattn's fairseq-hydra-train configs (set in configs/runtime/default.yaml)."""
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+
+class FreshCheckpointBest(Callback):
+    """Each job of a multirun starts with no best validation loss.
+
+    Hydra's basic launcher runs a multirun's jobs one after another in one process, and fairseq
+    keeps the best validation loss seen so far on a function attribute,
+    `checkpoint_utils.save_checkpoint.best`. Left alone, a job whose validation loss never beats
+    an earlier job's best writes no checkpoint_best.pt, and the best it records in its
+    checkpoint_last.pt is the other job's. A job that resumes from its own checkpoint_last.pt
+    gets its own best back from it: fairseq restores it after this callback has run.
+    """
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from fairseq import checkpoint_utils
+
+        if hasattr(checkpoint_utils.save_checkpoint, "best"):
+            del checkpoint_utils.save_checkpoint.best

@@ -324,7 +324,7 @@ torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
     for_each_row<scalar_t>(x, mask, y, nullptr,
                            [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
                              entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
-                                               scratch<scalar_t, 1>(d), scratch<scalar_t, 3>(d),
+                                               scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
                                                scratch<int32_t, 1>(d));
                            });
   });
@@ -348,7 +348,7 @@ std::vector<torch::Tensor> entmax_bisect_weights_rows(torch::Tensor x, torch::Te
                            [d, ap, wp, mp](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
                              scalar_t* weight = mp ? scratch<scalar_t, 2>(d) : wp + r * d;
                              entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
-                                               scratch<scalar_t, 1>(d), scratch<scalar_t, 3>(d),
+                                               scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
                                                scratch<int32_t, 1>(d), weight);
                              if (mp) {  // scatter to the unmasked positions, as for_each_row does y
                                const bool* mr = mp + r * d;
@@ -430,4 +430,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");
   m.def("sq_pnorm_max_jvp_rows", &regattn::sq_pnorm_max_jvp_rows, "backward of sq-pnorm-max (J v, J symmetric)");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
+  m.def(
+      "use_avx2_powers",
+      [](bool enable) {
+        bool available = false;
+#ifdef REGATTN_HAVE_AVX2_POWERS
+        available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+        regattn::avx2_powers_enabled() = enable && available;
+        return available;
+      },
+      "use AVX2 powers in alpha-entmax (float32) when the CPU has them (default); returns whether it has");
 }

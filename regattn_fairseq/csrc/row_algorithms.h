@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#include "avx2_powers.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -537,6 +540,20 @@ void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
 }
 
 
+// power_sums_avx2 where the CPU has it, for float rows; false where the caller's loop runs.
+template <typename T>
+bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r, T& s_rm1) {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx2_powers_enabled().load(std::memory_order_relaxed)) {
+      power_sums_avx2(active, a, r, power, s_rp1, s_r, s_rm1);
+      return true;
+    }
+  }
+#endif
+  return false;
+}
+
 // alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
 // With z = (alpha-1) x and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
 // which decreases in tau, with F >= 0 at z_max - 1 and F <= 0 at z_max - n^{1-alpha}. F is
@@ -549,7 +566,7 @@ void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
 // Steps that leave the bracket (alpha > 2, or Halley overshooting) fall back to bisection.
 // Only values above z_max - 1 can be in the support: the iterations run over those
 // (`candidates`, with their `position`s; `power`, `active`, `active_position`: scratch;
-// each n entries), dropping the ones that fall below the bracket. The output is normalized to sum to 1.
+// each n entries, `power` and `active` n + kPad), dropping the ones that fall below the bracket. The output is normalized to sum to 1.
 //
 // With `weight` non-null, it also receives the backward pass's weights w = y^{2-alpha} (0 off
 // the support) at no call to pow: with u = (z - tau)_+^q and S = sum(u), y = u / S, and
@@ -594,13 +611,15 @@ void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int3
   for (int iter = 0; iter < 100 && hi > lo; ++iter) {
     list_active();
     T s_q = 0, s_qm1 = 0, s_qm2 = 0;  // sum d^q, d^{q-1}, d^{q-2} over the support
-    for (int64_t k = 0; k < a; ++k) {
-      const T d = active[k];
-      const T p = std::pow(d, q - T(1));
-      s_qm1 += p;
-      s_qm2 += p / d;
-      power[k] = p * d;
-      s_q += power[k];
+    if (!power_sums_vectorized(active, a, q - T(1), power, s_q, s_qm1, s_qm2)) {
+      for (int64_t k = 0; k < a; ++k) {
+        const T d = active[k];
+        const T p = std::pow(d, q - T(1));
+        s_qm1 += p;
+        s_qm2 += p / d;
+        power[k] = p * d;
+        s_q += power[k];
+      }
     }
     power_at_tau = true;
     const T norm = std::pow(s_q, T(1) / q);

@@ -253,7 +253,7 @@ def test_entmax_bisect_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
 
 @pytest.mark.parametrize("alpha", [1.3, 1.7, 2.5])
 @pytest.mark.parametrize("masked", [False, True])
-def test_entmax_bisect_float32_gradient_matches_reference(alpha, masked):
+def test_entmax_bisect_float32_gradient_matches_reference(powers_path, alpha, masked):
     # float32 takes the kernel's weights path (alpha a number); the reference takes y^{2-alpha}
     x, mask = random_case(seed=3, rows=300, d=50, dtype=torch.float32)
     mask = mask if masked else None
@@ -269,6 +269,37 @@ def test_entmax_bisect_float32_gradient_matches_reference(alpha, masked):
         y.backward(grad)
         grads.append(xr.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(params=[True, False], ids=["avx2_powers", "powf"])
+def powers_path(request):
+    """float32 alpha-entmax takes its powers in AVX2 lanes where the CPU has them
+    (csrc/avx2_powers.h), else glibc's powf: run a test on each path this machine has."""
+    from regattn_fairseq.mappings._kernels import kernels
+
+    available = kernels.use_avx2_powers(request.param)
+    if request.param and not available:
+        pytest.skip("this CPU has no AVX2/FMA")
+    yield request.param
+    kernels.use_avx2_powers(True)
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5, 4.0])
+@pytest.mark.parametrize("masked", [False, True])
+def test_entmax_bisect_float32_kernel_matches_float64(powers_path, alpha, masked):
+    # float32 rows through the kernel, against the float64 kernel (glibc pow) on the same
+    # scores: both powers paths give float32 accuracy, masks and extreme alphas included
+    x, mask = random_case(seed=int(alpha * 10), rows=400, d=50)
+    mask = mask if masked else None
+    x[:20] *= 30  # very peaked rows: powers of tiny differences
+    alpha_rows = torch.full((x.shape[0], 1), alpha, dtype=torch.float64)
+    y32 = entmax_bisect_rows(x.float(), mask, alpha_rows.float())
+    y64 = entmax_bisect_rows(x, mask, alpha_rows)
+    # for alpha > 2, y = d^{1/(alpha-1)} has an unbounded slope at the support's edge: float32's
+    # resolution of d (1e-7) becomes (1e-7)^{1/3} ~ 5e-3 at alpha = 4, on either powers path
+    torch.testing.assert_close(y32.double(), y64, rtol=0, atol=2e-6 if alpha <= 2 else 1e-2)
+    assert torch.equal(y32 > 0, y64 > 0) or alpha > 2
+    torch.testing.assert_close(y32.sum(-1), torch.ones(x.shape[0]), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", mappings.NAMES)

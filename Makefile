@@ -93,7 +93,7 @@ sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> re
 sweep-alpha: setup ## entmax alpha sweep incl. learned alpha (one Hydra multirun) -> results/sweep_alpha.{md,png}
 	$(PY) scripts/sweep.py alpha $(REPRO_ARGS)
 
-sweep-gamma: setup ## sparsemax temperature (gamma) sweep on Multi30k NMT (one Hydra multirun) -> results/sweep_gamma.{md,png}
+sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30k NMT (one Hydra multirun) -> results/sweep_gamma.{md,png}
 	$(PY) scripts/sweep.py gamma $(REPRO_ARGS)
 
 # ---------------------------------------------------------------------------------------------

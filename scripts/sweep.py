@@ -6,10 +6,13 @@ appended to results/raw/sweep_<sweep>.jsonl and results/sweep_<sweep>.{md,png} r
     python scripts/sweep.py lambda --scale small
     python scripts/sweep.py alpha --scale smoke
 
-Jobs live in WORK_DIR/checkpoints/sweep_<sweep>/<scale>-<source>/<job number>/ (stable: an
-interrupted sweep resumes each job from its last checkpoint)."""
+Jobs live in WORK_DIR/checkpoints/sweep_<sweep>/<scale>-<source>/<swept values>/, e.g.
+`attention=sparsemax,model.attention_gamma=4.0/`: an interrupted sweep resumes each job from
+its last checkpoint, and a grid that changes between runs never hands a job another job's
+checkpoint (directories named by job number would)."""
 
 import argparse
+import itertools
 import sys
 import uuid
 from pathlib import Path
@@ -34,6 +37,16 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def job_name(job: dict) -> str:
+    """A job's directory: Hydra's override_dirname of its swept overrides (sorted, joined by
+    commas), e.g. `attention=sparsemax,model.attention_gamma=4.0`."""
+    return ",".join(sorted(f"{key}={value}" for key, value in job.items()))
+
+
 def table_spec(sweep) -> OmegaConf:
     """The sweep seen as a result table (rows keyed by mapping and swept value)."""
     evaluations = list(sweep.experiment.evaluations)
@@ -41,6 +54,7 @@ def table_spec(sweep) -> OmegaConf:
         "table": f"sweep_{sweep.name}",
         "title": sweep.title,
         "paper_source": sweep.note,
+        "generated_by": f"scripts/sweep.py {sweep.name}",
         "metrics": {e: [sweep.metric] for e in evaluations},
     })
 
@@ -56,25 +70,35 @@ def main() -> None:
     prepared = prepare(experiment.dataset, scale, data_dir=args.data_dir, source=args.source, work_dir=work_dir)
     sweep_dir = work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
 
-    overrides = [
+    fixed = [
         *runs.hydra_overrides(experiment, scale, prepared),
-        *(f"{key}={','.join(str(v) for v in values)}" for key, values in params.items()),
         # Anchored paths: Hydra moves each job into its own directory (fairseq-notes trap 5).
-        f"hydra.sweep.dir={sweep_dir}",
-        "hydra.sweep.subdir=${hydra.job.num}",
         "checkpoint.save_dir=${hydra:runtime.output_dir}/checkpoints",
     ]
+    overrides = [
+        *fixed,
+        *(f"{key}={','.join(str(v) for v in values)}" for key, values in params.items()),
+        f"hydra.sweep.dir={sweep_dir}",
+        # each job's directory is named by its swept values (Hydra's override_dirname of the
+        # overrides not excluded here, i.e. the swept ones): see job_name
+        "hydra.sweep.subdir=${hydra.job.override_dirname}",
+        f"hydra.job.config.override_dirname.exclude_keys=[{','.join(_key(o) for o in fixed)}]",
+    ]
+    jobs = [dict(zip(params, values)) for values in itertools.product(*params.values())]
     print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
-    runs.record_training_start(sweep_dir)
+    for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
+        runs.record_training_start(sweep_dir / job_name(job))
     run_logged(runs.train_command(experiment, overrides, multirun=True), sweep_dir / "multirun.log")
 
     spec = table_spec(sweep)
     results_dir = args.results_dir.resolve()
-    job_dirs = sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    for job_dir in job_dirs:
+    for job in jobs:
+        job_dir = sweep_dir / job_name(job)
+        if not (job_dir / ".hydra").is_dir():
+            raise ReproError(f"the multirun wrote no job directory {job_dir} (log: {sweep_dir / 'multirun.log'})")
         job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
         swept = dict(item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params)
-        model = runs.collect_trained(sweep_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
+        model = runs.collect_trained(job_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
         mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
         rows = runs.result_rows(spec.table, experiment, scale, mapping, int(OmegaConf.load(
             job_dir / ".hydra" / "config.yaml").common.seed), prepared, model, sweep.decode,

@@ -18,7 +18,7 @@ TRAIN_CONFIGS = {
 ATTENTION_NAME = {"entmax15": "entmax", "entmax_learned": "entmax"}
 
 
-def compose_all(config_name: str, override_lists: list[list[str]]):
+def compose_all(config_name: str, override_lists: list[list[str]], return_hydra_config: bool = False):
     """Compose config_name once per override list, as fairseq-hydra-train would."""
     from fairseq.dataclass.initialize import hydra_init
     from hydra import compose, initialize_config_dir
@@ -27,7 +27,8 @@ def compose_all(config_name: str, override_lists: list[list[str]]):
     GlobalHydra.instance().clear()
     hydra_init(config_name)  # fairseq-hydra-train validates the primary config against its schema
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
-        return [compose(config_name=config_name, overrides=overrides) for overrides in override_lists]
+        return [compose(config_name=config_name, overrides=overrides, return_hydra_config=return_hydra_config)
+                for overrides in override_lists]
 
 
 def compose(config_name: str, overrides: list[str]):
@@ -96,16 +97,9 @@ def test_multirun_jobs_start_without_an_earlier_jobs_best_loss(config_name):
     # checkpoint_utils.save_checkpoint.best, so a later job that never beat an earlier one's
     # wrote no checkpoint_best.pt (found by the γ sweep). Every train config installs the reset.
     from fairseq import checkpoint_utils
-    from hydra import compose as hydra_compose
     from hydra.utils import instantiate
 
-    compose(config_name, [])  # initializes Hydra as fairseq-hydra-train does
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
-        cfg = hydra_compose(config_name=config_name, return_hydra_config=True)
+    [cfg] = compose_all(config_name, [[]], return_hydra_config=True)
     callbacks = [instantiate(c) for c in cfg.hydra.callbacks.values()]
     checkpoint_utils.save_checkpoint.best = 0.5
     for callback in callbacks:

@@ -134,6 +134,24 @@ def test_prox_pairwise_max_kernel_matches_reference_values_and_clusters(d, lam):
                 assert same_partition(cl_kernel, cl_ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_prox_pairwise_max_long_rows_radix_sorted(dtype):
+    # rows longer than kRankSortMax (128) are radix-sorted on their float32 or float64 bits
+    # (csrc/row_algorithms.h); signed zeros and, in float64, large magnitudes included. The
+    # reference runs in float64: its prefix-sum differences lose float32's digits.
+    x, mask = random_case(seed=5, rows=40, d=300)
+    if dtype == torch.float64:
+        x[:10] *= 1e3
+    x[10:20, ::7] = -0.0
+    x[10:20, 1::7] = 0.0
+    for m in (None, mask):
+        z_kernel, cl_kernel = prox_pairwise_max_rows(x.to(dtype), m, 0.05)
+        z_ref, cl_ref = prox_pairwise_max_rows_reference(x, m, 0.05)
+        torch.testing.assert_close(z_kernel.double(), z_ref, rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-9)
+        if dtype == torch.float64:
+            assert same_partition_up_to_ties(z_ref, cl_kernel, cl_ref)
+
+
 @pytest.mark.parametrize("p", [1.2, 1.5, 1.75, 2.0])
 @pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
 def test_sq_pnorm_max_jvp_kernel_matches_reference(p, gamma):

@@ -16,14 +16,19 @@
 
 namespace regattn {
 
-// Whether power_sums_avx2 may be used: the CPU has AVX2 and FMA, and it was not switched off
-// (tests switch it off to run the portable path on the same machine).
-inline std::atomic<bool>& avx2_powers_enabled() {
+// Whether this CPU can run power_sums_avx2.
+inline bool avx2_powers_available() {
 #ifdef REGATTN_HAVE_AVX2_POWERS
-  static std::atomic<bool> enabled{__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")};
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
-  static std::atomic<bool> enabled{false};
+  return false;
 #endif
+}
+
+// Whether power_sums_avx2 is used: where available, unless switched off (tests switch it
+// off to run the portable path on the same machine).
+inline std::atomic<bool>& avx2_powers_enabled() {
+  static std::atomic<bool> enabled{avx2_powers_available()};
   return enabled;
 }
 

@@ -191,17 +191,6 @@ struct PoolScratch {
     }
     return scratch;
   }
-
-  // prox of lam * sum_{i<j} max(z_i, z_j) = lam * sum_k (n-1-k) z_[k] (values sorted
-  // decreasingly, k from 0): an ordered weighted sum, convex because the weights decrease.
-  // Sort, subtract the weights, pool adjacent violators (Zeng & Figueiredo 2014, without
-  // their absolute values: see mappings/oscar.py for why). Leaves the prox in sorted order
-  // in a[0, n), non-increasing, with order[k] the position of a[k] and block[k] its cluster.
-  void prox_pairwise_max_sorted(const T* x, int64_t n, T lam) {
-    sort_decreasing(x, n, a.data(), order.data());
-    for (int64_t k = 0; k < n; ++k) a[k] -= lam * T(n - 1 - k);
-    pav_nonincreasing(a.data(), block.data(), n, start.data(), sum.data());
-  }
 };
 
 std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor mask, double lam) {
@@ -214,7 +203,8 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
     for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
                              auto& s = PoolScratch<scalar_t>::for_thread(d);
-                             s.prox_pairwise_max_sorted(in, n, l);
+                             prox_pairwise_max_sorted(in, n, n, l, s.a.data(), s.order.data(), s.block.data(),
+                                                      s.start.data(), s.sum.data());
                              for (int64_t k = 0; k < n; ++k) {
                                out[s.order[k]] = s.a[k];
                                g[s.order[k]] = s.block[k];
@@ -433,12 +423,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "use_avx2_powers",
       [](bool enable) {
-        bool available = false;
-#ifdef REGATTN_HAVE_AVX2_POWERS
-        available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-        regattn::avx2_powers_enabled() = enable && available;
-        return available;
+        regattn::avx2_powers_enabled() = enable && regattn::avx2_powers_available();
+        return regattn::avx2_powers_available();
       },
       "use AVX2 powers in alpha-entmax (float32) when the CPU has them (default); returns whether it has");
 }

@@ -13,63 +13,7 @@
 
 #include "avx2_powers.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace regattn {
-
-// max of x[0, n), n >= 1: written with SSE2 (part of x86-64) where available, because the
-// compiler, without -ffast-math, does not vectorize this reduction. A single running max is
-// a chain of n dependent operations, whose latency, not their count, sets the time on short
-// rows.
-template <typename T>
-inline T row_max_generic(const T* x, int64_t n) {
-  T acc[4] = {x[0], x[0], x[0], x[0]};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; ++j) acc[j] = std::max(acc[j], x[i + j]);
-  }
-  for (; i < n; ++i) acc[0] = std::max(acc[0], x[i]);
-  return std::max(std::max(acc[0], acc[1]), std::max(acc[2], acc[3]));
-}
-
-#if defined(__SSE2__)
-inline float row_max(const float* x, int64_t n) {
-  if (n < 8) return row_max_generic(x, n);
-  __m128 a0 = _mm_loadu_ps(x), a1 = _mm_loadu_ps(x + 4);
-  int64_t i = 8;
-  for (; i + 8 <= n; i += 8) {
-    a0 = _mm_max_ps(a0, _mm_loadu_ps(x + i));
-    a1 = _mm_max_ps(a1, _mm_loadu_ps(x + i + 4));
-  }
-  a0 = _mm_max_ps(a0, a1);
-  float lanes[4];
-  _mm_storeu_ps(lanes, a0);
-  float m = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-inline double row_max(const double* x, int64_t n) {
-  if (n < 4) return row_max_generic(x, n);
-  __m128d a0 = _mm_loadu_pd(x), a1 = _mm_loadu_pd(x + 2);
-  int64_t i = 4;
-  for (; i + 4 <= n; i += 4) {
-    a0 = _mm_max_pd(a0, _mm_loadu_pd(x + i));
-    a1 = _mm_max_pd(a1, _mm_loadu_pd(x + i + 2));
-  }
-  a0 = _mm_max_pd(a0, a1);
-  double lanes[2];
-  _mm_storeu_pd(lanes, a0);
-  double m = std::max(lanes[0], lanes[1]);
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-#else
-template <typename T>
-inline T row_max(const T* x, int64_t n) { return row_max_generic(x, n); }
-#endif
 
 // max(d, 0), written so that the compiler keeps it branch-free: from std::max(d, 0) followed
 // by d * d it derives "store 0 if d <= 0" and emits a branch per entry, which mispredicts on
@@ -103,6 +47,29 @@ inline vec16_t<T> load16(const T* p) {
   vec16_t<T> v;
   std::memcpy(&v, p, sizeof(v));
   return v;
+}
+
+// max of x[0, n), n >= 1, in two vectors of lanes: the compiler, without -ffast-math, does
+// not vectorize this reduction, and a single running max is a chain of n dependent
+// operations, whose latency, not their count, sets the time on short rows.
+template <typename T>
+inline T row_max(const T* x, int64_t n) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  T m = x[0];
+  int64_t i = 0;
+  if (n >= 2 * W) {
+    V a0 = load16(x), a1 = load16(x + W);
+    for (i = 2 * W; i + 2 * W <= n; i += 2 * W) {
+      const V b0 = load16(x + i), b1 = load16(x + i + W);
+      a0 = b0 > a0 ? b0 : a0;
+      a1 = b1 > a1 ? b1 : a1;
+    }
+    a0 = a1 > a0 ? a1 : a0;
+    for (int64_t l = 0; l < W; ++l) m = std::max(m, a0[l]);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
 }
 
 // Rows handed to the vector loops are padded with kPad entries of lowest(), which no
@@ -478,8 +445,23 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* su
   }
 }
 
+// prox of lam * sum_{i<j} max(z_i, z_j) = lam * sum_k (n-1-k) z_[k] (values sorted
+// decreasingly, k from 0): an ordered weighted sum, convex because the weights decrease.
+// Sort, subtract the weights, pool adjacent violators (Zeng & Figueiredo 2014, without their
+// absolute values: see mappings/oscar.py for why). Runs on the m largest of a row of n values
+// (`top`, in position order; m = n for the whole row, fewer for oscarmax_row's support).
+// Leaves the result in sorted order in a[0, m), non-increasing, with order[k] the index in
+// `top` of a[k] and block[k] its cluster. Scratch: start, sum (m entries each).
+template <typename T>
+void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, int32_t* order, int32_t* block,
+                              int64_t* start, T* sum) {
+  sort_decreasing(top, m, a, order);  // ties keep their order: top is in position order
+  for (int64_t k = 0; k < m; ++k) a[k] -= lam * T(n - 1 - k);
+  pav_nonincreasing(a, block, m, start, sum);
+}
+
 // oscarmax of a row, y = P_simplex(prox_P(x)) with P(z) = lam sum_{i<j} max(z_i, z_j)
-// = lam sum_k (n-1-k) z_[k] (Prop. 2; see mappings/oscar.py). prox_P sorts x decreasingly,
+// (Prop. 2; see mappings/oscar.py). prox_P (prox_pairwise_max_sorted) sorts x decreasingly,
 // subtracts the weights, a_k = x_[k] - lam (n-1-k), and pools adjacent violators. Only the
 // support of y is computed, from the few largest scores, because:
 //  - a pooled cluster shares one value of y, so it lies entirely on or off the support: no
@@ -510,9 +492,7 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T* cand, i
     cand_pos[m] = static_cast<int32_t>(i);
     m += x[i] > floor;
   }
-  sort_decreasing(cand, m, a, order);  // ties keep their order: cand is in position order
-  for (int64_t k = 0; k < m; ++k) a[k] -= lam * T(n - 1 - k);
-  pav_nonincreasing(a, block, m, start, sum);
+  prox_pairwise_max_sorted(cand, m, n, lam, a, order, block, start, sum);
   const T tau = simplex_threshold_sorted(a, m);
   std::fill(y, y + n, T(0));
   std::fill(group, group + n, int32_t(-1));

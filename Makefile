@@ -12,7 +12,7 @@ FAIRSEQ_PIN := fairseq-fixed==0.12.3.1
 # fresh clones and CI on the same machine reuse it.
 WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
-KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn_fairseq/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
+KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
 .PHONY: help setup test test-slow bench bench-mappings bench-scaling bench-model clean-venv
 
@@ -23,7 +23,7 @@ help: ## list the targets
 setup: $(STAMP) $(KERNELS) ## create .venv with pinned torch, fairseq-fixed and this package (idempotent)
 
 # the compiled row kernels; rebuilt in place when their sources change
-$(KERNELS): $(STAMP) setup.py $(wildcard regattn_fairseq/csrc/*)
+$(KERNELS): $(STAMP) setup.py $(wildcard regattn/csrc/*)
 	$(PY) setup.py -q build_ext --inplace
 
 $(STAMP): requirements.txt pyproject.toml
@@ -37,7 +37,7 @@ $(STAMP): requirements.txt pyproject.toml
 	    $(PIP) wheel -q --no-build-isolation --no-deps $(FAIRSEQ_PIN) -w $(WHEEL_CACHE); }
 	$(PIP) install -q --no-deps $(WHEEL_CACHE)/fairseq_fixed-0.12.3.1-*.whl
 	$(PIP) install -q --no-deps --no-build-isolation -e .
-	$(PY) -c "import torch, fairseq, regattn_fairseq.mappings; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
+	$(PY) -c "import torch, fairseq, regattn, regattn_fairseq; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	@touch $(STAMP)
 
 test: setup ## run the test suite (the CI command)
@@ -61,7 +61,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)
 
 # ---------------------------------------------------------------------------------------------
-# Reproduction suite (issue #4). Orchestration lives in scripts/reproduce.py and scripts/sweep.py
+# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/ (entry points scripts/reproduce.py, scripts/sweep.py)
 # (configs/reproduce/, configs/sweep/); these targets only pass the variables through.
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
 #   DATA_SOURCE  offline | online (default: per dataset and scale, see configs/prepare/)
@@ -98,7 +98,7 @@ sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30
 
 # ---------------------------------------------------------------------------------------------
 # Interpretability (issue #6): figures in the paper's conventions and attention statistics.
-# Code: scripts/plot_mappings.py, scripts/plot_attention.py, regattn_fairseq/analysis.py.
+# Code: regattn_fairseq/experiments/{mapping_plots,attention_plots}.py, regattn/analysis.py.
 #   EXPORTS   attention exports of scripts/export_attention.py (JSON lines), one per model
 #   SENTENCE  the sentence id to draw (default: the first one every export has)
 FIGURES_DIR ?= $(RESULTS_DIR)/figures
@@ -116,4 +116,4 @@ plot-attention: setup ## one sentence's attention, a panel per model -> results/
 
 attention-stats: setup ## zeros, support and equal-weight groups of attention exports -> <export>.stats.json beside each (EXPORTS=...)
 	@test -n "$(EXPORTS)" || { echo 'usage: make attention-stats EXPORTS="softmax.jsonl fusedmax.jsonl ..."'; exit 2; }
-	$(PY) -m regattn_fairseq.analysis $(EXPORTS)
+	$(PY) -m regattn.analysis $(EXPORTS)

@@ -1,4 +1,4 @@
-"""Builds the compiled kernels (regattn_fairseq._C) with torch's extension builder.
+"""Builds the compiled kernels (regattn._C) with torch's extension builder.
 
 Metadata lives in pyproject.toml. Install with `pip install --no-build-isolation -e .` so the
 extension is compiled against the torch already in the environment (`make setup` does this).
@@ -9,8 +9,8 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 setup(
     ext_modules=[
         CppExtension(
-            "regattn_fairseq._C",
-            ["regattn_fairseq/csrc/regattn_cpu.cpp"],
+            "regattn._C",
+            ["regattn/csrc/regattn_cpu.cpp"],
             extra_compile_args=["-O3", "-fopenmp"],
             extra_link_args=["-fopenmp"],
         )

@@ -1,20 +1,42 @@
-"""regattn: sparse and structured attention (Niculae & Blondel 2017) as a fairseq user dir.
+"""regattn_fairseq: the fairseq plugin (`--user-dir`) of the regattn mappings.
 
-`regattn_fairseq.mappings` is plain torch and never imports fairseq. When fairseq loads this
-package as a user dir (`--user-dir .../regattn_fairseq`), fairseq is already imported and we
-import the submodules whose decorators register the models, tasks and criterions. A process
-that imported this package before fairseq (fairseq then skips the user dir as already
-imported) calls `register_with_fairseq()` itself.
+Importing this package registers its criterions, models and tasks with fairseq, whatever was
+imported before: through `--user-dir .../regattn_fairseq`, `import regattn_fairseq`, or both.
+
+The mappings and the attention statistics live in the fairseq-free library `regattn`. Their
+import paths from before the split, `regattn_fairseq.mappings` (with its submodules) and
+`regattn_fairseq.analysis`, stay valid: they name the very same module objects (so the
+backend switch, the autograd Functions and isinstance checks are shared, never duplicated).
 """
 import importlib
+import pkgutil
 import sys
+
+import regattn
+from regattn import analysis, mappings
+
+
+def _alias_module_tree(package, alias: str) -> None:
+    """Makes `alias` and `alias.<sub>` import paths of `package` and its submodules."""
+    sys.modules[alias] = package
+    for info in pkgutil.walk_packages(getattr(package, "__path__", []), prefix=package.__name__ + "."):
+        sys.modules[alias + info.name[len(package.__name__):]] = importlib.import_module(info.name)
+
+
+_alias_module_tree(mappings, f"{__name__}.mappings")
+_alias_module_tree(analysis, f"{__name__}.analysis")
 
 
 def register_with_fairseq() -> None:
-    """Registers regattn's criterions, models and tasks with fairseq (idempotent)."""
+    """Registers regattn's criterions, models and tasks with fairseq.
+
+    Importing `regattn_fairseq` already does this; calling it again is harmless (Python
+    imports each submodule once, so each registration decorator runs once).
+    """
     for sub in ("criterions", "models", "tasks"):
         importlib.import_module(f"{__name__}.{sub}")
 
 
-if "fairseq" in sys.modules:
-    register_with_fairseq()
+register_with_fairseq()
+
+__all__ = ["analysis", "mappings", "register_with_fairseq", "regattn"]

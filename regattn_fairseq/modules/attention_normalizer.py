@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from regattn_fairseq import mappings
+from regattn import mappings
 
 from .attention_options import AttentionSpec
 

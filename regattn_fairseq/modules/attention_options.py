@@ -10,7 +10,7 @@ from typing import Dict, Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from regattn_fairseq import mappings
+from regattn import mappings
 
 LEARNED = "learned"
 ATTENTION_DEVICE_CHOICES = ChoiceEnum(["same", "cpu"])

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from regattn_fairseq.benchmarks import mapping_speed as bench_mappings
+from regattn_fairseq.benchmarks import model_throughput as bench_model
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-import bench_mappings  # noqa: E402
-import bench_model  # noqa: E402
 
 
 def run_bench(script, tmp_path, *args):

@@ -2,7 +2,7 @@
 
 import torch
 
-from regattn_fairseq import mappings
+from regattn import mappings
 
 NAMES = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax")
 # Mappings that take a temperature gamma (entmax does not).

@@ -2,7 +2,7 @@
 
 Each oracle writes the defining optimisation problem of a mapping directly in cvxpy and hands it
 to a generic conic solver (CLARABEL), so it shares no code or algorithm with
-`regattn_fairseq.mappings`. A masked position is removed from the problem: the oracle solves on
+`regattn.mappings`. A masked position is removed from the problem: the oracle solves on
 the unmasked positions only (the fused-lasso chain links consecutive unmasked positions) and
 puts exact zeros elsewhere. softmax uses its closed form.
 """

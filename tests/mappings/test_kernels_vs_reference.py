@@ -3,12 +3,12 @@ take): same probabilities, same gradients, same groups."""
 import pytest
 import torch
 
-from regattn_fairseq import mappings
-from regattn_fairseq.mappings import torch_reference
-from regattn_fairseq.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_bisect_rows
-from regattn_fairseq.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
-from regattn_fairseq.mappings.oscar import oscarmax_rows, prox_pairwise_max_rows, prox_pairwise_max_rows_reference
-from regattn_fairseq.mappings.pnorm import sq_pnorm_max_jvp, sq_pnorm_max_jvp_reference
+from regattn import mappings
+from regattn.mappings import torch_reference
+from regattn.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_bisect_rows
+from regattn.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
+from regattn.mappings.oscar import oscarmax_rows, prox_pairwise_max_rows, prox_pairwise_max_rows_reference
+from regattn.mappings.pnorm import sq_pnorm_max_jvp, sq_pnorm_max_jvp_reference
 
 PARAMS = {"fusedmax": {"lam": 0.3}, "oscarmax": {"lam": 0.05}, "sq_pnorm_max": {"p": 1.5},
           "entmax": {"alpha": 1.5}}
@@ -243,7 +243,7 @@ def test_entmax_bisect_kernel_matches_reference(alpha, d):
 def test_reference_path_is_actually_taken():
     # The kernels and the reference label groups differently for masked positions only in
     # the packed layout; here we simply check the switch is scoped and restored.
-    from regattn_fairseq.mappings import _kernels
+    from regattn.mappings import _kernels
 
     assert _kernels.use_kernels(torch.zeros(1))
     with mappings.torch_reference():
@@ -256,7 +256,7 @@ def test_reference_path_is_actually_taken():
 def test_entmax_bisect_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
     # The forward kernel hands the backward y^{2-alpha} computed without pow; it must be the
     # same as the power of the returned y, and 0 off the support and at masked positions.
-    from regattn_fairseq.mappings._kernels import kernels, mask_arg
+    from regattn.mappings._kernels import kernels, mask_arg
 
     x, mask = random_case(seed=int(alpha * 100), rows=200, d=37, dtype=dtype)
     alpha_rows = torch.full((x.shape[0],), alpha, dtype=dtype)
@@ -292,7 +292,7 @@ def test_entmax_bisect_float32_gradient_matches_reference(powers_path, alpha, ma
 def powers_path(request):
     """float32 alpha-entmax takes its powers in AVX2 lanes where the CPU has them
     (csrc/avx2_powers.h), else glibc's powf: run a test on each path this machine has."""
-    from regattn_fairseq.mappings._kernels import kernels
+    from regattn.mappings._kernels import kernels
 
     available = kernels.use_avx2_powers(request.param)
     if request.param and not available:

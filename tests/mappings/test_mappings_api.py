@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from regattn_fairseq import mappings
+from regattn import mappings
 
 from mapping_helpers import NAMES, apply
 

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from regattn_fairseq import mappings
-from regattn_fairseq.mappings.smoothed_max import max_omega
+from regattn import mappings
+from regattn.mappings.smoothed_max import max_omega
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq import mappings
+from regattn import mappings
 
 
 def attention_records(name: str, params: dict, sentences: int = 3, seed: int = 0) -> list[dict]:

@@ -1,18 +1,14 @@
-"""Figure and statistics tests: headless matplotlib, scripts/ importable, export fixtures."""
+"""Figure and statistics tests: headless matplotlib, export fixtures."""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from attention_fixtures import attention_records, write_jsonl
 
-from attention_fixtures import attention_records, write_jsonl  # noqa: E402
-
-from regattn_fairseq import mappings  # noqa: E402
+from regattn import mappings
 
 
 @pytest.fixture

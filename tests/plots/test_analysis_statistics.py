@@ -1,4 +1,4 @@
-"""regattn_fairseq.analysis: zeros, support, runs and clusters on hand-made attention rows
+"""regattn.analysis: zeros, support, runs and clusters on hand-made attention rows
 whose answers are counted by hand, plus the export CLI."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 import torch
 from attention_fixtures import attention_records, write_jsonl
 
-from regattn_fairseq import analysis, mappings
+from regattn import analysis, mappings
 
 # Four rows of length 5, with what each holds:
 HAND_MADE = [

@@ -9,14 +9,14 @@ from pathlib import Path
 import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
-import plot_attention
-import plot_mappings
 import pytest
 import torch
 from attention_fixtures import attention_records
 from matplotlib.colors import Normalize
 
-from regattn_fairseq import mappings
+from regattn import mappings
+from regattn_fairseq.experiments import attention_plots as plot_attention
+from regattn_fairseq.experiments import mapping_plots as plot_mappings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

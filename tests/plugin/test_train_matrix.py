@@ -4,7 +4,7 @@ decode through fairseq-generate's code path with beam 2."""
 import pytest
 
 from fairseq import checkpoint_utils
-from regattn_fairseq import mappings
+from regattn import mappings
 
 from conftest import (
     BATCH_ARGS,

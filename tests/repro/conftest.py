@@ -1,15 +1,13 @@
-"""Shared fixtures for the reproduction-suite tests: import path of scripts/, the offline data."""
+"""Shared fixtures for the reproduction-suite tests: the offline data, `make` at smoke scale."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-from repro.common import DEFAULT_DATA_DIR  # noqa: E402
+from regattn_fairseq.experiments.common import DEFAULT_DATA_DIR
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ spec points at things that exist."""
 
 import pytest
 from omegaconf import OmegaConf
-from repro.common import CONFIG_DIR, MAPPINGS, SCALES
+from regattn_fairseq.experiments.common import CONFIG_DIR, MAPPINGS, SCALES
 
 TRAIN_CONFIGS = {
     "snli": "snli",

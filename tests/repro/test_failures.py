@@ -5,8 +5,8 @@ import sys
 
 import pytest
 from conftest import REPO_ROOT
-from repro.common import ReproError, resolve_data_dir
-from repro.prepare import prepare
+from regattn_fairseq.experiments.common import ReproError, resolve_data_dir
+from regattn_fairseq.experiments.prepare import prepare
 
 
 def reproduce(*args: str) -> subprocess.CompletedProcess:

@@ -1,7 +1,7 @@
 """Prepared data is cached behind a stamp: not rebuilt when inputs and options are unchanged,
 rebuilt when an input file changes."""
 
-from repro.prepare import prepare
+from regattn_fairseq.experiments.prepare import prepare
 
 HEADER = "language\tdir\ttrain-low\ttrain-medium\ttrain-high\tdev\ttest(gold)\tcovered-test\n"
 

@@ -1,7 +1,7 @@
 """Scorers against values computed by hand on tiny fixtures."""
 
 import pytest
-from repro import scoring
+from regattn_fairseq.experiments import scoring
 
 
 def test_bleu_perfect_and_signature():

@@ -2,7 +2,7 @@
 
 Pure torch (plus compiled row kernels); importing this package never imports fairseq.
 
-    from regattn_fairseq import mappings
+    from regattn import mappings
     mappings.fusedmax(scores, dim=-1, mask=padding_is_false, gamma=1.0, lam=0.1)
     attn = mappings.build("oscarmax", lam=0.01)   # nn.Module: attn(scores, dim=-1, mask=None)
 """

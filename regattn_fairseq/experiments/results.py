@@ -116,7 +116,7 @@ def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
     for evaluation in evaluations:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
-    # Attention sparsity and structure (regattn_fairseq.analysis) on the first evaluation set;
+    # Attention sparsity and structure (regattn.analysis) on the first evaluation set;
     # the other sets follow in their own table below.
     header += [f"{evaluations[0]} {column}" for column in ATTENTION_COLUMNS]
     header += ["seeds", "epochs", "train wall s", "tokens/s", "data", "commit"]
@@ -165,7 +165,7 @@ ATTENTION_LEGEND = (
     "token of the beam-search output, or per SNLI hypothesis) of the % of exact zeros and the "
     "support size, and the mean number per row of equal-weight *runs* (>= 2 adjacent positions, "
     "fusedmax's groups) and *clusters* (>= 2 positions anywhere, oscarmax's groups) with their "
-    "mean size; see `regattn_fairseq/analysis.py`. – : not measured (rows older than the "
+    "mean size; see `regattn/analysis.py`. – : not measured (rows older than the "
     "statistics).")
 
 
@@ -199,11 +199,11 @@ def _attention_cells(rows: list[dict]) -> list[str]:
 def plot_attention_figure(figures_dir: Path, name: str, exports: list[Path],
                           source_tokens: tuple[int, int] = (8, 20)) -> list[Path]:
     """One sentence's attention under every mapping of an experiment, side by side
-    (scripts/plot_attention.py): the first sentence of the first export, in its order, whose
+    (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in its order, whose
     source has a readable length and which every export holds."""
-    from plot_attention import plot_sentence
+    from regattn.analysis import read_export
 
-    from regattn_fairseq.analysis import read_export
+    from .attention_plots import plot_sentence
 
     records = [read_export(path) for path in exports]
     shared = set.intersection(*({str(r["id"]) for r in export} for export in records))

@@ -24,7 +24,7 @@ zero fraction instead.
 of a test-set export). Command line, writing the statistics next to an export of
 scripts/export_attention.py:
 
-    python -m regattn_fairseq.analysis results/attn/fusedmax.jsonl   # -> fusedmax.stats.json
+    python -m regattn.analysis results/attn/fusedmax.jsonl   # -> fusedmax.stats.json
 """
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def write_export_statistics(export_path, tol: float = 0.0) -> Path:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m regattn_fairseq.analysis",
+        prog="python -m regattn.analysis",
         description="Write sparsity/structure statistics of attention exports (JSON lines from "
                     "scripts/export_attention.py) to <export>.stats.json beside each export.")
     parser.add_argument("exports", nargs="+", metavar="EXPORT.jsonl")

@@ -143,15 +143,15 @@ def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, 
 
 def attention_statistics(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
                          decode_cfg: DictConfig, classifier: bool) -> dict:
-    """Export the model's attention on every example of `subset` (scripts/export_attention.py:
+    """Export the model's attention on every example of `subset` (regattn_fairseq.experiments.export_attention:
     the beam-search output's attention, or the SNLI hypothesis' attention over the premise) and
-    return its sparsity and structure statistics (regattn_fairseq.analysis, exact zeros)."""
-    from regattn_fairseq.analysis import attention_statistics as statistics_of, read_export, rows_of_export
+    return its sparsity and structure statistics (regattn.analysis, exact zeros)."""
+    from regattn.analysis import attention_statistics as statistics_of, read_export, rows_of_export
 
     export = out_dir / f"attention-{subset}.jsonl"
     task = ["--task", "regattn_snli"] if classifier else ["--beam", str(decode_cfg.beam)]
     cmd = [
-        sys.executable, str(REPO_ROOT / "scripts" / "export_attention.py"), str(prepared.bin_dir),
+        sys.executable, "-m", "regattn_fairseq.experiments.export_attention", str(prepared.bin_dir),
         "--path", str(model.checkpoint), "--user-dir", str(USER_DIR), "--gen-subset", subset,
         "--cpu", "--batch-size", str(decode_cfg.batch_size), *task, "--attention-output", str(export),
     ]

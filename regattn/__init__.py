@@ -1,0 +1,15 @@
+"""regattn: sparse and structured attention mappings (Niculae & Blondel 2017 and family).
+
+Pure torch plus compiled CPU row kernels; no fairseq. The submodules:
+
+- `regattn.mappings`: softmax, sparsemax, sq-pnorm-max, fusedmax, oscarmax and alpha-entmax
+  with exact Jacobians, the TV and OSCAR proxes, and the smoothed max max_Omega
+  (`regattn.mappings.smoothed_max`);
+- `regattn.analysis`: sparsity and structure statistics of attention rows.
+
+The fairseq plugin that puts these mappings into models is the separate package
+`regattn_fairseq` (`pip install .[fairseq]`).
+"""
+from . import analysis, mappings
+
+__all__ = ["analysis", "mappings"]

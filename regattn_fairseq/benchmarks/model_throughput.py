@@ -1,0 +1,214 @@
+"""Training throughput of whole models with each attention mapping, as a ratio to softmax.
+
+Issue #5's model-level benchmark: target tokens per second of a full training step (forward,
+cross-entropy, backward, Adam step) of
+
+- the LSTM summarizer of Table 2 (`regattn_lstm`, sizes of configs/scale/lstm_seq2seq/<scale>),
+  on Gigaword-shaped batches: 64 articles of ~31 tokens, titles of ~9 (lengths drawn +-30%,
+  sources left-padded as fairseq collates them);
+- the Transformer (`regattn_transformer_small`, configs/scale/transformer/small), on batches of
+  ~2048 tokens (80 sentence pairs of ~25 tokens);
+
+built by fairseq exactly as fairseq-train builds them (--user-dir regattn_fairseq), with every
+mapping of the plugin. Synthetic token ids over an 8000-word dictionary: the cost of a step
+does not depend on which words they are. Steps are timed round-robin over the mappings,
+`--repeats` times, so that a shared machine slows all alike; the reported time is the median.
+
+Every run is appended to results/bench/model_<device>.json and the markdown table
+results/bench/model_<device>.md is regenerated from the latest full run.
+
+    python bench/bench_model.py                 # both models, every mapping
+    python bench/bench_model.py --quick         # fewer steps (smoke test)
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from .run_record import REPO, append_run, environment
+
+VOCAB = 8000
+MAPPINGS = {  # label -> fairseq options
+    "softmax": ["--attention", "softmax"],
+    "sparsemax": ["--attention", "sparsemax"],
+    "fusedmax (λ=0.1)": ["--attention", "fusedmax"],
+    "oscarmax (λ=0.01)": ["--attention", "oscarmax"],
+    "sq-pnorm-max (p=1.5)": ["--attention", "sq_pnorm_max"],
+    "1.5-entmax": ["--attention", "entmax", "--attention-alpha", "1.5"],
+    "α-entmax (α=1.3)": ["--attention", "entmax", "--attention-alpha", "1.3"],
+}
+TRANSFORMER_ONLY = {"α-entmax (learned α)": ["--attention", "entmax", "--attention-alpha", "learned"]}
+
+
+def _scale_options(group: str, scale: str) -> tuple[str, list[str]]:
+    """The architecture and model options of configs/scale/<group>/<scale>.yaml as CLI flags,
+    so that the benchmark times the models the reproduction trains."""
+    model = dict(OmegaConf.load(REPO / "configs" / "scale" / group / f"{scale}.yaml").model)
+    arch = model.pop("_name")
+    flags = []
+    for key, value in model.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is not False:
+            flags += [flag, str(value)]
+    return arch, flags
+
+
+MODELS = {
+    "LSTM summarizer": {"scale": ("lstm_seq2seq", "small"), "batch": 64, "src": 31, "tgt": 9},
+    "Transformer": {"scale": ("transformer", "small"), "batch": 80, "src": 25, "tgt": 25},
+}
+
+
+def build(data_dir: Path, arch: str, model_flags: list[str], attention: list[str]):
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        str(data_dir), "--task", "translation", "-s", "src", "-t", "tgt",
+        "--user-dir", str(REPO / "regattn_fairseq"), "--arch", arch, *model_flags, *attention,
+        "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0.1",
+    ])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    return task, task.build_model(cfg.model)
+
+
+def synthetic_batch(dictionary, batch: int, src: int, tgt: int, generator: torch.Generator) -> dict:
+    """A collated translation batch as fairseq's collater makes it: sorted by decreasing
+    source length (the LSTM packs sequences), left-padded sources, eos-terminated targets;
+    lengths drawn within +-30% of the nominal ones."""
+    def lengths(nominal):
+        return torch.randint(int(0.7 * nominal), int(1.3 * nominal) + 1, (batch,), generator=generator)
+
+    def tokens(n):
+        return torch.randint(dictionary.nspecial, len(dictionary), (n,), generator=generator)
+
+    src_len, tgt_len = lengths(src).sort(descending=True).values, lengths(tgt)
+    src_tokens = torch.full((batch, int(src_len.max())), dictionary.pad())
+    target = torch.full((batch, int(tgt_len.max())), dictionary.pad())
+    prev = target.clone()
+    for i in range(batch):
+        s, t = int(src_len[i]), int(tgt_len[i])
+        src_tokens[i, -s:] = torch.cat([tokens(s - 1), torch.tensor([dictionary.eos()])])
+        target[i, :t] = torch.cat([tokens(t - 1), torch.tensor([dictionary.eos()])])
+        prev[i, :t] = torch.cat([torch.tensor([dictionary.eos()]), target[i, :t - 1]])
+    return {"net_input": {"src_tokens": src_tokens, "src_lengths": src_len, "prev_output_tokens": prev},
+            "target": target, "ntokens": int(tgt_len.sum())}
+
+
+def make_step(model, batch: dict, pad: int):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.train()
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        logits, _ = model(**batch["net_input"])
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), batch["target"].reshape(-1),
+            ignore_index=pad, reduction="sum")
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def run(models: list[str], steps: int, repeats: int, seed: int, data_dir: Path) -> list[dict]:
+    results = []
+    for model_name in models:
+        spec = MODELS[model_name]
+        arch, flags = _scale_options(*spec["scale"])
+        labels = {**MAPPINGS, **(TRANSFORMER_ONLY if "transformer" in arch else {})}
+        steps_of, batch = {}, None
+        for label, attention in labels.items():
+            torch.manual_seed(seed)
+            task, model = build(data_dir, arch, flags, attention)
+            if batch is None:
+                batch = synthetic_batch(task.target_dictionary, spec["batch"], spec["src"], spec["tgt"],
+                                        torch.Generator().manual_seed(seed))
+            steps_of[label] = make_step(model, batch, task.target_dictionary.pad())
+            steps_of[label]()  # warm-up (allocations, first-call dispatch)
+        times = {label: [] for label in labels}
+        for _ in range(repeats):  # round-robin over the mappings
+            for label, step in steps_of.items():
+                start = time.perf_counter()
+                for _ in range(steps):
+                    step()
+                times[label].append((time.perf_counter() - start) / steps)
+        base = statistics.median(times["softmax"])
+        for label in labels:
+            median = statistics.median(times[label])
+            results.append({
+                "model": model_name, "arch": arch, "model_options": flags, "attention": label,
+                "batch": {k: spec[k] for k in ("batch", "src", "tgt")}, "target_tokens": batch["ntokens"],
+                "median_step_ms": 1e3 * median, "tokens_per_s": batch["ntokens"] / median,
+                "throughput_ratio_to_softmax": base / median, "samples": len(times[label]),
+            })
+        print(f"done {model_name}", flush=True)
+    return results
+
+
+def markdown(record: dict) -> str:
+    env = record["env"]
+    lines = [f"# Training throughput per attention mapping ({record['date']}, {env['device']})", "",
+             f"Target tokens/s of a full training step (forward, cross-entropy, backward, Adam), "
+             f"median of {record['args']['repeats']} round-robin blocks of {record['args']['steps']} "
+             f"steps; ratio = throughput / softmax's throughput in the same run (1.0 = as fast as "
+             f"softmax). commit `{env['git_commit']}`, torch {env['torch']}, {env['cpu_model']}, "
+             f"{env['threads']} threads (load average {env['loadavg_1_5_15_before_after'][0][0]:.1f} "
+             f"before the run).", ""]
+    for model in dict.fromkeys(r["model"] for r in record["results"]):
+        rows = [r for r in record["results"] if r["model"] == model]
+        first = rows[0]
+        lines += [f"## {model}: `{first['arch']} {' '.join(first['model_options'])}`", "",
+                  f"batches of {first['batch']['batch']} pairs, source ~{first['batch']['src']} and "
+                  f"target ~{first['batch']['tgt']} tokens ({first['target_tokens']} target tokens)", "",
+                  "| attention | ms / step | target tokens/s | throughput vs softmax |",
+                  "|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['attention']} | {r['median_step_ms']:.1f} | {r['tokens_per_s']:.0f} | "
+                         f"{r['throughput_ratio_to_softmax']:.2f} |")
+        lines.append("")
+    lines.append(f"All runs: `results/bench/{record['file_stem']}.json`.")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
+    parser.add_argument("--repeats", type=int, default=5, help="round-robin passes over the mappings")
+    parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.repeats = 1, 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp)
+        words = "".join(f"w{i} 1\n" for i in range(VOCAB))
+        for lang in ("src", "tgt"):
+            (data_dir / f"dict.{lang}.txt").write_text(words)
+        env = environment()
+        results = run(args.models, args.steps, args.repeats, args.seed, data_dir)
+    env = environment(before=env)
+    record = {"args": {"models": args.models, "steps": args.steps, "repeats": args.repeats,
+                       "quick": args.quick, "seed": args.seed},
+              "env": env, "results": results}
+    print(append_run(args.out_dir, f"model_{env['device_kind']}", record, markdown))
+
+
+if __name__ == "__main__":
+    main()

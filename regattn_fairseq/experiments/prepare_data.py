@@ -1,0 +1,33 @@
+#!/usr/bin/env python
+"""Prepare (tokenize, segment, binarize) one dataset at one scale; cached under data/.
+
+    python scripts/prepare_data.py multi30k --scale small [--source online] [--data-dir DIR]
+
+Datasets are the files in configs/prepare/. Normally scripts/reproduce.py calls this itself."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from regattn_fairseq.experiments.common import CONFIG_DIR, REPO_ROOT, ReproError
+from regattn_fairseq.experiments.prepare import prepare
+
+
+def main() -> None:
+    datasets = sorted(p.stem for p in (CONFIG_DIR / "prepare").glob("*.yaml"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dataset", choices=datasets)
+    parser.add_argument("--scale", default="small")
+    parser.add_argument("--source", choices=["offline", "online"], help="default: the scale's config value")
+    parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
+    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT, help="prepared data goes to WORK_DIR/data/")
+    args = parser.parse_args()
+    try:
+        prepared = prepare(args.dataset, args.scale, data_dir=args.data_dir, source=args.source, work_dir=args.work_dir)
+    except ReproError as error:
+        sys.exit(f"error: {error}")
+    print(prepared.root)
+
+
+if __name__ == "__main__":
+    main()

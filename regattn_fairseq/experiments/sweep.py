@@ -1,0 +1,161 @@
+#!/usr/bin/env python
+"""Hyperparameter sweep as one Hydra multirun: `fairseq-hydra-train --multirun` trains every
+combination in configs/sweep/<sweep>.yaml; each job is then decoded and scored, the rows are
+appended to results/raw/sweep_<sweep>.jsonl and results/sweep_<sweep>.{md,png} regenerated.
+
+    python scripts/sweep.py lambda --scale small
+    python scripts/sweep.py alpha --scale smoke
+
+Jobs live in WORK_DIR/checkpoints/sweep_<sweep>/<scale>-<source>/<swept values>/, e.g.
+`attention=sparsemax,model.attention_gamma=4.0/`: an interrupted sweep resumes each job from
+its last checkpoint, and a grid that changes between runs never hands a job another job's
+checkpoint (directories named by job number would)."""
+
+import argparse
+import itertools
+import sys
+import uuid
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments import runs
+from regattn_fairseq.experiments.common import CONFIG_DIR, REPO_ROOT, ReproError, check_mappings, check_scale, load_config, run_logged
+from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.results import write_outputs
+
+
+def parse_args() -> argparse.Namespace:
+    sweeps = sorted(p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", choices=sweeps)
+    parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
+    parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
+    parser.add_argument("--source", choices=["offline", "online"])
+    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT)
+    parser.add_argument("--results-dir", type=Path, default=REPO_ROOT / "results")
+    return parser.parse_args()
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def job_name(job: dict) -> str:
+    """A job's directory: Hydra's override_dirname of its swept overrides (sorted, joined by
+    commas), e.g. `attention=sparsemax,model.attention_gamma=4.0`."""
+    return ",".join(sorted(f"{key}={value}" for key, value in job.items()))
+
+
+def table_spec(sweep) -> OmegaConf:
+    """The sweep seen as a result table (rows keyed by mapping and swept value)."""
+    evaluations = list(sweep.experiment.evaluations)
+    return OmegaConf.create({
+        "table": f"sweep_{sweep.name}",
+        "title": sweep.title,
+        "paper_source": sweep.note,
+        "generated_by": f"scripts/sweep.py {sweep.name}",
+        "metrics": {e: [sweep.metric] for e in evaluations},
+    })
+
+
+def run() -> None:
+    args = parse_args()
+    sweep = load_config("sweep", args.sweep)
+    scale = check_scale(args.scale)
+    params = sweep.params[scale]
+    check_mappings(params.attention)
+    work_dir = args.work_dir.resolve()
+    experiment = sweep.experiment
+    prepared = prepare(experiment.dataset, scale, data_dir=args.data_dir, source=args.source, work_dir=work_dir)
+    sweep_dir = work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
+
+    fixed = [
+        *runs.hydra_overrides(experiment, scale, prepared),
+        # Anchored paths: Hydra moves each job into its own directory (fairseq-notes trap 5).
+        "checkpoint.save_dir=${hydra:runtime.output_dir}/checkpoints",
+    ]
+    overrides = [
+        *fixed,
+        *(f"{key}={','.join(str(v) for v in values)}" for key, values in params.items()),
+        f"hydra.sweep.dir={sweep_dir}",
+        # each job's directory is named by its swept values (Hydra's override_dirname of the
+        # overrides not excluded here, i.e. the swept ones): see job_name
+        "hydra.sweep.subdir=${hydra.job.override_dirname}",
+        f"hydra.job.config.override_dirname.exclude_keys=[{','.join(_key(o) for o in fixed)}]",
+    ]
+    jobs = [dict(zip(params, values)) for values in itertools.product(*params.values())]
+    print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
+    for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
+        runs.record_training_start(sweep_dir / job_name(job))
+    run_logged(runs.train_command(experiment, overrides, multirun=True), sweep_dir / "multirun.log")
+
+    spec = table_spec(sweep)
+    results_dir = args.results_dir.resolve()
+    for job in jobs:
+        job_dir = sweep_dir / job_name(job)
+        if not (job_dir / ".hydra").is_dir():
+            raise ReproError(f"the multirun wrote no job directory {job_dir} (log: {sweep_dir / 'multirun.log'})")
+        job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
+        swept = dict(item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params)
+        model = runs.collect_trained(job_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
+        mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
+        rows = runs.result_rows(spec.table, experiment, scale, mapping, int(OmegaConf.load(
+            job_dir / ".hydra" / "config.yaml").common.seed), prepared, model, sweep.decode,
+            job_dir / "decode", uuid.uuid4().hex[:12], sweep_params=swept)
+        write_outputs(results_dir, spec, rows)
+        print(f"[results] {mapping}: {rows[0]['metrics']}", flush=True)
+    plot = plot_sweep(results_dir, spec, sweep, scale)
+    print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
+
+
+def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
+    """Metric against the swept value, one line per mapping; non-numeric values (learned α)
+    are drawn as horizontal reference lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from regattn_fairseq.experiments.results import latest_per_run, load_rows
+
+    rows = [r for r in latest_per_run(load_rows(results_dir, spec.table), ("mapping", "scale", "seed", "data_source"))
+            if r["scale"] == scale]
+    figure, axes = plt.subplots(figsize=(5, 3.5))
+    for mapping in sorted({r["sweep_params"]["attention"] for r in rows}):
+        points, references = [], []
+        for row in rows:
+            if row["sweep_params"]["attention"] != mapping:
+                continue
+            value, score = row["sweep_params"][sweep.axis], row["metrics"][sweep.metric]
+            try:
+                points.append((float(value), score))
+            except ValueError:
+                references.append((value, score))
+        points.sort()
+        line = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=mapping)[0]
+        for value, score in references:
+            axes.axhline(score, linestyle="--", color=line.get_color(), label=f"{mapping} ({value})")
+    if sweep.log_axis:
+        axes.set_xscale("log")
+    axes.set_xlabel(sweep.axis.split(".")[-1])
+    axes.set_ylabel(sweep.metric)
+    axes.set_title(f"{spec.table} ({scale})")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    path = results_dir / f"{spec.table}_{scale}.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def main() -> None:
+    """Runs the command line; a ReproError is printed without a traceback."""
+    try:
+        run()
+    except ReproError as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    main()

@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup test test-slow bench bench-mappings bench-scaling bench-model clean-venv
+.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -42,6 +42,14 @@ $(STAMP): requirements.txt pyproject.toml
 	@# the editable install above compiled the kernels in place: mark them as up to date, so
 	@# that the rule below rebuilds them only when their sources change (one compile per setup)
 	@touch -r $(STAMP) $(KERNELS)
+
+lint: setup ## ruff: lint rules and formatting check (config in pyproject.toml; CI runs it)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup ## ruff: apply the formatter and the safe lint fixes
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 test: setup ## run the test suite (the CI command)
 	$(PY) -m pytest -q

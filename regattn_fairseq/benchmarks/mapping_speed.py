@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch.utils.benchmark import Timer
 
-from .run_record import REPO, append_run, environment
+from .run_record import REPO, append_run, commit_label, environment
 from regattn import mappings
 DEFAULT_SHAPES = "4096x50,16384x30,1024x400"
 QUICK_SHAPES = "256x50,128x400"
@@ -147,7 +147,7 @@ def markdown(run_record):
     lines = [
         f"# Attention mappings on {env.get('device', 'CPU')} ({run_record['date']})",
         "",
-        f"median ms (ratio to `torch.softmax` in the same mode, same run). commit `{env['git_commit']}`, "
+        f"median ms (ratio to `torch.softmax` in the same mode, same run). commit `{commit_label(env)}`, "
         f"torch {env['torch']}, {env['cpu_model']}, {env['threads']} threads"
         + (f" (load average {load[0][0]:.1f} before the run), " if load else ", ")
         + 

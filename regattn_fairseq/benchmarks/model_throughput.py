@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from .run_record import REPO, append_run, environment
+from .run_record import REPO, append_run, commit_label, environment
 
 VOCAB = 8000
 MAPPINGS = {  # label -> fairseq options
@@ -162,7 +162,7 @@ def markdown(record: dict) -> str:
              f"Target tokens/s of a full training step (forward, cross-entropy, backward, Adam), "
              f"median of {record['args']['repeats']} round-robin blocks of {record['args']['steps']} "
              f"steps; ratio = throughput / softmax's throughput in the same run (1.0 = as fast as "
-             f"softmax). commit `{env['git_commit']}`, torch {env['torch']}, {env['cpu_model']}, "
+             f"softmax). commit `{commit_label(env)}`, torch {env['torch']}, {env['cpu_model']}, "
              f"{env['threads']} threads (load average {env['loadavg_1_5_15_before_after'][0][0]:.1f} "
              f"before the run).", ""]
     for model in dict.fromkeys(r["model"] for r in record["results"]):

@@ -7,37 +7,61 @@ import datetime as dt
 import json
 import os
 import platform
-import subprocess
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from regattn_fairseq.experiments.paths import REPO_ROOT as REPO
+from regattn_fairseq.experiments.provenance import cpu_model, git_state
+
+__all__ = ["REPO", "append_run", "commit_label", "cpu_model", "environment"]
 
 
-def git_commit() -> str:
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+def commit_label(env: dict) -> str:
+    """The commit of a run as tables show it: the hash, with ``+dirty`` for a dirty tree.
 
-    commit = git("rev-parse", "HEAD") or "unknown"
-    return commit + ("+dirty" if git("status", "--porcelain") else "")
+    Parameters
+    ----------
+    env : dict
+        A run's ``env`` (from `environment`); records written before the shared provenance
+        carried ``+dirty`` inside ``git_commit`` and no ``git_dirty``.
 
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    Returns
+    -------
+    str
+        e.g. ``"0123abcd...+dirty"``.
+    """
+    return env["git_commit"] + ("+dirty" if env.get("git_dirty") else "")
 
 
 def environment(before: dict | None = None) -> dict:
-    """Code, packages and hardware of a run. Call once before measuring and once after with
-    the first result as `before`, so the load average around the run is recorded."""
+    """Code, packages and hardware of a run.
+
+    Call once before measuring and once after with the first result as `before`, so the load
+    average around the run is recorded. The code is described as in the result rows of the
+    reproduction suite (`regattn_fairseq.experiments.provenance.git_state`).
+
+    Parameters
+    ----------
+    before : dict, optional
+        The record made before measuring; its date and first load average are kept.
+
+    Returns
+    -------
+    dict
+        date, git_commit, git_dirty, git_diff_sha256, torch, python, cpu_model, threads, cpus,
+        device, device_kind and loadavg_1_5_15_before_after.
+
+    Raises
+    ------
+    ReproError
+        A git command failed: a run never records an unknown commit.
+    """
     load = os.getloadavg()
     cuda = torch.cuda.is_available()
     env = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(), "torch": torch.__version__, "python": platform.python_version(),
+        **git_state(), "torch": torch.__version__, "python": platform.python_version(),
         "cpu_model": cpu_model(), "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
         "device": torch.cuda.get_device_name() if cuda else f"CPU ({cpu_model()})",
         "device_kind": "gpu" if cuda else "cpu",

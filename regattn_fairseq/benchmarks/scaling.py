@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .run_record import REPO, append_run, environment
+from .run_record import REPO, append_run, commit_label, environment
 from .mapping_speed import BASELINE, regattn_methods, timer
 
 ROWS = (1024, 4096, 16384, 65536)
@@ -94,7 +94,7 @@ def markdown(record: dict) -> str:
     rows_axis = [p[0] for p in next(iter(by_axis["rows"].values()))]
     lengths = [p[0] for p in next(iter(by_axis["length"].values()))]
     lines = [f"# Scaling of the attention mappings ({record['date']}, {env['device']})", "",
-             f"float32 forward+backward, median ms; commit `{env['git_commit']}`, torch {env['torch']}, "
+             f"float32 forward+backward, median ms; commit `{commit_label(env)}`, torch {env['torch']}, "
              f"{env['threads']} threads (load average {env['loadavg_1_5_15_before_after'][0][0]:.1f} "
              f"before the run). Slope: least-squares slope of log time against log size (1.0 = "
              f"linear; d log d over this range is about 1.1-1.2). Small sizes are dominated by the "

@@ -31,6 +31,7 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
 from regattn import analysis  # noqa: E402
+from regattn_fairseq.experiments.paths import FIGURES_DIR  # noqa: E402
 
 FORMATS = ("png", "pdf")
 ZERO_COLOUR = "0.72"
@@ -154,7 +155,7 @@ def main(argv=None) -> None:
                         help="attention exports (scripts/export_attention.py), one per panel")
     parser.add_argument("--id", dest="sentence_id", help="sentence id to draw "
                         "(default: the first one that every export has)")
-    parser.add_argument("--out-dir", type=Path, default=Path("results/figures"))
+    parser.add_argument("--out-dir", type=Path, default=FIGURES_DIR)
     parser.add_argument("--tol", type=float, default=0.0,
                         help="weights <= tol are drawn as zeros and weights within tol as equal "
                              "(default 0: exact, the paper's convention)")

@@ -1,30 +1,32 @@
-"""Paths, configuration loading, subprocess execution and run provenance shared by the
-reproduction scripts (data preparation, training/decoding, scoring, result tables)."""
+"""Configuration loading, console-script lookup, subprocess execution and small file helpers
+shared by the reproduction suite (data preparation, training/decoding, scoring, result
+tables). Paths live in `paths`, run provenance in `provenance`."""
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIG_DIR = REPO_ROOT / "configs"
-USER_DIR = REPO_ROOT / "regattn_fairseq"
-# The shared offline data sits next to the repository checkout (…/work/main -> …/work/shared).
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
-DATA_DIR_ENV = "REGATTN_DATA_DIR"
+from .paths import CONFIG_DIR, DATA_DIR_ENV, DEFAULT_DATA_DIR, REPO_ROOT
 
 # The attention mappings are the options of the `attention` config group.
 MAPPINGS = tuple(sorted(p.stem for p in (CONFIG_DIR / "attention").glob("*.yaml") if p.stem != "base"))
 SCALES = ("paper", "small", "smoke")
+# Console scripts the suite runs, and the distribution that installs each.
+TOOL_PACKAGES = {
+    "fairseq-preprocess": "fairseq-fixed",
+    "fairseq-hydra-train": "fairseq-fixed",
+    "fairseq-generate": "fairseq-fixed",
+    "fairseq-validate": "fairseq-fixed",
+}
 
 
 class ReproError(RuntimeError):
@@ -79,10 +81,61 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def venv_tool(name: str) -> str:
-    """A console script installed next to the running interpreter (fairseq-*, in .venv/bin)."""
-    candidate = Path(sys.executable).parent / name
-    return str(candidate) if candidate.exists() else name
+def tool_path(name: str) -> str:
+    """The console script `name` of the running interpreter's environment.
+
+    Rule: a tool is taken only from the scripts folder of the environment that runs this
+    code: the folder of `sys.executable` (a virtual environment's bin/, whatever it is
+    called) or, where it differs, `sysconfig.get_path("scripts")`. PATH is never searched: a
+    fairseq-* found there may belong to another environment, with another fairseq than the
+    one whose version the provenance records and whose plugin registry `--user-dir` extends.
+
+    Parameters
+    ----------
+    name : str
+        the console script, e.g. ``"fairseq-preprocess"``.
+
+    Returns
+    -------
+    str
+        The absolute path of the script, as a string (ready for a command line).
+
+    Raises
+    ------
+    ReproError
+        the script is not installed in this environment; the message names it,
+        the folders searched and how to install it.
+    """
+    folders = list(dict.fromkeys([Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]))
+    for folder in folders:
+        candidate = folder / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    package = TOOL_PACKAGES.get(name, name)
+    raise ReproError(
+        f"tool {name!r} is not installed next to the running interpreter "
+        f"(searched {', '.join(str(f) for f in folders)}); install {package!r} into this "
+        f"environment (`{sys.executable} -m pip install {package}`, or `make setup`)"
+    )
+
+
+def package_version(package: str) -> str:
+    """The installed version of a distribution.
+
+    Parameters
+    ----------
+    package : str
+        the distribution name, e.g. ``"sacremoses"``.
+
+    Returns
+    -------
+    str
+        Its version string, or ``"not installed"``.
+    """
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def run_logged(cmd: list[str], log_path: Path, cwd: Path | None = None, echo: bool = True) -> str:
@@ -110,55 +163,6 @@ def run_logged(cmd: list[str], log_path: Path, cwd: Path | None = None, echo: bo
         tail = "".join(lines[-15:])
         raise ReproError(f"command failed ({proc.returncode}), log {log_path}:\n{' '.join(cmd)}\n{tail}")
     return "".join(lines)
-
-
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def provenance() -> dict:
-    """What produced a result row: code version, package versions, hardware, date."""
-    import torch
-
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": _git("status", "--porcelain") not in ("", "unknown"),
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            **{p: _version(p) for p in ("fairseq-fixed", "regattn_fairseq", "sacrebleu", "rouge-score", "hydra-core")},
-        },
-        "hardware": {
-            "platform": platform.platform(),
-            "cpu": _cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.is_available(),
-        },
-    }
 
 
 def write_json(path: Path, payload) -> None:

@@ -28,6 +28,7 @@ import torch  # noqa: E402
 
 from regattn import analysis, mappings  # noqa: E402
 from regattn.mappings import smoothed_max  # noqa: E402
+from regattn_fairseq.experiments.paths import FIGURES_DIR  # noqa: E402
 
 FORMATS = ("png", "pdf")
 T_RANGE = (-3.0, 3.0)
@@ -187,7 +188,7 @@ def plot_simplex(out_dir: Path) -> list[Path]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", type=Path, default=Path("results/figures"))
+    parser.add_argument("--out-dir", type=Path, default=FIGURES_DIR)
     args = parser.parse_args(argv)
     for path in plot_figure2(args.out_dir) + plot_simplex(args.out_dir):
         print(path)

@@ -9,18 +9,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from regattn_fairseq.experiments.common import CONFIG_DIR, REPO_ROOT, ReproError
+from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.paths import DEFAULT_WORK_DIR, PREPARE_CONFIG_DIR
 from regattn_fairseq.experiments.prepare import prepare
 
 
 def main() -> None:
-    datasets = sorted(p.stem for p in (CONFIG_DIR / "prepare").glob("*.yaml"))
+    datasets = sorted(p.stem for p in PREPARE_CONFIG_DIR.glob("*.yaml"))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset", choices=datasets)
     parser.add_argument("--scale", default="small")
     parser.add_argument("--source", choices=["offline", "online"], help="default: the scale's config value")
     parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
-    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT, help="prepared data goes to WORK_DIR/data/")
+    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="prepared data goes to WORK_DIR/data/")
     args = parser.parse_args()
     try:
         prepared = prepare(args.dataset, args.scale, data_dir=args.data_dir, source=args.source, work_dir=args.work_dir)

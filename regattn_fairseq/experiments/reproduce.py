@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 from regattn_fairseq.experiments import runs
-from regattn_fairseq.experiments.common import CONFIG_DIR, REPO_ROOT, ReproError, check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.experiments.results import plot_attention_figure, write_outputs
 
@@ -31,8 +32,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seeds", nargs="+", type=int, help="default: the table's seeds for the scale")
     parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
     parser.add_argument("--source", choices=["offline", "online"], help="data source (default: per dataset and scale)")
-    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT, help="where data/ and checkpoints/ go")
-    parser.add_argument("--results-dir", type=Path, default=REPO_ROOT / "results")
+    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where data/ and checkpoints/ go")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Hydra override for every training run (repeatable)")
     return parser.parse_args()

@@ -5,7 +5,6 @@ scored metrics. Everything is anchored to absolute paths (fairseq-notes traps 5 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,10 +13,14 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from . import scoring
-from .common import CONFIG_DIR, REPO_ROOT, USER_DIR, ReproError, provenance, run_logged, venv_tool, write_json
-from .prepare import SPACE_SYMBOL, PreparedData
+from .builders.inflection import decode_target
+from .common import ReproError, run_logged, tool_path, write_json
+from .fairseq_logs import last_record_with
+from .paths import CONFIG_DIR, USER_DIR
+from .prepare import PreparedData
+from .provenance import provenance
+from .text_processing import moses_detokenize
 
-_JSON_LOG = re.compile(r"(\{.*\})\s*$")
 # fairseq-fixed 0.12.3.1 silently drops a final batch whose size is not a multiple of
 # --required-batch-size-multiple (default 8): 30 test items decode as 24. Evaluation must see
 # every example.
@@ -45,8 +48,29 @@ def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) 
 
 
 def train_command(experiment: DictConfig, overrides: list[str], multirun: bool = False) -> list[str]:
+    """The fairseq-hydra-train command line of an experiment.
+
+    Parameters
+    ----------
+    experiment : DictConfig
+        the experiment (its ``train_config`` names the config in configs/).
+    overrides : list[str]
+        Hydra overrides.
+    multirun : bool
+        add ``--multirun`` (a sweep).
+
+    Returns
+    -------
+    list[str]
+        The command as a list.
+
+    Raises
+    ------
+    ReproError
+        fairseq-hydra-train is not installed in this environment.
+    """
     return [
-        venv_tool("fairseq-hydra-train"), *(["--multirun"] if multirun else []),
+        tool_path("fairseq-hydra-train"), *(["--multirun"] if multirun else []),
         "--config-dir", str(CONFIG_DIR), "--config-name", experiment.train_config, *overrides,
     ]
 
@@ -81,14 +105,35 @@ def record_training_start(run_dir: Path) -> None:
 
 def collect_trained(run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Path,
                     overrides: list[str]) -> TrainedModel:
+    """A finished training run: its best checkpoint and the last epoch's statistics.
+
+    Parameters
+    ----------
+    run_dir : Path
+        the run's folder (its started.json records the training code).
+    hydra_dir : Path
+        Hydra's output folder (holds .hydra/config.yaml).
+    save_dir : Path
+        the checkpoint folder.
+    log_file : Path
+        the training log (fairseq JSON log lines).
+    overrides : list[str]
+        the Hydra overrides the run was started with.
+
+    Returns
+    -------
+    TrainedModel
+        The trained model's record.
+
+    Raises
+    ------
+    ReproError
+        the run wrote no checkpoint_best.pt.
+    """
     checkpoint = save_dir / "checkpoint_best.pt"
     if not checkpoint.is_file():
         raise ReproError(f"training produced no checkpoint {checkpoint} (log: {log_file})")
-    stats = {}
-    for line in log_file.read_text().splitlines():
-        match = _JSON_LOG.search(line)
-        if match and '"train_wps"' in match.group(1):
-            stats = json.loads(match.group(1))
+    stats = last_record_with(log_file.read_text(), "train_wps") or {}
     as_float = lambda key: float(stats[key]) if key in stats else None  # noqa: E731
     started = run_dir / "started.json"
     return TrainedModel(
@@ -105,9 +150,35 @@ def collect_trained(run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Pa
 
 def decode(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
            decode_cfg: DictConfig, remove_bpe: bool) -> tuple[list[str], float]:
-    """Beam-search the `subset` with fairseq-generate; hypotheses in corpus order, wall time."""
+    """Beam-search the `subset` with fairseq-generate.
+
+    Parameters
+    ----------
+    model : TrainedModel
+        the trained model.
+    prepared : PreparedData
+        its data.
+    subset : str
+        the fairseq subset (test, test1, ...).
+    out_dir : Path
+        where the generate output and log go.
+    decode_cfg : DictConfig
+        beam and batch_size.
+    remove_bpe : bool
+        undo subword-nmt's segmentation in the output.
+
+    Returns
+    -------
+    tuple[list[str], float]
+        The hypotheses in corpus order, and the decoding wall time in seconds.
+
+    Raises
+    ------
+    ReproError
+        fairseq-generate is missing or failed.
+    """
     cmd = [
-        venv_tool("fairseq-generate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
+        tool_path("fairseq-generate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
         "--user-dir", str(USER_DIR), "--gen-subset", subset, "--cpu",
         "--beam", str(decode_cfg.beam), "--batch-size", str(decode_cfg.batch_size),
         "--results-path", str(out_dir), *_EVERY_EXAMPLE,
@@ -125,27 +196,76 @@ def decode(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Pa
 
 
 def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path) -> tuple[float, float]:
-    """Classification accuracy of the checkpoint on `subset` (the task's criterion reports it)."""
+    """Classification accuracy of the checkpoint on `subset` (the task's criterion reports it).
+
+    Parameters
+    ----------
+    model : TrainedModel
+        the trained classifier.
+    prepared : PreparedData
+        its data.
+    subset : str
+        the fairseq subset.
+    out_dir : Path
+        where the log goes.
+
+    Returns
+    -------
+    tuple[float, float]
+        The accuracy (percent) and the wall time in seconds.
+
+    Raises
+    ------
+    ReproError
+        fairseq-validate is missing, failed, or logged no accuracy.
+    """
     cmd = [
-        venv_tool("fairseq-validate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
+        tool_path("fairseq-validate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
         "--user-dir", str(USER_DIR), "--task", "regattn_snli", "--valid-subset", subset,
         "--cpu", "--log-format", "json", "--batch-size", "64", *_EVERY_EXAMPLE,
     ]
     start = time.time()
     output = run_logged(cmd, out_dir / f"validate-{subset}.log", echo=False)
     elapsed = time.time() - start
-    for line in output.splitlines():
-        match = _JSON_LOG.search(line)
-        if match and f'"{subset}_accuracy"' in match.group(1):  # JSON logs prefix the subset
-            return float(json.loads(match.group(1))[f"{subset}_accuracy"]), elapsed
+    record = last_record_with(output, f"{subset}_accuracy")  # JSON logs prefix the subset
+    if record is not None:
+        return float(record[f"{subset}_accuracy"]), elapsed
     raise ReproError(f"fairseq-validate reported no accuracy (log {out_dir / f'validate-{subset}.log'})")
 
 
-def attention_statistics(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
+def export_and_measure_attention(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
                          decode_cfg: DictConfig, classifier: bool) -> dict:
-    """Export the model's attention on every example of `subset` (regattn_fairseq.experiments.export_attention:
-    the beam-search output's attention, or the SNLI hypothesis' attention over the premise) and
-    return its sparsity and structure statistics (regattn.analysis, exact zeros)."""
+    """Export the model's attention on every example of `subset` and measure it.
+
+    The export is regattn_fairseq.experiments.export_attention (the beam-search output's
+    attention, or the SNLI hypothesis' attention over the premise); the measures are
+    `regattn.analysis.attention_statistics` (sparsity and structure, exact zeros).
+
+    Parameters
+    ----------
+    model : TrainedModel
+        the trained model.
+    prepared : PreparedData
+        its data.
+    subset : str
+        the fairseq subset.
+    out_dir : Path
+        the export goes to out_dir/attention-<subset>.jsonl.
+    decode_cfg : DictConfig
+        beam and batch_size.
+    classifier : bool
+        the model is the SNLI classifier (no beam search).
+
+    Returns
+    -------
+    dict
+        The statistics, with ``"export"`` (the file) and ``"sentences"`` added.
+
+    Raises
+    ------
+    ReproError
+        the export failed (the message names its log).
+    """
     from regattn.analysis import attention_statistics as statistics_of, read_export, rows_of_export
 
     export = out_dir / f"attention-{subset}.jsonl"
@@ -169,11 +289,38 @@ def _read(path: str) -> list[str]:
 
 def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str,
              decode_cfg: DictConfig, out_dir: Path) -> dict:
-    """Decode (or classify) one evaluation set and score it: {metrics, decode_wall_s, ...}."""
+    """Decode (or classify) one evaluation set and score it.
+
+    Parameters
+    ----------
+    model : TrainedModel
+        the trained model.
+    prepared : PreparedData
+        its data.
+    name : str
+        the evaluation set (a key of the manifest's evaluations).
+    scorer : str
+        bleu, rouge_f1, rouge_recall, exact_match or accuracy.
+    decode_cfg : DictConfig
+        beam and batch_size.
+    out_dir : Path
+        where hypotheses, logs and the attention export go.
+
+    Returns
+    -------
+    dict
+        ``{"metrics", "decode_wall_s", "attention", ...}`` (plus "hypotheses" and
+        "signature" for the generation scorers).
+
+    Raises
+    ------
+    ReproError
+        unknown evaluation set or scorer, or a failed tool.
+    """
     evaluation = prepared.evaluation(name)
     subset = evaluation["subset"]
-    attention = attention_statistics(model, prepared, subset, out_dir, decode_cfg,
-                                     classifier=scorer == "accuracy")
+    attention = export_and_measure_attention(model, prepared, subset, out_dir, decode_cfg,
+                                             classifier=scorer == "accuracy")
     if scorer == "accuracy":
         accuracy, elapsed = validate_accuracy(model, prepared, subset, out_dir)
         return {"metrics": {"accuracy": round(accuracy, 2)}, "decode_wall_s": round(elapsed, 1),
@@ -184,10 +331,7 @@ def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str
     result = {"decode_wall_s": round(elapsed, 1), "hypotheses": str(out_dir / f"{name}.hyp"),
               "attention": attention}
     if scorer == "bleu":
-        from sacremoses import MosesDetokenizer
-
-        detokenizer = MosesDetokenizer(lang=evaluation["detokenize"])
-        hypotheses = [detokenizer.detokenize(h.split()) for h in hypotheses]
+        hypotheses = [moses_detokenize(h, evaluation["detokenize"]) for h in hypotheses]
         result["metrics"], result["signature"] = scoring.bleu(hypotheses, _read(evaluation["refs"][0]))
         print(f"[score] {name}: BLEU {result['metrics']['bleu']}  ({result['signature']})", flush=True)
     elif scorer in ("rouge_f1", "rouge_recall"):
@@ -203,7 +347,7 @@ def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str
             f", {len(evaluation['refs'])} reference(s) averaged"
         )
     elif scorer == "exact_match":
-        hypotheses = [h.replace(" ", "").replace(SPACE_SYMBOL, " ") for h in hypotheses]
+        hypotheses = [decode_target(h) for h in hypotheses]
         result["metrics"] = scoring.exact_match(hypotheses, _read(evaluation["refs"][0]), _read(evaluation["languages"]))
     else:
         raise ReproError(f"unknown scorer {scorer!r}")

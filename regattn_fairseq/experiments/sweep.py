@@ -20,7 +20,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments import runs
-from regattn_fairseq.experiments.common import CONFIG_DIR, REPO_ROOT, ReproError, check_mappings, check_scale, load_config, run_logged
+from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config, run_logged
+from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.experiments.results import write_outputs
 
@@ -32,8 +33,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
     parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
     parser.add_argument("--source", choices=["offline", "online"])
-    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT)
-    parser.add_argument("--results-dir", type=Path, default=REPO_ROOT / "results")
+    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     return parser.parse_args()
 
 

@@ -5,9 +5,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-from regattn_fairseq.experiments.common import DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.paths import DEFAULT_DATA_DIR, REPO_ROOT
 
 
 @pytest.fixture(scope="session")

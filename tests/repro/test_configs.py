@@ -4,7 +4,8 @@ spec points at things that exist."""
 
 import pytest
 from omegaconf import OmegaConf
-from regattn_fairseq.experiments.common import CONFIG_DIR, MAPPINGS, SCALES
+from regattn_fairseq.experiments.common import MAPPINGS, SCALES
+from regattn_fairseq.experiments.paths import CONFIG_DIR
 
 TRAIN_CONFIGS = {
     "snli": "snli",

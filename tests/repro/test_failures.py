@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
 from regattn_fairseq.experiments.common import ReproError, resolve_data_dir
+from regattn_fairseq.experiments.paths import REPO_ROOT
 from regattn_fairseq.experiments.prepare import prepare
 
 

@@ -35,3 +35,115 @@ def test_stamp_skips_rebuild_until_an_input_changes(tmp_path, capsys):
     rebuilt = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
     assert "building" in capsys.readouterr().out
     assert (rebuilt.root / "refs" / "test.forms").read_text() == "played\n"
+
+
+# --- the cache key: code, options and tool versions ------------------------------------------
+
+import shutil  # noqa: E402
+
+import pytest  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from regattn_fairseq.experiments import prepare as prepare_module  # noqa: E402
+from regattn_fairseq.experiments import results as results_module  # noqa: E402
+from regattn_fairseq.experiments.builders import builder_for, inflection, translation  # noqa: E402
+from regattn_fairseq.experiments.common import ReproError, load_config  # noqa: E402
+
+
+def spec_and_options(dataset="multi30k", scale="smoke", **overrides):
+    spec = load_config("prepare", dataset)
+    return spec, OmegaConf.merge(spec.scales[scale], overrides)
+
+
+def key(spec, opts, source="offline"):
+    return prepare_module.cache_key(spec, opts, source)
+
+
+def edited_copy(module, tmp_path):
+    """A copy of a module's file with one more line, to stand in for an edit of its code."""
+    copy = tmp_path / f"{module.__name__}.py"
+    shutil.copy(module.__file__, copy)
+    with open(copy, "a") as handle:
+        handle.write("# an edit\n")
+    return str(copy)
+
+
+def test_key_is_stable_and_covers_code_config_and_tools():
+    spec, opts = spec_and_options()
+    inputs = prepare_module.cache_key_inputs(spec, opts, "offline")
+    assert key(spec, opts) == key(*spec_and_options())
+    assert set(inputs) == {"spec", "options", "source", "code", "tools"}
+    assert set(inputs["code"]) == {
+        "regattn_fairseq.experiments.prepare", "regattn_fairseq.experiments.common",
+        "regattn_fairseq.experiments.data_sources", "regattn_fairseq.experiments.text_processing",
+        "regattn_fairseq.experiments.builders", "regattn_fairseq.experiments.builders.translation"}
+    assert set(inputs["tools"]) == {"sacremoses", "subword-nmt", "fairseq-fixed"}
+    assert set(prepare_module.tool_versions("snli", "online")) == {"sacremoses", "fairseq-fixed", "datasets"}
+
+
+def test_key_changes_with_the_builders_code(tmp_path, monkeypatch):
+    spec, opts = spec_and_options()
+    before = key(spec, opts)
+    monkeypatch.setattr(translation, "__file__", edited_copy(translation, tmp_path))
+    assert key(spec, opts) != before
+
+
+@pytest.mark.parametrize("module", ["common", "text_processing", "data_sources"])
+def test_key_changes_with_shared_preparation_code(module, tmp_path, monkeypatch):
+    import importlib
+
+    target = importlib.import_module(f"regattn_fairseq.experiments.{module}")
+    spec, opts = spec_and_options()
+    before = key(spec, opts)
+    monkeypatch.setattr(target, "__file__", edited_copy(target, tmp_path))
+    assert key(spec, opts) != before
+
+
+def test_key_ignores_code_that_does_not_prepare_this_kind(tmp_path, monkeypatch):
+    spec, opts = spec_and_options()
+    before = key(spec, opts)
+    monkeypatch.setattr(inflection, "__file__", edited_copy(inflection, tmp_path))  # another kind
+    monkeypatch.setattr(results_module, "__file__", edited_copy(results_module, tmp_path))  # tables
+    assert key(spec, opts) == before
+
+
+def test_key_changes_with_a_tool_version(monkeypatch):
+    spec, opts = spec_and_options()
+    before = key(spec, opts)
+    real = prepare_module.package_version
+    monkeypatch.setattr(prepare_module, "package_version",
+                        lambda name: "99.0" if name == "sacremoses" else real(name))
+    assert key(spec, opts) != before
+    # a tool this kind does not use changes nothing
+    monkeypatch.setattr(prepare_module, "package_version",
+                        lambda name: "99.0" if name == "sentencepiece" else real(name))
+    assert key(spec, opts) == before
+
+
+def test_key_changes_with_options_and_source():
+    spec, opts = spec_and_options()
+    assert key(spec, opts) != key(*spec_and_options(bpe_merges=301))
+    assert key(spec, opts) != key(*spec_and_options(scale="small"))
+    assert key(spec, opts, "offline") != key(spec, opts, "online")
+
+
+def test_stamp_rebuilds_when_the_code_changes(tmp_path, monkeypatch, capsys):
+    data_dir = tmp_path / "shared"
+    make_sigmorphon(data_dir)
+    options = {"languages": ["toy"]}
+    prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    capsys.readouterr()
+    monkeypatch.setattr(inflection, "__file__", edited_copy(inflection, tmp_path))
+    prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    out = capsys.readouterr().out
+    assert "building" in out and "changed: code" in out
+
+
+def test_unknown_kind_is_named(tmp_path, monkeypatch):
+    with pytest.raises(ReproError, match="unknown dataset kind 'parsing'.*inflection, snli, summarization, translation"):
+        builder_for("parsing")
+    spec = load_config("prepare", "sigmorphon")
+    spec.kind = "parsing"
+    monkeypatch.setattr(prepare_module, "load_config", lambda *parts: spec)
+    with pytest.raises(ReproError, match="unknown dataset kind 'parsing'"):
+        prepare("sigmorphon", "smoke", data_dir=tmp_path, work_dir=tmp_path)

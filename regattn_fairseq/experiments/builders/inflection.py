@@ -1,0 +1,131 @@
+"""SIGMORPHON 2018 inflection: one multilingual character-level model. The encoding of
+lemmas, tags and forms as token sequences, and its inverse for the model's predictions, are
+defined here once (`encode_source`, `encode_target`, `decode_target`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from ..common import ReproError
+from ..data_sources import Inputs
+from ..text_processing import fairseq_preprocess, head, write_lines
+
+TOOLS = ("fairseq-fixed",)
+# Spaces inside inflection lemmas/forms become this symbol so that every character is a token.
+SPACE_SYMBOL = "\u2581"
+
+
+def encode_source(lang: str, lemma: str, tags: str) -> str:
+    """The source sequence of one inflection: language tag, lemma characters, feature tags.
+
+    Parameters
+    ----------
+    lang : str
+        the language (its tag ``<lang>`` leads: one model for all languages).
+    lemma : str
+        the lemma; a space inside it becomes `SPACE_SYMBOL`.
+    tags : str
+        the UniMorph features, ``;``-separated (each becomes one token ``<TAG>``).
+
+    Returns
+    -------
+    str
+        The tokens joined by spaces, e.g. ``"<toy> w a l k <V> <PST>"``.
+    """
+    characters = [SPACE_SYMBOL if c == " " else c for c in lemma]
+    return " ".join([f"<{lang}>", *characters, *(f"<{tag}>" for tag in tags.split(";"))])
+
+
+def encode_target(form: str) -> str:
+    """The target sequence of an inflected form: its characters (space -> `SPACE_SYMBOL`).
+
+    Parameters
+    ----------
+    form : str
+        the inflected form.
+
+    Returns
+    -------
+    str
+        The characters joined by spaces.
+    """
+    return " ".join(SPACE_SYMBOL if c == " " else c for c in form)
+
+
+def decode_target(tokens: str) -> str:
+    """The form a target sequence (or a model's prediction) spells: the inverse of
+    `encode_target`.
+
+    Parameters
+    ----------
+    tokens : str
+        space-separated characters, as `encode_target` or fairseq-generate writes them.
+
+    Returns
+    -------
+    str
+        The form, with `SPACE_SYMBOL` turned back into spaces.
+    """
+    return tokens.replace(" ", "").replace(SPACE_SYMBOL, " ")
+
+
+def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
+    """Build the multilingual inflection data in `root` (see the package docstring).
+
+    Parameters
+    ----------
+    inputs : Inputs
+        reads the SIGMORPHON files (offline only).
+    opts : DictConfig
+        the scale's options (setting, languages, max_*_per_language).
+    root : Path
+        the build folder.
+
+    Returns
+    -------
+    dict
+        The evaluation sets: {"test": {"subset", "refs", "languages", "characters"}}.
+
+    Raises
+    ------
+    ReproError
+        a language without data for the setting, or an input is missing.
+    """
+    spec = inputs.spec
+    table = [line.split("\t") for line in inputs.lines(spec.offline.languages_table)]
+    header, rows = table[0], table[1:]
+    column = header.index(f"train-{opts.setting}")
+    available = [row[0] for row in rows if row[column].strip() not in ("", "0", "-")]
+    languages = available if opts.languages == "all" else list(opts.languages)
+    missing = sorted(set(languages) - set(available))
+    if missing:
+        raise ReproError(f"sigmorphon: no train-{opts.setting} data for {missing}")
+    splits = {"train": ([], []), "valid": ([], []), "test": ([], [])}
+    test_languages = []
+    for lang in languages:
+        for split, suffix, limit in (("train", f"train-{opts.setting}", opts.max_train_per_language),
+                                     ("valid", "dev", opts.max_eval_per_language),
+                                     ("test", "test", opts.max_eval_per_language)):
+            triples = [line.split("\t") for line in inputs.lines(f"{spec.offline.folder}/{lang}-{suffix}") if line.strip()]
+            for lemma, form, tags in head(triples, limit):
+                # The language tag is the first source token (one multilingual model).
+                splits[split][0].append(encode_source(lang, lemma, tags))
+                splits[split][1].append(encode_target(form))
+                if split == "test":
+                    test_languages.append(lang)
+    for split, (sources, targets) in splits.items():
+        write_lines(root / "raw" / f"{split}.src", sources)
+        write_lines(root / "raw" / f"{split}.tgt", targets)
+    refs = root / "refs" / "test.forms"
+    write_lines(refs, [decode_target(t) for t in splits["test"][1]])
+    langs = root / "refs" / "test.languages"
+    write_lines(langs, test_languages)
+    fairseq_preprocess(
+        ["--source-lang", "src", "--target-lang", "tgt",
+         "--trainpref", str(root / "raw" / "train"), "--validpref", str(root / "raw" / "valid"),
+         "--testpref", str(root / "raw" / "test"), "--destdir", str(root / "bin")],
+        root,
+    )
+    return {"test": {"subset": "test", "refs": [str(refs)], "languages": str(langs), "characters": True}}

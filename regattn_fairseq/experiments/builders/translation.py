@@ -1,0 +1,92 @@
+"""Translation corpora (Multi30k, IWSLT14, WMT16): Moses normalisation and tokenisation, joint
+BPE, one joined dictionary; references kept untokenized for sacrebleu."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from ..common import ReproError
+from ..data_sources import Inputs
+from ..text_processing import bpe_segment, fairseq_preprocess, head, moses_detokenize, moses_tokenize, write_lines
+
+TOOLS = ("sacremoses", "subword-nmt", "fairseq-fixed")
+
+
+def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
+    """Build a translation dataset in `root` (see the package docstring).
+
+    Parameters
+    ----------
+    inputs : Inputs
+        reads the spec's files (offline) or splits (online).
+    opts : DictConfig
+        the scale's options (max_train, max_eval, bpe_merges).
+    root : Path
+        the build folder.
+
+    Returns
+    -------
+    dict
+        The evaluation sets: name -> {"subset", "refs", "detokenize"}.
+
+    Raises
+    ------
+    ReproError
+        a split's two sides differ in length, or an input is missing.
+    """
+    spec = inputs.spec
+    src, tgt = spec.src, spec.tgt
+    pairs: dict[str, tuple[list[str], list[str]]] = {}
+    # Evaluation sets are the standard offline files; train/valid may come from online.
+    for split in ("train", "valid", *spec.evaluations.keys()):
+        if split in spec.evaluations:
+            files = spec.evaluations[split]
+            pair = (inputs.lines(files.src), inputs.lines(files.tgt))
+        elif inputs.split_source(split) == "online":
+            rows = inputs.online_rows(split)
+            pair = ([r["translation"][src] for r in rows], [r["translation"][tgt] for r in rows])
+        else:
+            files = spec.offline[split]
+            pair = (inputs.lines(files.src), inputs.lines(files.tgt))
+        limit = opts.max_train if split == "train" else opts.max_eval
+        pairs[split] = (head(pair[0], limit), head(pair[1], limit))
+        if len(pairs[split][0]) != len(pairs[split][1]):
+            raise ReproError(f"{spec.name} {split}: {len(pair[0])} {src} lines but {len(pair[1])} {tgt} lines")
+
+    print(f"[prepare] {spec.name}: Moses tokenization", flush=True)
+    tokenized = {}
+    for split, (src_lines, tgt_lines) in pairs.items():
+        if split in spec.evaluations and spec.evaluations[split].get("tokenized"):
+            # Test sets distributed tokenized (IWSLT14's fairseq split) are used as they are.
+            tokenized[f"{split}.{src}"], tokenized[f"{split}.{tgt}"] = src_lines, tgt_lines
+        else:
+            for lang, lines in ((src, src_lines), (tgt, tgt_lines)):
+                tokenized[f"{split}.{lang}"] = [
+                    moses_tokenize(x, lang, normalize=True, lowercase=spec.lowercase) for x in lines]
+    print(f"[prepare] {spec.name}: BPE with {opts.bpe_merges} merges", flush=True)
+    segmented = bpe_segment(root, opts.bpe_merges, tokenized[f"train.{src}"] + tokenized[f"train.{tgt}"], tokenized)
+    for name, lines in segmented.items():
+        write_lines(root / "raw" / name, lines)
+
+    evaluations = {}
+    test_prefixes = []
+    for index, name in enumerate(spec.evaluations):
+        subset = "test" if index == 0 else f"test{index}"
+        test_prefixes.append(str(root / "raw" / name))
+        refs = root / "refs" / f"{name}.{tgt}"
+        # BLEU is computed by sacrebleu on detokenized text: references are kept (or made)
+        # untokenized, and lowercased when the whole pipeline is lowercased.
+        references = pairs[name][1]
+        if spec.evaluations[name].get("tokenized"):
+            references = [moses_detokenize(x, tgt) for x in references]
+        write_lines(refs, [x.lower() for x in references] if spec.lowercase else references)
+        evaluations[name] = {"subset": subset, "refs": [str(refs)], "detokenize": tgt}
+    fairseq_preprocess(
+        ["--source-lang", src, "--target-lang", tgt, "--joined-dictionary",
+         "--trainpref", str(root / "raw" / "train"), "--validpref", str(root / "raw" / "valid"),
+         "--testpref", ",".join(test_prefixes), "--destdir", str(root / "bin")],
+        root,
+    )
+    return evaluations

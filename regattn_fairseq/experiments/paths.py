@@ -1,0 +1,36 @@
+"""Every path the reproduction suite and the benchmarks use, defined once.
+
+The package runs from a checkout (an editable install, `make setup`): the repository root is
+two folders above this file, and the configs, the plugin folder (`--user-dir`) and the default
+work and results folders hang off it. Nothing here assumes where the virtual environment is;
+console scripts are found next to the running interpreter (`common.tool_path`).
+
+Attributes
+----------
+REPO_ROOT : the checkout (holds configs/, regattn_fairseq/, results/).
+CONFIG_DIR : the Hydra and orchestration configs (configs/).
+PREPARE_CONFIG_DIR : the dataset specs (configs/prepare/*.yaml).
+USER_DIR : the fairseq plugin folder passed as --user-dir / common.user_dir.
+DATA_DIR_ENV : the environment variable naming the offline data root.
+DEFAULT_DATA_DIR : the offline data root when neither an argument nor $REGATTN_DATA_DIR names
+    one: the shared data next to the checkout (…/work/main -> …/work/shared/data).
+DEFAULT_WORK_DIR : where data/ (prepared data) and checkpoints/ go by default.
+RESULTS_DIR : result tables (results/<table>.md, results/raw/*.jsonl).
+BENCH_RESULTS_DIR : benchmark runs (results/bench/).
+FIGURES_DIR : figures (results/figures/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = REPO_ROOT / "configs"
+PREPARE_CONFIG_DIR = CONFIG_DIR / "prepare"
+USER_DIR = REPO_ROOT / "regattn_fairseq"
+DATA_DIR_ENV = "REGATTN_DATA_DIR"
+DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+DEFAULT_WORK_DIR = REPO_ROOT
+RESULTS_DIR = REPO_ROOT / "results"
+BENCH_RESULTS_DIR = RESULTS_DIR / "bench"
+FIGURES_DIR = RESULTS_DIR / "figures"

@@ -1,6 +1,6 @@
 // The powers alpha-entmax's root finding spends its time on, in 8 float lanes on x86-64 CPUs
 // with AVX2 and FMA (chosen at run time: the extension itself is built for baseline x86-64).
-// Each Halley step of entmax_bisect_row needs d^r for every value of the active set; glibc's
+// Each Halley step of entmax_halley_row needs d^r for every value of the active set; glibc's
 // powf takes about 10 ns per call, this about 3 ns per value, to within a few ulp of it
 // (2-4 ulp for the exponents of alpha in [1.1, 2], measured against double-precision pow).
 #pragma once
@@ -88,7 +88,7 @@ __attribute__((target("avx2,fma"))) inline v8f pow8(v8f x, float r) {
 
 // For the a values d of `active` (read in blocks of 8: entries [a, a rounded up to 8) are
 // scratch): power[k] = d^(r+1) and the sums of d^(r+1), d^r and d^(r-1), as the loop in
-// entmax_bisect_row computes them with powf.
+// entmax_halley_row computes them with powf.
 __attribute__((target("avx2,fma"))) inline void power_sums_avx2(float* active, int64_t a, float r, float* power,
                                                              float& s_rp1, float& s_r, float& s_rm1) {
   const v8f zero = {};

@@ -26,24 +26,9 @@ void check_rows(const torch::Tensor& x, const torch::Tensor& mask) {
 // Grain so that a task holds at least ~16k values: small batches stay on one thread.
 int64_t grain_for(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)); }
 
-// Whether x[0, n) holds only finite values: x * 0 is 0 for those and NaN for inf or NaN,
-// summed in 8 independent lanes (this pass runs over every row the kernels read, from L1).
-template <typename T>
-bool all_finite(const T* x, int64_t n) {
-  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += x[i + j] * T(0);
-  }
-  for (; i < n; ++i) acc[0] += x[i] * T(0);
-  T total = 0;
-  for (int j = 0; j < 8; ++j) total += acc[j];
-  return total == T(0);
-}
-
-// The error of mappings/_rows.py's check_finite (a ValueError in Python), raised by the
-// kernels, which check their inputs as they read them: a separate pass over the scores
-// before the kernel costs a read of the whole tensor from memory.
+// The errors of mappings/_rows.py (ValueErrors in Python), raised by the kernels, which check
+// their inputs as they read them: a separate pass over the scores before the kernel costs a
+// read of the whole tensor from memory.
 template <typename T>
 [[noreturn]] void raise_non_finite(const T* xp, const bool* mp, int64_t count) {
   bool nan = false;
@@ -53,33 +38,54 @@ template <typename T>
   std::abort();  // not reached
 }
 
-// Runs fn(row, row_in, row_out, row_group, n) on each row's unmasked values, gathered into
-// per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
-// positions as neighbours), and scatters results back. Group ids are int32: they index
-// positions within a row. Raises ValueError (after the parallel loop) where an unmasked
-// value is not finite; the row algorithms never see such a row.
+[[noreturn]] void raise_spread_overflow() {
+  TORCH_CHECK_VALUE(false, "attention scores of a row span more than the largest finite value of their dtype "
+                    "(max - min overflows), so they cannot be shifted to a maximum of 0; rescale the scores");
+  std::abort();  // not reached
+}
+
+// Runs fn(row, row_in, row_out, row_group, n, shift) on each row's unmasked values, gathered
+// into per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
+// positions as neighbours), and scatters results back; shift is the max of those values.
+// Group ids are int32: they index positions within a row. Raises ValueError (after the
+// parallel loop) where an unmasked value is not finite and, for the mappings (`mapping`),
+// where a row's max - min overflows: they compute on x - max (shift invariance), which must
+// be finite. The row algorithms never see such a row, nor one with no unmasked value (it
+// gets zeros).
 template <typename T, typename Fn>
 void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tensor& out,
-                  int32_t* group, Fn fn) {
+                  int32_t* group, bool mapping, Fn fn) {
   const int64_t rows = x.size(0), d = x.size(1);
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
   const bool* mp = (mask.defined() && mask.numel() > 0) ? mask.data_ptr<bool>() : nullptr;
-  std::atomic<bool> non_finite{false};
+  std::atomic<bool> non_finite{false}, overflow{false};
   at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
     std::vector<T> in_buf(d), out_buf(d);
     std::vector<int32_t> group_buf(d);
     std::vector<int64_t> index(d);
+    // false where the row must not reach fn
+    auto checked = [&](const T* in, int64_t n, T& shift) {
+      if (n == 0) return false;
+      const RowRange<T> range = row_range(in, n);
+      if (!range.finite) {
+        non_finite = true;
+        return false;
+      }
+      if (mapping && !std::isfinite(range.max - range.min)) {
+        overflow = true;
+        return false;
+      }
+      shift = range.max;
+      return true;
+    };
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = xp + r * d;
       T* orow = op + r * d;
       int32_t* grow = group ? group + r * d : group_buf.data();
+      T shift = 0;
       if (!mp) {
-        if (!all_finite(xr, d)) {
-          non_finite = true;
-          continue;
-        }
-        fn(r, xr, orow, grow, d);
+        if (checked(xr, d, shift)) fn(r, xr, orow, grow, d, shift);
         continue;
       }
       const bool* mr = mp + r * d;
@@ -90,22 +96,20 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
           in_buf[n++] = xr[i];
         }
       }
-      if (!all_finite(in_buf.data(), n)) {
-        non_finite = true;
-        continue;
-      }
-      fn(r, in_buf.data(), out_buf.data(), group_buf.data(), n);
+      const bool run = checked(in_buf.data(), n, shift);
+      if (run) fn(r, in_buf.data(), out_buf.data(), group_buf.data(), n, shift);
       for (int64_t i = 0; i < d; ++i) {
         orow[i] = T(0);
         if (group) grow[i] = -1;
       }
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; run && j < n; ++j) {
         orow[index[j]] = out_buf[j];
         if (group) grow[index[j]] = group_buf[j];
       }
     }
   });
   if (non_finite) raise_non_finite(xp, mp, rows * d);
+  if (overflow) raise_spread_overflow();
 }
 
 // Per-thread scratch of n values, allocated once per thread rather than per row; kSlot tells
@@ -117,14 +121,16 @@ T* scratch(int64_t n) {
   return buf.data();
 }
 
-torch::Tensor project_simplex_rows(torch::Tensor z, torch::Tensor mask) {
-  check_rows(z, mask);
-  auto y = torch::empty_like(z);
-  const int64_t d = z.size(1);
-  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "project_simplex_rows", [&] {
-    for_each_row<scalar_t>(z, mask, y, nullptr,
-                           [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
-                             project_simplex_row(in, out, n, scratch<scalar_t>(d));
+// sparsemax, P_simplex(x / gamma), of each row.
+torch::Tensor sparsemax_rows(torch::Tensor x, torch::Tensor mask, double gamma) {
+  check_rows(x, mask);
+  auto y = torch::empty_like(x);
+  const int64_t d = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sparsemax_rows", [&] {
+    const scalar_t scale = static_cast<scalar_t>(1.0 / gamma);
+    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+                           [d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
+                             project_simplex_row(in, out, n, shift, scale, scratch<scalar_t>(d));
                            });
   });
   return y;
@@ -146,28 +152,34 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_tv1d_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(),
-                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(), false,
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n, scalar_t) {
                              prox_tv1d_row(in, out, g, n, l, tv_scratch<scalar_t>(d));
                            });
   });
   return {z, group};
 }
 
-// fusedmax = P_simplex(prox_TV(x)) (Prop. 2) in one pass per row: the prox goes to per-thread
-// scratch, not to a tensor that the projection would read back.
-std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, double lam) {
+// fusedmax = P_simplex(prox_TV(x / gamma)) (Prop. 2) in one pass per row: the prox goes to
+// per-thread scratch, not to a tensor that the projection would read back. The prox runs on
+// v = (x - max) / gamma (it commutes with adding a constant, as does the projection), written
+// to scratch first: its many reads of v would otherwise each redo the subtraction, and on
+// x itself its arithmetic would be at the scores' magnitude, not their spread.
+std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   auto group = new_groups(x);
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fusedmax_rows", [&] {
-    const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(),
-                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+    const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
+    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), true,
+                           [l, d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n,
+                                         scalar_t shift) {
+                             scalar_t* v = scratch<scalar_t, 2>(d);
+                             for (int64_t i = 0; i < n; ++i) v[i] = (in[i] - shift) * scale;
                              scalar_t* z = scratch<scalar_t, 1>(d);
-                             prox_tv1d_row(in, z, g, n, l, tv_scratch<scalar_t>(d));
-                             project_simplex_row(z, out, n, scratch<scalar_t>(d));
+                             prox_tv1d_row(v, z, g, n, l, tv_scratch<scalar_t>(d));
+                             project_simplex_row(z, out, n, row_max(z, n), scalar_t(1), scratch<scalar_t>(d));
                            });
   });
   return {y, group};
@@ -200,8 +212,8 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_pairwise_max_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(),
-                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(), false,
+                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n, scalar_t) {
                              auto& s = PoolScratch<scalar_t>::for_thread(d);
                              prox_pairwise_max_sorted(in, n, n, l, s.a.data(), s.order.data(), s.block.data(),
                                                       s.start.data(), s.sum.data());
@@ -214,19 +226,20 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
   return {z, group};
 }
 
-// oscarmax = P_simplex(prox_P(x)) (Prop. 2) in one pass per row, computing the support
-// only (oscarmax_row): group ids are -1 off the support.
-std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double lam) {
+// oscarmax = P_simplex(prox_P(x / gamma)) (Prop. 2) in one pass per row, computing the
+// support only (oscarmax_row): group ids are -1 off the support.
+std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   auto group = new_groups(x);
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "oscarmax_rows", [&] {
-    const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(),
-                           [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n) {
+    const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
+    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), true,
+                           [l, d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n,
+                                         scalar_t shift) {
                              auto& s = PoolScratch<scalar_t>::for_thread(d);
-                             oscarmax_row(in, out, g, n, l, scratch<scalar_t>(d), scratch<int32_t>(d), s.a.data(),
+                             oscarmax_row(in, out, g, n, l, shift, scale, scratch<scalar_t>(d), scratch<int32_t>(d), s.a.data(),
                                           s.order.data(), s.block.data(), s.start.data(), s.sum.data());
                            });
   });
@@ -238,9 +251,9 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax15_rows", [&] {
-    for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
-                             entmax15_row(in, out, n, scratch<scalar_t>(d + kPad));
+    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+                           [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
+                             entmax15_row(in, out, n, shift, scratch<scalar_t>(d + kPad));
                            });
   });
   return y;
@@ -302,18 +315,19 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
   return out;
 }
 
-// alpha-entmax with one alpha per row (alpha: (rows,) tensor of the scores' dtype, > 1).
-torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
+// alpha-entmax with one alpha per row (alpha: (rows,) tensor of the scores' dtype, > 1), by
+// safeguarded Halley/Newton steps on the threshold (entmax_halley_row).
+torch::Tensor entmax_halley_rows(torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
   check_rows(x, mask);
   TORCH_CHECK(alpha.dim() == 1 && alpha.size(0) == x.size(0) && alpha.scalar_type() == x.scalar_type() &&
                   alpha.is_contiguous(), "alpha must be a contiguous (rows,) tensor of the scores' dtype");
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_bisect_rows", [&] {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_halley_rows", [&] {
     const scalar_t* ap = alpha.data_ptr<scalar_t>();
-    for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
-                             entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
+    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+                           [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
+                             entmax_halley_row(in, out, n, ap[r], shift, scratch<scalar_t>(d), scratch<int32_t>(d),
                                                scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
                                                scratch<int32_t, 1>(d));
                            });
@@ -321,9 +335,9 @@ torch::Tensor entmax_bisect_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
   return y;
 }
 
-// The same, also returning the backward pass's weights y^{2-alpha} (see entmax_bisect_row).
+// The same, also returning the backward pass's weights y^{2-alpha} (see entmax_halley_row).
 // Masked positions get 0 in both.
-std::vector<torch::Tensor> entmax_bisect_weights_rows(torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
+std::vector<torch::Tensor> entmax_halley_weights_rows(torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
   check_rows(x, mask);
   TORCH_CHECK(alpha.dim() == 1 && alpha.size(0) == x.size(0) && alpha.scalar_type() == x.scalar_type() &&
                   alpha.is_contiguous(), "alpha must be a contiguous (rows,) tensor of the scores' dtype");
@@ -331,13 +345,14 @@ std::vector<torch::Tensor> entmax_bisect_weights_rows(torch::Tensor x, torch::Te
   auto w = torch::empty_like(x);
   const int64_t d = x.size(1);
   const bool* mp = (mask.defined() && mask.numel() > 0) ? mask.data_ptr<bool>() : nullptr;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_bisect_weights_rows", [&] {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_halley_weights_rows", [&] {
     const scalar_t* ap = alpha.data_ptr<scalar_t>();
     scalar_t* wp = w.data_ptr<scalar_t>();
-    for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d, ap, wp, mp](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
+    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+                           [d, ap, wp, mp](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n,
+                                           scalar_t shift) {
                              scalar_t* weight = mp ? scratch<scalar_t, 2>(d) : wp + r * d;
-                             entmax_bisect_row(in, out, n, ap[r], scratch<scalar_t>(d), scratch<int32_t>(d),
+                             entmax_halley_row(in, out, n, ap[r], shift, scratch<scalar_t>(d), scratch<int32_t>(d),
                                                scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
                                                scratch<int32_t, 1>(d), weight);
                              if (mp) {  // scatter to the unmasked positions, as for_each_row does y
@@ -374,9 +389,9 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sq_pnorm_max_rows", [&] {
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
-    for_each_row<scalar_t>(x, mask, y, nullptr,
-                           [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n) {
-                             sq_pnorm_max_row(in, out, n, g, pp, scratch<scalar_t>(d));
+    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+                           [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
+                             sq_pnorm_max_row(in, out, n, g, pp, shift, scratch<scalar_t>(d));
                            });
   });
   return y;
@@ -407,14 +422,15 @@ torch::Tensor sq_pnorm_max_jvp_rows(torch::Tensor y, torch::Tensor v, double gam
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "regattn CPU kernels (rows x d, optional bool mask)";
-  m.def("project_simplex_rows", &regattn::project_simplex_rows, "simplex projection of each row");
+  m.def("sparsemax_rows", &regattn::sparsemax_rows, "P_simplex(x / gamma) of each row");
   m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
-  m.def("fusedmax_rows", &regattn::fusedmax_rows, "P_simplex(prox_TV(x)) of each row -> (y, segment id)");
-  m.def("oscarmax_rows", &regattn::oscarmax_rows, "P_simplex(prox_pairwise_max(x)) of each row -> (y, cluster id)");
+  m.def("fusedmax_rows", &regattn::fusedmax_rows, "P_simplex(prox_TV(x / gamma)) of each row -> (y, segment id)");
+  m.def("oscarmax_rows", &regattn::oscarmax_rows, "P_simplex(prox_pairwise_max(x / gamma)) of each row -> (y, cluster id)");
   m.def("sparse_jvp_rows", &regattn::sparse_jvp_rows, "backward of the sparse mappings, optionally group-averaged");
-  m.def("entmax_bisect_rows", &regattn::entmax_bisect_rows, "alpha-entmax of each row, one alpha per row");
-  m.def("entmax_bisect_weights_rows", &regattn::entmax_bisect_weights_rows,
+  m.def("entmax_halley_rows", &regattn::entmax_halley_rows,
+        "alpha-entmax of each row, one alpha per row, by safeguarded Halley/Newton on the threshold");
+  m.def("entmax_halley_weights_rows", &regattn::entmax_halley_weights_rows,
         "alpha-entmax of each row -> (y, y^{2-alpha} on the support)");
   m.def("weighted_jvp_rows", &regattn::weighted_jvp_rows, "backward of alpha-entmax from its weights");
   m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");

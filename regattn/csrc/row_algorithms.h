@@ -72,6 +72,52 @@ inline T row_max(const T* x, int64_t n) {
   return m;
 }
 
+// One pass over a row of n >= 1 values that the kernels make as they read it: its max and min
+// (in two vectors of lanes each, as row_max) and whether every value is finite (x * 0 is 0
+// for those and NaN for inf or NaN; the max/min comparisons skip NaN, the product does not).
+// The mappings subtract the max before any threshold arithmetic (shift invariance), so the
+// pass that checks the row also yields the shift, and the row algorithms need no row_max.
+template <typename T>
+struct RowRange {
+  T max, min;
+  bool finite;
+};
+
+template <typename T>
+inline RowRange<T> row_range(const T* x, int64_t n) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  T hi = x[0], lo = x[0], zero = 0;
+  int64_t i = 0;
+  if (n >= 2 * W) {
+    V h0 = load16(x), h1 = load16(x + W);
+    V l0 = h0, l1 = h1, z0 = h0 * T(0), z1 = h1 * T(0);
+    for (i = 2 * W; i + 2 * W <= n; i += 2 * W) {
+      const V b0 = load16(x + i), b1 = load16(x + i + W);
+      h0 = b0 > h0 ? b0 : h0;
+      h1 = b1 > h1 ? b1 : h1;
+      l0 = b0 < l0 ? b0 : l0;
+      l1 = b1 < l1 ? b1 : l1;
+      z0 += b0 * T(0);
+      z1 += b1 * T(0);
+    }
+    h0 = h1 > h0 ? h1 : h0;
+    l0 = l1 < l0 ? l1 : l0;
+    z0 += z1;
+    for (int64_t l = 0; l < W; ++l) {
+      hi = std::max(hi, h0[l]);
+      lo = std::min(lo, l0[l]);
+      zero += z0[l];
+    }
+  }
+  for (; i < n; ++i) {
+    hi = std::max(hi, x[i]);
+    lo = std::min(lo, x[i]);
+    zero += x[i] * T(0);
+  }
+  return {hi, lo, zero == T(0)};
+}
+
 // Rows handed to the vector loops are padded with kPad entries of lowest(), which no
 // threshold ever exceeds, up to a multiple of 2 vectors; scratch buffers hold n + kPad.
 constexpr int64_t kPad = 8;
@@ -83,24 +129,26 @@ int64_t pad_lowest(T* a, int64_t m) {
   return padded;
 }
 
-// Euclidean projection onto the simplex, y = (z - tau)_+ with sum(y) = 1. Since y_max <= 1,
-// tau >= z_max - 1, so only values above z_max - 1 can be in the support: we gather those
-// into `candidates` (scratch of n entries) and run Michelot's active-set iteration on them:
-// tau only grows and the active set only shrinks, so it stops at the exact threshold after
-// a few passes over the (usually short) candidate list, with no sort.
+// Euclidean projection onto the simplex of v = (z - shift) * scale, y = (v - tau)_+ with
+// sum(y) = 1; `shift` is the row's max (so v_max = 0 and every threshold below is computed on
+// numbers of the size of the scores' spread, not of their magnitude: the projection commutes
+// with adding a constant) and `scale` is 1/gamma. Since y_max <= 1, tau >= v_max - 1 = -1, so
+// only values above -1 can be in the support: we gather those into `candidates` (scratch of
+// n entries) and run Michelot's active-set iteration on them: tau only grows and the active
+// set only shrinks, so it stops at the exact threshold after a few passes over the (usually
+// short) candidate list, with no sort.
 // The loops below are written without data-dependent branches (compaction by advancing the
 // write index with a comparison): on attention rows the comparisons are unpredictable and
 // branch mispredictions, not arithmetic, would dominate.
 template <typename T>
-void project_simplex_row(const T* z, T* y, int64_t n, T* candidates) {
-  const T floor = row_max(z, n) - T(1);
+void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candidates) {
   // the compaction's only loop-carried dependency is the write index (one add per entry):
   // the candidates' sum, a chain of dependent additions, is left to the short list below
   int64_t active = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T zi = z[i];
-    candidates[active] = zi;
-    active += zi > floor;
+    const T vi = (z[i] - shift) * scale;
+    candidates[active] = vi;
+    active += vi > T(-1);
   }
   T sum = 0;
   for (int64_t i = 0; i < active; ++i) sum += candidates[i];
@@ -115,14 +163,14 @@ void project_simplex_row(const T* z, T* y, int64_t n, T* candidates) {
       s += c * T(keep);  // a product: the compiler turns a select into a branch
       count += keep;
     }
-    // count >= 1: z_max > tau because tau = (sum of k values - 1)/k < their mean <= z_max
+    // count >= 1: v_max > tau because tau = (sum of k values - 1)/k < their mean <= v_max
     const T next = (s - T(1)) / T(count);
     const bool done = count == active || !(next > tau);
     active = count;
     if (done) break;
     tau = next;
   }
-  for (int64_t i = 0; i < n; ++i) y[i] = std::max(z[i] - tau, T(0));
+  for (int64_t i = 0; i < n; ++i) y[i] = std::max((z[i] - shift) * scale - tau, T(0));
 }
 
 // prox of lam * sum_i |z_{i+1} - z_i| at x (1-D total-variation denoising), by Condat's
@@ -474,23 +522,26 @@ void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, i
 //    support, the (m+1)-th value is off it (next point).
 //  - which values can be in the support: the prox keeps the order, with v_[k] <= x_[k] (a
 //    block's mean is at most its largest score, as the weights subtracted are >= 0) and
-//    v_[0] >= a_0 = x_max - lam (n-1); since y <= 1, tau >= v_[0] - 1. So y_i > 0 needs
-//    x_i > x_max - 1 - lam (n-1): usually a handful of positions, to sort instead of n.
+//    v_[0] >= a_0 = v_max - lam (n-1); since y <= 1, tau >= v_[0] - 1. So y_i > 0 needs
+//    v_i > v_max - 1 - lam (n-1): usually a handful of positions, to sort instead of n.
 // `y` and `group` receive n values: the cluster's index on the support, -1 off it (the
 // backward pass reads only the support; the clusters of the zeros are not computed).
 // Scratch of n entries each: cand, a, sum (T); cand_pos, order, block (int32); start (int64).
 template <typename T>
-void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T* cand, int32_t* cand_pos, T* a,
-                  int32_t* order, int32_t* block, int64_t* start, T* sum) {
-  const T x_max = row_max(x, n);
+void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T scale, T* cand,
+                  int32_t* cand_pos, T* a, int32_t* order, int32_t* block, int64_t* start, T* sum) {
+  // on v = (x - shift) * scale, v_max = 0 (shift is the row's max, scale 1/gamma): prox_P
+  // commutes with adding a constant (mappings/oscar.py), and working at v_max = 0 keeps the
+  // threshold arithmetic at the size of the scores' spread
   const T reach = T(1) + lam * T(n - 1);
   // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
-  const T floor = x_max - reach - T(16) * std::numeric_limits<T>::epsilon() * (std::abs(x_max) + reach);
+  const T floor = -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    cand[m] = x[i];
+    const T v = (x[i] - shift) * scale;
+    cand[m] = v;
     cand_pos[m] = static_cast<int32_t>(i);
-    m += x[i] > floor;
+    m += v > floor;
   }
   prox_pairwise_max_sorted(cand, m, n, lam, a, order, block, start, sum);
   const T tau = simplex_threshold_sorted(a, m);
@@ -557,18 +608,18 @@ void entmax15_newton(const T* candidates, int64_t padded, T& tau) {
 // Otherwise A still holds values outside the support, and a Newton step on F (which stays
 // below tau*, F being convex) shrinks it. No sort: a few passes over the candidates.
 template <typename T>
-void entmax15_row(const T* x, T* y, int64_t n, T* candidates) {
-  const T v_max = row_max(x, n) / T(2);  // halving is exact: max(x)/2 = max(x/2)
+void entmax15_row(const T* x, T* y, int64_t n, T shift, T* candidates) {
+  // v = (x - shift) / 2 with shift the row's max, so v_max = 0 (see project_simplex_row)
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    const T v = x[i] / T(2);
+    const T v = (x[i] - shift) / T(2);
     candidates[m] = v;
-    m += v > v_max - T(1);
+    m += v > T(-1);
   }
-  T tau = v_max - T(1);
+  T tau = T(-1);
   entmax15_newton(candidates, pad_lowest(candidates, m), tau);
   for (int64_t i = 0; i < n; ++i) {
-    const T d = positive_part(x[i] / T(2) - tau);
+    const T d = positive_part((x[i] - shift) / T(2) - tau);
     y[i] = d * d;
   }
 }
@@ -589,8 +640,8 @@ bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r
 }
 
 // alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
-// With z = (alpha-1) x and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
-// which decreases in tau, with F >= 0 at z_max - 1 and F <= 0 at z_max - n^{1-alpha}. F is
+// With z = (alpha-1) (x - x_max) and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
+// which decreases in tau, with F >= 0 at z_max - 1 = -1 and F <= 0 at -n^{1-alpha}. F is
 // the q-norm of a convex vector function, convex for q >= 1 (alpha <= 2), and nearly linear
 // (exactly so while one value is active), so Newton's method from the bracket's lower end
 // climbs to the root without overshooting in a few steps, where Newton on sum (z-tau)^q - 1
@@ -598,7 +649,7 @@ bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r
 // F'', i.e. sum d^{q-2} = sum d^{q-1} / d, a division per entry where each pass costs a pow
 // per entry): its cubic convergence saves one of the usual four passes at alpha = 1.3.
 // Steps that leave the bracket (alpha > 2, or Halley overshooting) fall back to bisection.
-// Only values above z_max - 1 can be in the support: the iterations run over those
+// Only values above -1 can be in the support: the iterations run over those
 // (`candidates`, with their `position`s; `power`, `active`, `active_position`: scratch;
 // each n entries, `power` and `active` n + kPad), dropping the ones that fall below the bracket. The output is normalized to sum to 1.
 //
@@ -606,18 +657,18 @@ bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r
 // the support) at no call to pow: with u = (z - tau)_+^q and S = sum(u), y = u / S, and
 // y^{2-alpha} = u^{(2-alpha) q} / S^{2-alpha} = u^{q-1} S^{alpha-2} = (u / (z - tau)) S^{alpha-2}.
 template <typename T>
-void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int32_t* position, T* power,
+void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candidates, int32_t* position, T* power,
                        T* active, int32_t* active_position, T* weight = nullptr) {
   const T am1 = alpha - T(1), q = T(1) / am1;
-  const T z_max = row_max(x, n) * am1;  // = max(x * am1): rounding is monotone
+  // z = (x - shift) (alpha - 1) with shift the row's max: z_max = 0 (see project_simplex_row)
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T c = x[i] * am1;
+    const T c = (x[i] - shift) * am1;
     candidates[m] = c;
     position[m] = static_cast<int32_t>(i);
-    m += c > z_max - T(1);
+    m += c > T(-1);
   }
-  T lo = z_max - T(1), hi = z_max - std::pow(T(n), -am1);
+  T lo = T(-1), hi = -std::pow(T(n), -am1);
   T tau = lo;
   // Each pass first lists the support at tau, d = z - tau > 0 (`active`, with positions), by
   // branch-free compaction, then takes the powers over that list with no branch: about half
@@ -692,22 +743,24 @@ void entmax_bisect_row(const T* x, T* y, int64_t n, T alpha, T* candidates, int3
 // sq-pnorm-max of a row, argmin_{y in simplex} gamma/2 ||y||_p^2 - y.x, p in (1, 2]:
 // y = u / sum(u), u_i = (x_i - tau)_+^q with q = 1/(p-1) and tau the root of
 // phi(tau) = log A_q - (2-p)/p log A_{q+1} - log gamma, A_k = sum_i (x_i - tau)_+^k
-// (the KKT condition sum(u) = gamma ||u||_p^{2-p} in logs). tau lies in [x_max - gamma, x_max):
+// (the KKT condition sum(u) = gamma ||u||_p^{2-p} in logs), on x shifted to x_max = 0.
+// tau lies in [x_max - gamma, x_max):
 // phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Newton from the lower end,
 // bisecting when a step leaves the bracket; only values above x_max - gamma can be in the
 // support, so the iterations run over those (`candidates`, scratch of n entries). For the
 // paper's p = 1.5 (q = 2) the powers are products, with no call to pow.
 template <typename T>
-void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T* candidates) {
+void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* candidates) {
   const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
   const bool q_is_two = q == T(2);
-  const T x_max = row_max(x, n);
+  // on x - shift, shift the row's max (see project_simplex_row): x_max = 0
   int64_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
-    candidates[m] = x[i];
-    m += x[i] > x_max - gamma;
+    const T v = x[i] - shift;
+    candidates[m] = v;
+    m += v > -gamma;
   }
-  T lo = x_max - gamma, hi = x_max, tau = lo;
+  T lo = -gamma, hi = T(0), tau = lo;
   for (int iter = 0; iter < 200; ++iter) {
     T a_qm1 = 0, a_q = 0, a_qp1 = 0;
     for (int64_t i = 0; i < m; ++i) {
@@ -731,7 +784,7 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T* candidates) 
   }
   T sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T d = x[i] - tau;
+    const T d = (x[i] - shift) - tau;
     y[i] = d > T(0) ? (q_is_two ? d * d : std::pow(d, q)) : T(0);
     sum += y[i];
   }

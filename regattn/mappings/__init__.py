@@ -5,6 +5,11 @@ Pure torch (plus compiled row kernels); importing this package never imports fai
     from regattn import mappings
     mappings.fusedmax(scores, dim=-1, mask=padding_is_false, gamma=1.0, lam=0.1)
     attn = mappings.build("oscarmax", lam=0.01)   # nn.Module: attn(scores, dim=-1, mask=None)
+
+Every mapping takes `empty="error"` (a row with no unmasked position is a ValueError) or
+`empty="zero"` (such a row gets zeros and zero gradient), and computes on each row minus its
+max over the unmasked positions (it is invariant to that shift), so that its accuracy is set
+by the spread of the scores, not by their magnitude.
 """
 from __future__ import annotations
 
@@ -31,31 +36,66 @@ NAMES = tuple(MODULES)
 
 
 def defaults_of(name: str) -> dict:
-    """The parameters mapping `name` takes, with their (paper) defaults,
-    e.g. {"gamma": 1.0, "lam": 0.1} for fusedmax."""
+    """The regularization parameters of a mapping, with their (paper) defaults.
+
+    Args:
+        name: one of NAMES.
+
+    Returns:
+        A dict such as {"gamma": 1.0, "lam": 0.1} for fusedmax (read off the module's
+        constructor; `empty`, which is not a parameter of the mapping, is left out).
+
+    Raises:
+        ValueError: if `name` is not one of NAMES.
+    """
     check_name(name)
-    return {k: p.default for k, p in inspect.signature(MODULES[name]).parameters.items()}
+    return {k: p.default for k, p in inspect.signature(MODULES[name]).parameters.items() if k != "empty"}
 
 
 def parameters_of(name: str) -> tuple:
-    """The names of the parameters mapping `name` takes (e.g. ("gamma", "lam") for fusedmax)."""
+    """The names of the regularization parameters of a mapping.
+
+    Args:
+        name: one of NAMES.
+
+    Returns:
+        A tuple such as ("gamma", "lam") for fusedmax.
+
+    Raises:
+        ValueError: if `name` is not one of NAMES.
+    """
     return tuple(defaults_of(name))
 
 
 def check_name(name: str) -> None:
+    """Raises ValueError unless `name` is one of NAMES."""
     if name not in MODULES:
         raise ValueError(f"unknown attention mapping {name!r}; choose one of {', '.join(NAMES)}")
 
 
-def build(name: str, **params) -> nn.Module:
-    """The mapping `name` as an nn.Module called as module(scores, dim=-1, mask=None).
-    Parameters the mapping does not take are an error, not ignored."""
+def build(name: str, empty: str = "error", **params) -> nn.Module:
+    """A mapping as an nn.Module, called as module(scores, dim=-1, mask=None).
+
+    Args:
+        name: one of NAMES.
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
+        **params: the mapping's parameters (see parameters_of); missing ones take their
+            defaults (defaults_of).
+
+    Returns:
+        The module (Softmax, Sparsemax, SqPnormMax, Fusedmax, Oscarmax or Entmax).
+
+    Raises:
+        ValueError: on an unknown name, a parameter the mapping does not take (an error, not
+            ignored), a parameter out of range, or an unknown `empty`.
+    """
     allowed = parameters_of(name)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(f"attention mapping {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
                          f"its parameters are: {', '.join(allowed) or 'none'}")
-    return MODULES[name](**params)
+    return MODULES[name](**params, empty=empty)
 
 
 __all__ = [

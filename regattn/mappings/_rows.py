@@ -53,9 +53,18 @@ def unscale(x: torch.Tensor, gamma: float) -> torch.Tensor:
     return x if gamma == 1 else x / gamma
 
 
-def bisection_steps(dtype: torch.dtype) -> int:
-    """Halvings that shrink a unit bracket below the dtype's relative resolution."""
-    return int(-math.log2(torch.finfo(dtype).eps)) + 3
+def bisect_threshold(lo: torch.Tensor, hi: torch.Tensor, below_root) -> torch.Tensor:
+    """Bisection for the threshold tau of a row, the torch references' solver (sq-pnorm-max,
+    alpha-entmax): the root of a function that decreases in tau, bracketed in [lo, hi]
+    ((rows, 1) tensors). below_root(tau) is True where the root lies at or above tau. Returns
+    the lower end after enough halvings to shrink a unit bracket below the dtype's relative
+    resolution, on every row at once."""
+    for _ in range(int(-math.log2(torch.finfo(lo.dtype).eps)) + 3):
+        tau = (lo + hi) / 2
+        above = below_root(tau)
+        lo = torch.where(above, tau, lo)
+        hi = torch.where(above, hi, tau)
+    return lo
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -68,16 +77,58 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     raise ValueError(f"attention scores must be a floating-point tensor, got dtype {dtype}")
 
 
-def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel_checks_finite: bool = False):
-    """Returns (x, mask_rows, layout): x is (rows, d) contiguous, mask_rows a (rows, d)
-    bool tensor or None. Raises ValueError on a row with no unmasked position and on
-    non-finite unmasked scores; with kernel_checks_finite, the latter is left to the
-    compiled kernel where one will run (CPU): they check as they read the scores, with the
-    same error, which saves a pass over memory."""
+EMPTY_CHOICES = ("error", "zero")
+
+
+def check_empty(empty) -> None:
+    """Raises ValueError unless `empty` is one of EMPTY_CHOICES."""
+    if empty not in EMPTY_CHOICES:
+        raise ValueError(f"empty must be 'error' (a row with no unmasked position is an error) or "
+                         f"'zero' (such a row gets zeros), got {empty!r}")
+
+
+@dataclass
+class Rows:
+    """A mapping's input as (rows, d) rows, ready for its row algorithms.
+
+    x: contiguous float32/float64; masked entries 0. Where the compiled kernel will not run,
+    each row is shifted to a maximum of 0 over its unmasked positions (the kernels shift as
+    they read the row). mask: (rows, d) bool or None. keep: with empty="zero", the indices (in
+    the full (rows, d) layout) of the rows that have an unmasked position, x and mask holding
+    only those; None when every row has one.
+    """
+    x: torch.Tensor
+    mask: Optional[torch.Tensor]
+    layout: RowLayout
+    keep: Optional[torch.Tensor] = None
+    total: int = 0  # rows in the full layout
+
+    def apply(self, fn, *per_row: torch.Tensor) -> torch.Tensor:
+        """fn(x, mask, *per_row) in the caller's shape and dtype; per_row are (rows, k)
+        tensors of the full layout (e.g. entmax's alpha). Rows dropped for having no unmasked
+        position get zeros and, through index_copy, zero gradient."""
+        if self.keep is None:
+            return self.layout.restore(fn(self.x, self.mask, *per_row))
+        y = fn(self.x, self.mask, *(t.index_select(0, self.keep) for t in per_row))
+        full = y.new_zeros((self.total, y.shape[-1])).index_copy(0, self.keep, y)
+        return self.layout.restore(full)
+
+
+def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel: bool = False,
+            shift: bool = True, empty: str = "error") -> Rows:
+    """The (rows, d) layout of `scores` along `dim` (see Rows), checked.
+
+    Raises ValueError on a row with no unmasked position (unless empty="zero"), on non-finite
+    unmasked scores and, with `shift` (the mappings, which compute on x - max), on a row whose
+    max - min overflows. With `kernel`, the checks and the shift are left to the compiled
+    kernel where one will run (CPU): it makes them as it reads the scores, with the same
+    errors, which saves passes over memory.
+    """
     if not isinstance(scores, torch.Tensor):
         raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
     if scores.dim() == 0:
         raise ValueError("scores must have at least one dimension")
+    check_empty(empty)
     dim = dim % scores.dim()
     dtype = compute_dtype(scores.dtype)
     if mask is not None:
@@ -94,34 +145,65 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel
     x = scores if last else scores.movedim(dim, -1)
     layout = RowLayout(shape=x.shape, dim=dim, dtype=scores.dtype)
     d = x.shape[-1]
-    if d == 0:
+    if d == 0 and empty == "error":
         raise ValueError("cannot normalize over an empty dimension: the row has no position to attend to")
-    if x.dim() != 2:
-        x = x.reshape(-1, d)
+    rows = math.prod(x.shape[:-1])  # not -1: with d = 0 it would be ambiguous
+    x = x.reshape(rows, d)
     if x.dtype != dtype:
         x = x.to(dtype)
     x = x.contiguous()
-    check = not (kernel_checks_finite and use_kernels(x))
-    if mask is None:
-        if check:
-            check_finite(x)
-        return x, None, layout
-    m = (mask if last else mask.movedim(dim, -1)).reshape(-1, d).contiguous()
-    if not m.any(dim=1).all():
-        raise ValueError("a row has no unmasked position: there is nothing to attend to "
-                         "(check the padding mask)")
-    if bool(m.all()):
-        if check:
-            check_finite(x)
-        return x, None, layout
-    # masked values are never read by the algorithms; zero them so no inf/NaN can leak
-    x = x.masked_fill(~m, 0.0)
+    check = not (kernel and use_kernels(x))
+    m = None if mask is None else (mask if last else mask.movedim(dim, -1)).reshape(rows, d).contiguous()
+    keep = None
+    if d == 0:  # empty="zero": every row is empty
+        keep = torch.zeros(0, dtype=torch.long, device=x.device)
+        x, m = x[:0], None
+    elif m is not None:
+        nonempty = m.any(dim=1)
+        if not bool(nonempty.all()):
+            if empty == "error":
+                raise ValueError("a row has no unmasked position: there is nothing to attend to "
+                                 "(check the padding mask; or pass empty='zero' to give such rows zeros)")
+            keep = nonempty.nonzero().squeeze(1)
+            x, m = x.index_select(0, keep), m.index_select(0, keep)
+        if bool(m.all()):
+            m = None
+        else:
+            # masked values are never read by the algorithms; zero them so no inf/NaN can leak
+            x = x.masked_fill(~m, 0.0)
     if check:
+        if shift:
+            x = shift_to_max(x, m)
+        else:
+            check_finite(x)
+    return Rows(x, m, layout, keep, rows)
+
+
+def shift_to_max(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """x minus each row's max over its unmasked positions (masked entries stay 0): every
+    mapping is invariant to adding a constant to a row, and on the shifted row its threshold
+    arithmetic is exact to the scores' spread, not their magnitude. Raises ValueError on
+    non-finite unmasked scores and on a row whose max - min overflows."""
+    # the shift is a constant: the mappings are invariant to it, and so is their gradient
+    values = x.detach()
+    if mask is None:
+        low, high = torch.aminmax(values, dim=-1, keepdim=True)  # NaN propagates into both
+    else:
+        high = values.masked_fill(~mask, float("-inf")).amax(-1, keepdim=True)
+        low = values.masked_fill(~mask, float("inf")).amin(-1, keepdim=True)
+    spread = high - low
+    # one sum instead of an elementwise isfinite (see check_finite); it overflows only
+    # when finite spreads add up past the dtype's range, then look closer
+    if not (math.isfinite(float(spread.sum())) or torch.isfinite(spread).all()):
         check_finite(x)
-    return x, m, layout
+        raise ValueError("attention scores of a row span more than the largest finite value of their dtype "
+                         "(max - min overflows), so they cannot be shifted to a maximum of 0; rescale the scores")
+    x = x - high
+    return x if mask is None else x.masked_fill(~mask, 0.0)
 
 
 def check_finite(x: torch.Tensor) -> None:
+    """Raises ValueError if x holds a NaN or an infinite value."""
     # One sum is far cheaper than an elementwise isfinite; it is non-finite whenever an
     # entry is (or, rarely, when finite entries overflow), so only then look closer. The sum
     # is tested as a Python float: torch.isfinite on a 0-d tensor costs more than the sum.

@@ -4,9 +4,14 @@
     H_alpha(y) = (1 - sum_i y_i^alpha) / (alpha (alpha - 1))   (alpha > 1; alpha -> 1: Shannon)
 
 The solution is y = [(alpha - 1) x - tau]_+^{1/(alpha - 1)} with tau such that sum(y) = 1.
-alpha = 1 is softmax, alpha = 2 is sparsemax and alpha = 1.5 has an exact sort-based
-threshold; any other alpha (and a tensor alpha, e.g. learned per head) bisects on tau in
-[max((alpha-1)x) - 1, max((alpha-1)x) - d^{1-alpha}] to the dtype's resolution.
+alpha = 1 is softmax, alpha = 2 is sparsemax. alpha = 1.5 has an exact threshold: the CPU
+kernel runs Newton steps on the active set and finishes in closed form (no sort;
+entmax15_row in csrc/row_algorithms.h), the torch reference sorts (entmax15_rows_by_sort).
+Any other alpha (and a tensor alpha, e.g. learned per head) finds tau in
+[max((alpha-1)x) - 1, max((alpha-1)x) - d^{1-alpha}] to the dtype's resolution: the CPU
+kernel by safeguarded Halley/Newton steps (entmax_halley_row), the torch reference by
+bisection. Every path computes on x minus its row max (y does not change when a constant is
+added to a row), so the threshold arithmetic is exact to the scores' spread.
 
 Jacobian (symmetric): with g = y^{2-alpha} on the support, J v = g*v - (g.v / sum g) g
 (see _backward.py).
@@ -20,11 +25,11 @@ import math
 from typing import Optional, Union
 
 import torch
-from torch import nn
 
 from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg, use_kernels
-from ._rows import bisection_steps, to_rows
+from ._module import MappingModule
+from ._rows import bisect_threshold, to_rows
 from .simplex import SparsemaxFunction, softmax
 
 
@@ -55,15 +60,15 @@ def entmax15_rows_by_sort(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torc
     return y if mask is None else y.masked_fill(~mask, 0.0)
 
 
-def entmax_bisect_rows(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
+def entmax_threshold_rows(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
     """alpha-entmax of each row, alpha (rows, 1) with every entry > 1: the kernel's
-    safeguarded Newton iteration on CPU, the torch reference elsewhere."""
+    safeguarded Halley/Newton iteration on CPU, the torch reference (bisection) elsewhere."""
     if use_kernels(x):
-        return kernels.entmax_bisect_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
-    return entmax_bisect_rows_reference(x, mask, alpha)
+        return kernels.entmax_halley_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
+    return entmax_rows_by_bisection(x, mask, alpha)
 
 
-def entmax_bisect_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
+def entmax_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
     """Bisection on tau in torch ops, to the dtype's resolution."""
     am1 = alpha - 1
     z = x * am1
@@ -73,15 +78,14 @@ def entmax_bisect_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], 
     else:
         n = torch.full_like(am1, x.shape[-1])
     z_max = z.max(-1, keepdim=True).values
-    lo, hi = z_max - 1, z_max - n.pow(-am1)  # mass(lo) >= 1 >= mass(hi)
     inv = 1 / am1
-    for _ in range(bisection_steps(x.dtype)):
-        tau = (lo + hi) / 2
-        mass = (z - tau).clamp_min(0).pow(inv).sum(-1, keepdim=True)
-        above = mass >= 1
-        lo = torch.where(above, tau, lo)
-        hi = torch.where(above, hi, tau)
-    y = (z - lo).clamp_min(0).pow(inv)
+
+    def below_root(tau):  # mass(tau) >= 1
+        return (z - tau).clamp_min(0).pow(inv).sum(-1, keepdim=True) >= 1
+
+    # mass(z_max - 1) >= 1 >= mass(z_max - n^{-am1})
+    tau = bisect_threshold(z_max - 1, z_max - n.pow(-am1), below_root)
+    y = (z - tau).clamp_min(0).pow(inv)
     return y / y.sum(-1, keepdim=True)
 
 
@@ -98,7 +102,7 @@ class Entmax15Function(torch.autograd.Function):
         return sparse_vjp(y, grad, alpha=1.5), None
 
 
-class EntmaxBisectFunction(torch.autograd.Function):
+class EntmaxFunction(torch.autograd.Function):
     """alpha-entmax with alpha a (rows, 1) tensor; differentiable in x and alpha."""
 
     @staticmethod
@@ -106,11 +110,11 @@ class EntmaxBisectFunction(torch.autograd.Function):
         if use_kernels(x) and not ctx.needs_input_grad[2]:
             # the kernel also returns the backward's weights y^{2-alpha}, which it gets with
             # no call to pow; the backward then needs neither y nor alpha
-            y, weight = kernels.entmax_bisect_weights_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
+            y, weight = kernels.entmax_halley_weights_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
             ctx.save_for_backward(weight)
             ctx.weighted = True
             return y
-        y = entmax_bisect_rows(x, mask, alpha)
+        y = entmax_threshold_rows(x, mask, alpha)
         ctx.save_for_backward(y, alpha)
         ctx.weighted = False
         return y
@@ -134,6 +138,7 @@ class EntmaxBisectFunction(torch.autograd.Function):
 
 
 def check_alpha(alpha) -> None:
+    """Raises ValueError unless alpha is a number >= 1 or a tensor > 1 everywhere."""
     if isinstance(alpha, torch.Tensor):
         if torch.isnan(alpha).any() or (alpha <= 1).any():
             raise ValueError("a tensor alpha must be > 1 everywhere (alpha=1 is softmax: pass "
@@ -156,36 +161,52 @@ def _alpha_rows(alpha: torch.Tensor, scores_shape: torch.Size, dim: int, x: torc
 
 
 def entmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-           alpha: Union[float, torch.Tensor] = 1.5) -> torch.Tensor:
-    """alpha-entmax over `dim`; alpha a number >= 1 or a tensor (> 1) broadcastable to the
-    scores with size 1 along `dim` (one alpha per row, head, ...), differentiable."""
+           alpha: Union[float, torch.Tensor] = 1.5, empty: str = "error") -> torch.Tensor:
+    """alpha-entmax (Peters, Niculae & Martins 2019): the Tsallis-entropy regularized max,
+    argmax_{y in simplex} y.scores + H_alpha(y), along `dim`. alpha = 1 is softmax, alpha = 2
+    sparsemax; alpha > 1 is sparse.
+
+    Args:
+        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
+            and cast back).
+        dim: the dimension to normalize over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position may be
+            attended to; masked positions get exactly 0 (they are removed from the problem).
+        alpha: a number >= 1, or a tensor (every entry > 1) broadcastable to the scores with
+            size 1 along `dim` (one alpha per row, head, ...), differentiable (Correia et al.
+            2019).
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
+
+    Returns:
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
+        `dim` a sparse probability vector over its unmasked positions.
+
+    Raises:
+        ValueError: on a bad alpha (out of range, or a tensor of the wrong shape), a mask that
+            is not bool or does not broadcast, an empty `dim` or row (with empty="error"), NaN
+            or infinite unmasked scores, or a row whose max - min overflows the dtype.
+    """
     check_alpha(alpha)
     if not isinstance(alpha, torch.Tensor):
         if alpha == 1:
-            return softmax(scores, dim, mask)
+            return softmax(scores, dim, mask, empty=empty)
         if alpha == 2:
-            x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
-            return layout.restore(SparsemaxFunction.apply(x, m, 1.0))
-    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
+            rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+            return rows.apply(lambda x, m: SparsemaxFunction.apply(x, m, 1.0))
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
     if isinstance(alpha, torch.Tensor):
-        alpha_rows = _alpha_rows(alpha, layout.scores_shape, layout.dim, x)
-        return layout.restore(EntmaxBisectFunction.apply(x, m, alpha_rows))
+        alpha_rows = _alpha_rows(alpha, rows.layout.scores_shape, rows.layout.dim, rows.x)
+        return rows.apply(EntmaxFunction.apply, alpha_rows)
     if alpha == 1.5:
-        return layout.restore(Entmax15Function.apply(x, m))
-    alpha_rows = torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device)
-    return layout.restore(EntmaxBisectFunction.apply(x, m, alpha_rows))
+        return rows.apply(Entmax15Function.apply)
+    return rows.apply(lambda x, m: EntmaxFunction.apply(
+        x, m, torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device)))
 
 
-class Entmax(nn.Module):
-    """alpha-entmax with a fixed alpha (for a learned alpha, pass a tensor to `entmax`)."""
+class Entmax(MappingModule):
+    """alpha-entmax with a fixed alpha, as an nn.Module (for a learned alpha, pass a tensor to
+    `entmax`); see `entmax` for the arguments."""
 
-    def __init__(self, alpha: float = 1.5):
-        super().__init__()
-        check_alpha(alpha)
-        self.alpha = alpha
-
-    def forward(self, scores, dim=-1, mask=None):
-        return entmax(scores, dim, mask, self.alpha)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}"
+    def __init__(self, alpha: float = 1.5, empty: str = "error"):
+        super().__init__(entmax, check_alpha, empty, alpha=alpha)

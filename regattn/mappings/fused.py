@@ -4,6 +4,9 @@
                             = argmin_{y in simplex} 1/2 ||y - x/gamma||^2 + lam sum_i |y_{i+1} - y_i|
                             = P_simplex(prox_TV(x / gamma; lam))          (Niculae & Blondel 2017, Prop. 2)
 
+Both maps commute with adding a constant to a row, so every path computes on x minus its row
+max: the prox's and the projection's arithmetic is then exact to the scores' spread.
+
 prox_TV is solved exactly: by Condat's direct algorithm in the torch reference, and in the
 CPU kernel by guessing that every position is its own segment and solving only the edges
 where that guess violates the optimality conditions, in windows (Condat's algorithm again, or
@@ -17,12 +20,12 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
 
 from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg, use_kernels
+from ._module import MappingModule
 from ._rows import check_nonnegative, check_positive, pack_unmasked, to_rows, unpack_unmasked, unscale
-from .simplex import project_simplex_rows
+from .simplex import project_simplex_rows_by_sort
 
 
 def prox_tv1d_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
@@ -121,25 +124,42 @@ def prox_tv1d_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam:
 
 def prox_tv1d(x: torch.Tensor, lam: float, dim: int = -1,
               mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """argmin_z 1/2 ||z - x||^2 + lam sum_i |z_{i+1} - z_i| along `dim` (forward only)."""
+    """The prox of 1-D total variation (TV denoising): argmin_z 1/2 ||z - x||^2 +
+    lam sum_i |z_{i+1} - z_i| along `dim`, solved exactly (forward only). Not a mapping: the
+    values are not shifted or normalized.
+
+    Args:
+        x: floating-point tensor of any shape.
+        lam: the penalty's weight, a finite number >= 0.
+        dim: the dimension along which the chain runs.
+        mask: optional bool tensor broadcastable to `x`; the chain links consecutive unmasked
+            positions, masked positions get 0.
+
+    Returns:
+        z, of the shape (broadcast with `mask`) and dtype of `x`.
+
+    Raises:
+        ValueError: on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
+    """
     check_nonnegative("lam", lam)
-    rows, m, layout = to_rows(x, dim, mask, kernel_checks_finite=True)
-    return layout.restore(prox_tv1d_rows(rows, m, lam)[0])
+    rows = to_rows(x, dim, mask, kernel=True, shift=False)
+    return rows.apply(lambda r, m: prox_tv1d_rows(r, m, lam)[0])
 
 
-def fusedmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
-    """(y, segment) for each row of a (rows, d) tensor: y = P_simplex(prox_TV(x; lam)) over
-    the unmasked positions and the prox's segments. One kernel call on CPU."""
+def fusedmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, lam: float):
+    """(y, segment) for each row of a (rows, d) tensor: y = P_simplex(prox_TV(x / gamma; lam))
+    over the unmasked positions and the prox's segments. One kernel call on CPU (which shifts
+    each row to a max of 0 as it reads it); the torch reference on x as given elsewhere."""
     if use_kernels(x):
-        return tuple(kernels.fusedmax_rows(x, mask_arg(mask), float(lam)))
-    z, segment = prox_tv1d_rows_reference(x, mask, lam)
-    return project_simplex_rows(z, mask), segment
+        return tuple(kernels.fusedmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
+    z, segment = prox_tv1d_rows_reference(unscale(x, gamma), mask, lam)
+    return project_simplex_rows_by_sort(z, mask), segment
 
 
 class FusedmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        y, segment = fusedmax_rows(unscale(x, gamma), mask, lam)
+        y, segment = fusedmax_rows(x, mask, gamma, lam)
         ctx.save_for_backward(y, segment)
         ctx.gamma = gamma
         return y
@@ -150,24 +170,46 @@ class FusedmaxFunction(torch.autograd.Function):
         return unscale(sparse_vjp(y, grad, group=segment), ctx.gamma), None, None, None
 
 
-def fusedmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-             gamma: float = 1.0, lam: float = 0.1) -> torch.Tensor:
-    """P_simplex(prox_TV(scores / gamma; lam)) over `dim`."""
+def check_fusedmax(gamma: float, lam: float) -> None:
+    """Raises ValueError unless gamma is a finite number > 0 and lam one >= 0."""
     check_positive("gamma", gamma)
     check_nonnegative("lam", lam)
-    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
-    return layout.restore(FusedmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 
-class Fusedmax(nn.Module):
-    def __init__(self, gamma: float = 1.0, lam: float = 0.1):
-        super().__init__()
-        check_positive("gamma", gamma)
-        check_nonnegative("lam", lam)
-        self.gamma, self.lam = gamma, lam
+def fusedmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
+             gamma: float = 1.0, lam: float = 0.1, empty: str = "error") -> torch.Tensor:
+    """fusedmax (Niculae & Blondel 2017): argmax_{y in simplex} y.scores -
+    gamma (1/2 ||y||^2 + lam sum_i |y_{i+1} - y_i|) = P_simplex(prox_TV(scores / gamma; lam))
+    along `dim`: sparse, with contiguous groups of equal weight.
 
-    def forward(self, scores, dim=-1, mask=None):
-        return fusedmax(scores, dim, mask, self.gamma, self.lam)
+    Args:
+        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
+            and cast back).
+        dim: the dimension to normalize over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position may be
+            attended to; masked positions get exactly 0 and the chain links consecutive
+            unmasked positions.
+        gamma: temperature, a finite number > 0.
+        lam: the total-variation weight, a finite number >= 0 (0 is sparsemax).
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
 
-    def extra_repr(self):
-        return f"gamma={self.gamma}, lam={self.lam}"
+    Returns:
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
+        `dim` a sparse probability vector over its unmasked positions.
+
+    Raises:
+        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
+            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+            max - min overflows the dtype.
+    """
+    check_fusedmax(gamma, lam)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    return rows.apply(lambda x, m: FusedmaxFunction.apply(x, m, float(gamma), float(lam)))
+
+
+class Fusedmax(MappingModule):
+    """`fusedmax` as an nn.Module with fixed parameters; see `fusedmax` for the arguments."""
+
+    def __init__(self, gamma: float = 1.0, lam: float = 0.1, empty: str = "error"):
+        super().__init__(fusedmax, check_fusedmax, empty, gamma=gamma, lam=lam)

@@ -14,19 +14,21 @@ absolute-value form does not; with negative scores P_simplex(prox_OSCAR(.)) is n
 minimizer (tests/mappings check both against a convex solver). prox_P sorts the values,
 subtracts the weights and pools adjacent violators (Zeng & Figueiredo 2014, minus the
 absolute values). Its Jacobian averages within each pooled cluster (Prop. 3), so the backward
-pass is (1/gamma) J_P J_simplex g.
+pass is (1/gamma) J_P J_simplex g. Both maps commute with adding a constant to a row, so
+every oscarmax path computes on x minus its row max, exact to the scores' spread; the
+standalone prox_pairwise_max is applied to x as given.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
-from torch import nn
 
 from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg, use_kernels
+from ._module import MappingModule
 from ._rows import check_nonnegative, check_positive, to_rows, unscale
-from .simplex import project_simplex_rows
+from .simplex import project_simplex_rows_by_sort
 
 
 def prox_pairwise_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
@@ -76,28 +78,45 @@ def prox_pairwise_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tenso
 
 def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
                       mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """argmin_z 1/2 ||z - x||^2 + lam sum_{i<j} max(z_i, z_j) along `dim` (forward only)."""
+    """The prox of the pairwise-max penalty (OSCAR without absolute values, see the module
+    docstring): argmin_z 1/2 ||z - x||^2 + lam sum_{i<j} max(z_i, z_j) along `dim`, solved
+    exactly (forward only). Not a mapping: the values are not shifted or normalized.
+
+    Args:
+        x: floating-point tensor of any shape.
+        lam: the penalty's weight, a finite number >= 0.
+        dim: the dimension along which the pairs are taken.
+        mask: optional bool tensor broadcastable to `x`; masked positions take no part and
+            get 0.
+
+    Returns:
+        z, of the shape (broadcast with `mask`) and dtype of `x`.
+
+    Raises:
+        ValueError: on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
+    """
     check_nonnegative("lam", lam)
-    rows, m, layout = to_rows(x, dim, mask, kernel_checks_finite=True)
-    return layout.restore(prox_pairwise_max_rows(rows, m, lam)[0])
+    rows = to_rows(x, dim, mask, kernel=True, shift=False)
+    return rows.apply(lambda r, m: prox_pairwise_max_rows(r, m, lam)[0])
 
 
-def oscarmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
-    """(y, cluster) for each row of a (rows, d) tensor: y = P_simplex(prox_P(x; lam)) over the
-    unmasked positions and the prox's clusters on the support of y (-1 off it: the backward
-    pass reads no other). One kernel call on CPU, which sorts only the few scores that can
-    reach the support (oscarmax_row in csrc/row_algorithms.h)."""
+def oscarmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, lam: float):
+    """(y, cluster) for each row of a (rows, d) tensor: y = P_simplex(prox_P(x / gamma; lam))
+    over the unmasked positions and the prox's clusters on the support of y (-1 off it: the
+    backward pass reads no other). One kernel call on CPU, which shifts each row to a max of 0
+    as it reads it and sorts only the few scores that can reach the support (oscarmax_row in
+    csrc/row_algorithms.h); the torch reference on x as given elsewhere."""
     if use_kernels(x):
-        return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(lam)))
-    z, cluster = prox_pairwise_max_rows_reference(x, mask, lam)
-    y = project_simplex_rows(z, mask)
+        return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
+    z, cluster = prox_pairwise_max_rows_reference(unscale(x, gamma), mask, lam)
+    y = project_simplex_rows_by_sort(z, mask)
     return y, cluster.masked_fill(y <= 0, -1)
 
 
 class OscarmaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
-        y, cluster = oscarmax_rows(unscale(x, gamma), mask, lam)
+        y, cluster = oscarmax_rows(x, mask, gamma, lam)
         ctx.save_for_backward(y, cluster)
         ctx.gamma = gamma
         return y
@@ -108,24 +127,45 @@ class OscarmaxFunction(torch.autograd.Function):
         return unscale(sparse_vjp(y, grad, group=cluster), ctx.gamma), None, None, None
 
 
-def oscarmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-             gamma: float = 1.0, lam: float = 0.01) -> torch.Tensor:
-    """P_simplex(prox_P(scores / gamma; lam)) over `dim` (see the module docstring)."""
+def check_oscarmax(gamma: float, lam: float) -> None:
+    """Raises ValueError unless gamma is a finite number > 0 and lam one >= 0."""
     check_positive("gamma", gamma)
     check_nonnegative("lam", lam)
-    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
-    return layout.restore(OscarmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 
-class Oscarmax(nn.Module):
-    def __init__(self, gamma: float = 1.0, lam: float = 0.01):
-        super().__init__()
-        check_positive("gamma", gamma)
-        check_nonnegative("lam", lam)
-        self.gamma, self.lam = gamma, lam
+def oscarmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
+             gamma: float = 1.0, lam: float = 0.01, empty: str = "error") -> torch.Tensor:
+    """oscarmax (Niculae & Blondel 2017): argmin_{y in simplex} 1/2 ||y - scores/gamma||^2 +
+    lam sum_{i<j} max(y_i, y_j) = P_simplex(prox_P(scores / gamma; lam)) along `dim`: sparse,
+    with clusters of equal weight, contiguous or not (see the module docstring).
 
-    def forward(self, scores, dim=-1, mask=None):
-        return oscarmax(scores, dim, mask, self.gamma, self.lam)
+    Args:
+        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
+            and cast back).
+        dim: the dimension to normalize over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position may be
+            attended to; masked positions get exactly 0 (they are removed from the problem).
+        gamma: temperature, a finite number > 0.
+        lam: the OSCAR weight, a finite number >= 0 (0 is sparsemax).
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
 
-    def extra_repr(self):
-        return f"gamma={self.gamma}, lam={self.lam}"
+    Returns:
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
+        `dim` a sparse probability vector over its unmasked positions.
+
+    Raises:
+        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
+            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+            max - min overflows the dtype.
+    """
+    check_oscarmax(gamma, lam)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    return rows.apply(lambda x, m: OscarmaxFunction.apply(x, m, float(gamma), float(lam)))
+
+
+class Oscarmax(MappingModule):
+    """`oscarmax` as an nn.Module with fixed parameters; see `oscarmax` for the arguments."""
+
+    def __init__(self, gamma: float = 1.0, lam: float = 0.01, empty: str = "error"):
+        super().__init__(oscarmax, check_oscarmax, empty, gamma=gamma, lam=lam)

@@ -22,50 +22,50 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
 
 from ._kernels import kernels, mask_arg, use_kernels
-from ._rows import bisection_steps, check_positive, to_rows
+from ._module import MappingModule
+from ._rows import bisect_threshold, check_positive, to_rows
 
 
-def check_p(p: float) -> None:
+def check_sq_pnorm_max(gamma: float, p: float) -> None:
+    """Raises ValueError unless gamma is a finite number > 0 and p lies in (1, 2]."""
+    check_positive("gamma", gamma)
     if not (isinstance(p, (int, float)) and 1 < p <= 2):
         raise ValueError(f"p must lie in (1, 2] for sq_pnorm_max, got {p!r}")
 
 
 def sq_pnorm_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
     """sq-pnorm-max of each row of a (rows, d) tensor over its unmasked positions: the
-    kernel's safeguarded Newton iteration on CPU, the torch reference elsewhere."""
+    kernel's safeguarded Newton iteration on CPU, the torch reference (bisection) elsewhere."""
     if use_kernels(x):
         return kernels.sq_pnorm_max_rows(x, mask_arg(mask), float(gamma), float(p))
-    return sq_pnorm_max_rows_reference(x, mask, gamma, p)
+    return sq_pnorm_max_rows_by_bisection(x, mask, gamma, p)
 
 
-def sq_pnorm_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
+def sq_pnorm_max_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
     """Bisection on tau in torch ops, to the dtype's resolution."""
     q = 1.0 / (p - 1.0)
     if mask is not None:
         x = x.masked_fill(~mask, float("-inf"))
     x_max = x.max(dim=-1, keepdim=True).values
-    lo, hi = x_max - gamma, x_max  # excess(lo) >= 0 > excess(tau) just below hi
 
     def unnormalized(tau):
         return (x - tau).clamp_min(0.0).pow(q)
 
-    for _ in range(bisection_steps(x.dtype)):
-        tau = (lo + hi) / 2
+    def below_root(tau):
         u = unnormalized(tau)
         # sum(u) - gamma ||u||_p^{2-p}, with u scaled by its max for range safety
         # (both sides are homogeneous: degrees 1 and 2-p)
         scale = u.amax(dim=-1, keepdim=True)
         un = u / scale.clamp_min(torch.finfo(x.dtype).tiny)
         excess = un.sum(-1, keepdim=True) * scale.pow(p - 1) - gamma * un.pow(p).sum(-1, keepdim=True).pow((2 - p) / p)
-        # tau too low (too much mass): move the lower end up. Where rounding put tau at
-        # x_max, u is all zero: that is the "too little mass" side.
-        above = (excess >= 0) & (scale > 0)
-        lo = torch.where(above, tau, lo)
-        hi = torch.where(above, hi, tau)
-    u = unnormalized(lo)
+        # tau too low (too much mass). Where rounding put tau at x_max, u is all zero: that
+        # is the "too little mass" side.
+        return (excess >= 0) & (scale > 0)
+
+    # excess(x_max - gamma) >= 0 > excess(tau) just below x_max
+    u = unnormalized(bisect_threshold(x_max - gamma, x_max, below_root))
     return u / u.sum(-1, keepdim=True)
 
 
@@ -111,23 +111,38 @@ class SqPnormMaxFunction(torch.autograd.Function):
 
 
 def sq_pnorm_max(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-                 gamma: float = 1.0, p: float = 1.5) -> torch.Tensor:
-    """argmin_{y in simplex} gamma/2 ||y||_p^2 - y.scores over `dim`."""
-    check_positive("gamma", gamma)
-    check_p(p)
-    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
-    return layout.restore(SqPnormMaxFunction.apply(x, m, float(gamma), float(p)))
+                 gamma: float = 1.0, p: float = 1.5, empty: str = "error") -> torch.Tensor:
+    """sq-pnorm-max (Niculae & Blondel 2017): the squared p-norm regularized max,
+    argmin_{y in simplex} gamma/2 ||y||_p^2 - y.scores, along `dim`. Sparse for p in (1, 2]
+    (p = 2 is sparsemax); solved to the dtype's resolution (see the module docstring).
+
+    Args:
+        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
+            and cast back).
+        dim: the dimension to normalize over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position may be
+            attended to; masked positions get exactly 0 (they are removed from the problem).
+        gamma: regularization strength, a finite number > 0.
+        p: the norm's exponent, in (1, 2].
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
+
+    Returns:
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
+        `dim` a sparse probability vector over its unmasked positions.
+
+    Raises:
+        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
+            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+            max - min overflows the dtype.
+    """
+    check_sq_pnorm_max(gamma, p)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    return rows.apply(lambda x, m: SqPnormMaxFunction.apply(x, m, float(gamma), float(p)))
 
 
-class SqPnormMax(nn.Module):
-    def __init__(self, gamma: float = 1.0, p: float = 1.5):
-        super().__init__()
-        check_positive("gamma", gamma)
-        check_p(p)
-        self.gamma, self.p = gamma, p
+class SqPnormMax(MappingModule):
+    """`sq_pnorm_max` as an nn.Module with fixed parameters; see `sq_pnorm_max` for the arguments."""
 
-    def forward(self, scores, dim=-1, mask=None):
-        return sq_pnorm_max(scores, dim, mask, self.gamma, self.p)
-
-    def extra_repr(self):
-        return f"gamma={self.gamma}, p={self.p}"
+    def __init__(self, gamma: float = 1.0, p: float = 1.5, empty: str = "error"):
+        super().__init__(sq_pnorm_max, check_sq_pnorm_max, empty, gamma=gamma, p=p)

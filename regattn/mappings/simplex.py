@@ -12,19 +12,20 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import nn
 
 from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg, use_kernels
+from ._module import MappingModule
 from ._rows import check_positive, to_rows, unscale
 
 
-def project_simplex_rows(z: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-    """Exact projection of each row of a (rows, d) tensor onto the simplex over its unmasked
-    positions (masked positions get 0)."""
-    if use_kernels(z):
-        return kernels.project_simplex_rows(z, mask_arg(mask))
-    return project_simplex_rows_by_sort(z, mask)
+def sparsemax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float) -> torch.Tensor:
+    """P_simplex(x / gamma) of each row of a (rows, d) tensor over its unmasked positions
+    (masked positions get 0): the compiled kernel on CPU (which shifts each row to a max of
+    0 as it reads it), else the sort-based reference on x as given (to_rows shifted it)."""
+    if use_kernels(x):
+        return kernels.sparsemax_rows(x, mask_arg(mask), float(gamma))
+    return project_simplex_rows_by_sort(unscale(x, gamma), mask)
 
 
 def project_simplex_rows_by_sort(z: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
@@ -47,7 +48,7 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, mask, gamma: float):
-        y = project_simplex_rows(unscale(x, gamma), mask)
+        y = sparsemax_rows(x, mask, gamma)
         ctx.save_for_backward(y)
         ctx.gamma = gamma
         return y
@@ -58,45 +59,84 @@ class SparsemaxFunction(torch.autograd.Function):
         return unscale(sparse_vjp(y, grad), ctx.gamma), None, None
 
 
-def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-            gamma: float = 1.0) -> torch.Tensor:
-    """softmax(scores / gamma) over `dim`; masked positions get exactly 0."""
+def check_gamma(gamma: float) -> None:
+    """Raises ValueError unless gamma is a finite number > 0."""
     check_positive("gamma", gamma)
-    x, m, layout = to_rows(scores, dim, mask)
-    if m is not None:
-        x = x.masked_fill(~m, float("-inf"))
-    return layout.restore(torch.softmax(unscale(x, gamma), dim=-1))
+
+
+def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
+            gamma: float = 1.0, empty: str = "error") -> torch.Tensor:
+    """Softmax with temperature: argmax_{y in simplex} y.scores + gamma H(y), H the Shannon
+    entropy, i.e. softmax(scores / gamma), along `dim`.
+
+    Args:
+        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
+            and cast back).
+        dim: the dimension to normalize over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position may be
+            attended to; masked positions get exactly 0 (they are removed from the problem).
+        gamma: temperature, a finite number > 0.
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
+
+    Returns:
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
+        `dim` a probability vector over its unmasked positions.
+
+    Raises:
+        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
+            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+            max - min overflows the dtype.
+    """
+    check_gamma(gamma)
+    rows = to_rows(scores, dim, mask, empty=empty)
+
+    def fn(x, m):
+        # x is shifted to a max of 0 (to_rows), so x / gamma is exact to the scores' spread
+        if m is not None:
+            x = x.masked_fill(~m, float("-inf"))
+        return torch.softmax(unscale(x, gamma), dim=-1)
+
+    return rows.apply(fn)
 
 
 def sparsemax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-              gamma: float = 1.0) -> torch.Tensor:
-    """P_simplex(scores / gamma) over `dim`: sparse probabilities (exact zeros)."""
-    check_positive("gamma", gamma)
-    x, m, layout = to_rows(scores, dim, mask, kernel_checks_finite=True)
-    return layout.restore(SparsemaxFunction.apply(x, m, float(gamma)))
+              gamma: float = 1.0, empty: str = "error") -> torch.Tensor:
+    """sparsemax (Martins & Astudillo 2016) with temperature: the Euclidean projection
+    P_simplex(scores / gamma) = argmin_{y in simplex} ||y - scores / gamma||^2, i.e.
+    argmax_{y in simplex} y.scores - gamma/2 ||y||^2, along `dim`. Sparse: exact zeros.
+
+    Args:
+        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
+            and cast back).
+        dim: the dimension to normalize over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position may be
+            attended to; masked positions get exactly 0 (they are removed from the problem).
+        gamma: temperature, a finite number > 0.
+        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+            (all zeros, zero gradient).
+
+    Returns:
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
+        `dim` a sparse probability vector over its unmasked positions.
+
+    Raises:
+        ValueError: as `softmax`.
+    """
+    check_gamma(gamma)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    return rows.apply(lambda x, m: SparsemaxFunction.apply(x, m, float(gamma)))
 
 
-class Softmax(nn.Module):
-    def __init__(self, gamma: float = 1.0):
-        super().__init__()
-        check_positive("gamma", gamma)
-        self.gamma = gamma
+class Softmax(MappingModule):
+    """`softmax` as an nn.Module with a fixed temperature; see `softmax` for the arguments."""
 
-    def forward(self, scores, dim=-1, mask=None):
-        return softmax(scores, dim, mask, self.gamma)
-
-    def extra_repr(self):
-        return f"gamma={self.gamma}"
+    def __init__(self, gamma: float = 1.0, empty: str = "error"):
+        super().__init__(softmax, check_gamma, empty, gamma=gamma)
 
 
-class Sparsemax(nn.Module):
-    def __init__(self, gamma: float = 1.0):
-        super().__init__()
-        check_positive("gamma", gamma)
-        self.gamma = gamma
+class Sparsemax(MappingModule):
+    """`sparsemax` as an nn.Module with a fixed temperature; see `sparsemax` for the arguments."""
 
-    def forward(self, scores, dim=-1, mask=None):
-        return sparsemax(scores, dim, mask, self.gamma)
-
-    def extra_repr(self):
-        return f"gamma={self.gamma}"
+    def __init__(self, gamma: float = 1.0, empty: str = "error"):
+        super().__init__(sparsemax, check_gamma, empty, gamma=gamma)

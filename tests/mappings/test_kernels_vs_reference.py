@@ -5,10 +5,11 @@ import torch
 
 from regattn import mappings
 from regattn.mappings import torch_reference
-from regattn.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_bisect_rows
+from regattn.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_threshold_rows
 from regattn.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
 from regattn.mappings.oscar import oscarmax_rows, prox_pairwise_max_rows, prox_pairwise_max_rows_reference
 from regattn.mappings.pnorm import sq_pnorm_max_jvp, sq_pnorm_max_jvp_reference
+from regattn.mappings._rows import shift_to_max
 
 PARAMS = {"fusedmax": {"lam": 0.3}, "oscarmax": {"lam": 0.05}, "sq_pnorm_max": {"p": 1.5},
           "entmax": {"alpha": 1.5}}
@@ -177,13 +178,17 @@ def test_sq_pnorm_max_kernel_backward_passes_gradcheck(p):
 @pytest.mark.parametrize("lam", [0.0, 0.05, 1.0])
 def test_fused_prox_and_projection_kernels_match_reference(name, rows_fn, d, lam):
     """The one-call kernels P_simplex(prox(x)) against the reference prox and projection:
-    same probabilities, same groups on the support (the only ones the backward pass reads)."""
+    same probabilities, same groups on the support (the only ones the backward pass reads).
+    Rows as the mappings hand them over: the kernel shifts each row to a max of 0 as it reads
+    it, the reference gets it shifted (to_rows); here both get it shifted, so that tied
+    scores round the same way on both paths."""
     for ties in (False, True):
         x, mask = random_case(seed=d + 2, rows=50, d=d, ties=ties)
         for m in (None, mask):
-            y_kernel, group_kernel = rows_fn(x, m, lam)
+            x = shift_to_max(x, m)
+            y_kernel, group_kernel = rows_fn(x, m, 1.0, lam)
             with torch_reference():
-                y_ref, group_ref = rows_fn(x, m, lam)
+                y_ref, group_ref = rows_fn(x, m, 1.0, lam)
             torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=1e-12)
             on = y_ref > 0
             assert torch.equal(y_kernel > 0, on) or ties  # ties may sit exactly on the support's edge
@@ -205,9 +210,9 @@ def test_oscarmax_kernel_sorting_only_candidates_matches_full_prox(scale, lam):
     x[-20:, :6] = 20.0 + torch.randn(20, 6, generator=torch.Generator().manual_seed(5), dtype=x.dtype) * lam
     mask[-20:, :6] = True
     for m in (None, mask):
-        y_kernel, group_kernel = oscarmax_rows(x, m, lam)
+        y_kernel, group_kernel = oscarmax_rows(x, m, 1.0, lam)
         with torch_reference():
-            y_ref, group_ref = oscarmax_rows(x, m, lam)
+            y_ref, group_ref = oscarmax_rows(x, m, 1.0, lam)
         torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=1e-12)
         assert torch.equal(y_kernel > 0, y_ref > 0)
         assert torch.equal(group_kernel < 0, y_kernel <= 0)  # -1 exactly off the support
@@ -227,16 +232,16 @@ def test_entmax15_kernel_matches_sort_based_threshold(d, scale):
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5, 4.0])
 @pytest.mark.parametrize("d", [1, 3, 50, 200])
-def test_entmax_bisect_kernel_matches_reference(alpha, d):
+def test_entmax_halley_kernel_matches_bisection_reference(alpha, d):
     x, mask = random_case(seed=d, rows=100, d=d)
     alpha_rows = torch.full((x.shape[0], 1), alpha, dtype=x.dtype)
     # Both find tau to float64 resolution; for alpha > 2, y = d^{1/(alpha-1)} has an unbounded
     # slope at the support's edge and turns that resolution into ~1e-10 on small entries.
     atol = 1e-12 if alpha <= 2 else 1e-9
     for m in (None, mask):
-        y_kernel = entmax_bisect_rows(x, m, alpha_rows)
+        y_kernel = entmax_threshold_rows(x, m, alpha_rows)
         with torch_reference():
-            y_ref = entmax_bisect_rows(x, m, alpha_rows)
+            y_ref = entmax_threshold_rows(x, m, alpha_rows)
         torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=atol)
 
 
@@ -253,7 +258,7 @@ def test_reference_path_is_actually_taken():
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_entmax_bisect_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
+def test_entmax_halley_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
     # The forward kernel hands the backward y^{2-alpha} computed without pow; it must be the
     # same as the power of the returned y, and 0 off the support and at masked positions.
     from regattn.mappings._kernels import kernels, mask_arg
@@ -261,8 +266,8 @@ def test_entmax_bisect_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
     x, mask = random_case(seed=int(alpha * 100), rows=200, d=37, dtype=dtype)
     alpha_rows = torch.full((x.shape[0],), alpha, dtype=dtype)
     for m in (None, mask):
-        y, w = kernels.entmax_bisect_weights_rows(x, mask_arg(m), alpha_rows)
-        torch.testing.assert_close(y, kernels.entmax_bisect_rows(x, mask_arg(m), alpha_rows), rtol=0, atol=0)
+        y, w = kernels.entmax_halley_weights_rows(x, mask_arg(m), alpha_rows)
+        torch.testing.assert_close(y, kernels.entmax_halley_rows(x, mask_arg(m), alpha_rows), rtol=0, atol=0)
         expected = torch.where(y > 0, y.pow(2 - alpha), 0.0)
         rtol = 1e-5 if dtype == torch.float32 else 1e-12
         torch.testing.assert_close(w, expected, rtol=rtol, atol=0)
@@ -270,7 +275,7 @@ def test_entmax_bisect_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
 
 @pytest.mark.parametrize("alpha", [1.3, 1.7, 2.5])
 @pytest.mark.parametrize("masked", [False, True])
-def test_entmax_bisect_float32_gradient_matches_reference(powers_path, alpha, masked):
+def test_entmax_halley_float32_gradient_matches_reference(powers_path, alpha, masked):
     # float32 takes the kernel's weights path (alpha a number); the reference takes y^{2-alpha}
     x, mask = random_case(seed=3, rows=300, d=50, dtype=torch.float32)
     mask = mask if masked else None
@@ -303,15 +308,15 @@ def powers_path(request):
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5, 4.0])
 @pytest.mark.parametrize("masked", [False, True])
-def test_entmax_bisect_float32_kernel_matches_float64(powers_path, alpha, masked):
+def test_entmax_halley_float32_kernel_matches_float64(powers_path, alpha, masked):
     # float32 rows through the kernel, against the float64 kernel (glibc pow) on the same
     # scores: both powers paths give float32 accuracy, masks and extreme alphas included
     x, mask = random_case(seed=int(alpha * 10), rows=400, d=50)
     mask = mask if masked else None
     x[:20] *= 30  # very peaked rows: powers of tiny differences
     alpha_rows = torch.full((x.shape[0], 1), alpha, dtype=torch.float64)
-    y32 = entmax_bisect_rows(x.float(), mask, alpha_rows.float())
-    y64 = entmax_bisect_rows(x, mask, alpha_rows)
+    y32 = entmax_threshold_rows(x.float(), mask, alpha_rows.float())
+    y64 = entmax_threshold_rows(x, mask, alpha_rows)
     # for alpha > 2, y = d^{1/(alpha-1)} has an unbounded slope at the support's edge: float32's
     # resolution of d (1e-7) becomes (1e-7)^{1/3} ~ 5e-3 at alpha = 4, on either powers path
     torch.testing.assert_close(y32.double(), y64, rtol=0, atol=2e-6 if alpha <= 2 else 1e-2)

@@ -75,9 +75,13 @@ class Inputs:
             raise ReproError(f"{self.spec.name}: no online source configured for split {split!r}")
         import datasets
 
-        print(f"[prepare] downloading {online.hf_id} {online.get('config') or ''} {split}", flush=True)
+        print(
+            f"[prepare] downloading {online.hf_id} {online.get('config') or ''} {split}", flush=True
+        )
         rows = datasets.load_dataset(online.hf_id, online.get("config"), split=online.splits[split])
-        self.files[f"online:{online.hf_id}/{online.get('config')}/{online.splits[split]}"] = rows._fingerprint
+        self.files[f"online:{online.hf_id}/{online.get('config')}/{online.splits[split]}"] = (
+            rows._fingerprint
+        )
         return list(rows)
 
     def split_source(self, split: str) -> str:

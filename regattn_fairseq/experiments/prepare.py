@@ -27,7 +27,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from . import builders, common, data_sources, text_processing
 from .builders import builder_for
-from .common import ReproError, check_scale, load_config, package_version, resolve_data_dir, sha256_file, write_json
+from .common import (
+    ReproError,
+    check_scale,
+    load_config,
+    package_version,
+    resolve_data_dir,
+    sha256_file,
+    write_json,
+)
 from .data_sources import SOURCES, Inputs
 from .paths import DEFAULT_WORK_DIR
 
@@ -79,7 +87,14 @@ def code_modules(kind: str) -> list[ModuleType]:
     ReproError
         unknown kind.
     """
-    return [sys.modules[__name__], common, data_sources, text_processing, builders, builder_for(kind)]
+    return [
+        sys.modules[__name__],
+        common,
+        data_sources,
+        text_processing,
+        builders,
+        builder_for(kind),
+    ]
 
 
 def tool_versions(kind: str, source: str) -> dict[str, str]:
@@ -133,7 +148,10 @@ def cache_key_inputs(spec: DictConfig, opts: DictConfig, source: str) -> dict:
         "spec": OmegaConf.to_container(spec, resolve=True),
         "options": OmegaConf.to_container(opts, resolve=True),
         "source": source,
-        "code": {module.__name__: sha256_file(Path(module.__file__)) for module in code_modules(spec.kind)},
+        "code": {
+            module.__name__: sha256_file(Path(module.__file__))
+            for module in code_modules(spec.kind)
+        },
         "tools": tool_versions(spec.kind, source),
     }
 
@@ -159,7 +177,11 @@ def _stale_reason(stamp: dict, options_key: str, key_inputs: dict, data_dir: Pat
     their `datasets` fingerprint and not re-fetched)."""
     if stamp.get("options_key") != options_key:
         old = stamp.get("key_inputs") or {}
-        changed = [part for part in ("spec", "options", "source", "code", "tools") if old.get(part) != key_inputs[part]]
+        changed = [
+            part
+            for part in ("spec", "options", "source", "code", "tools")
+            if old.get(part) != key_inputs[part]
+        ]
         return f"changed: {', '.join(changed) or 'cache key'}"
     if stamp.get("data_dir") != str(data_dir):
         return f"data root was {stamp.get('data_dir')}"
@@ -172,8 +194,15 @@ def _stale_reason(stamp: dict, options_key: str, key_inputs: dict, data_dir: Pat
     return None
 
 
-def prepare(dataset: str, scale: str, *, data_dir=None, source: str | None = None,
-            work_dir: Path = DEFAULT_WORK_DIR, overrides: dict | None = None) -> PreparedData:
+def prepare(
+    dataset: str,
+    scale: str,
+    *,
+    data_dir=None,
+    source: str | None = None,
+    work_dir: Path = DEFAULT_WORK_DIR,
+    overrides: dict | None = None,
+) -> PreparedData:
     """Prepare `dataset` at `scale` (options from configs/prepare/<dataset>.yaml), cached.
 
     Parameters
@@ -238,6 +267,13 @@ def prepare(dataset: str, scale: str, *, data_dir=None, source: str | None = Non
         "evaluations": evaluations,
         "inputs": inputs.files,
     }
-    write_json(stamp_path, {"options_key": options_key, "data_dir": str(data_dir), "manifest": manifest,
-                            "key_inputs": key_inputs})
+    write_json(
+        stamp_path,
+        {
+            "options_key": options_key,
+            "data_dir": str(data_dir),
+            "manifest": manifest,
+            "key_inputs": key_inputs,
+        },
+    )
     return PreparedData(root, manifest)

@@ -46,11 +46,15 @@ def git(*args: str) -> str:
     try:
         done = subprocess.run(command, cwd=paths.REPO_ROOT, capture_output=True, text=True)
     except OSError as error:
-        raise ReproError(f"`{' '.join(command)}` could not run in {paths.REPO_ROOT}: {error} "
-                         f"(provenance needs git and a checkout)") from None
+        raise ReproError(
+            f"`{' '.join(command)}` could not run in {paths.REPO_ROOT}: {error} "
+            f"(provenance needs git and a checkout)"
+        ) from None
     if done.returncode != 0:
-        raise ReproError(f"`{' '.join(command)}` failed ({done.returncode}) in {paths.REPO_ROOT}: "
-                         f"{done.stderr.strip()}")
+        raise ReproError(
+            f"`{' '.join(command)}` failed ({done.returncode}) in {paths.REPO_ROOT}: "
+            f"{done.stderr.strip()}"
+        )
     return done.stdout.strip()
 
 
@@ -73,7 +77,9 @@ def git_state() -> dict:
     digest = None
     if status:
         diff = git("diff", "HEAD", "--binary")
-        digest = hashlib.sha256((diff + "\n" + status).encode("utf-8", "surrogateescape")).hexdigest()
+        digest = hashlib.sha256(
+            (diff + "\n" + status).encode("utf-8", "surrogateescape")
+        ).hexdigest()
     return {"git_commit": commit, "git_dirty": bool(status), "git_diff_sha256": digest}
 
 

@@ -4,21 +4,26 @@ and writing text files. Every Moses object of the suite is made here."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .common import run_logged, tool_path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _moses(kind: str, lang: str):
     from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
-    return {"normalizer": MosesPunctNormalizer, "tokenizer": MosesTokenizer,
-            "detokenizer": MosesDetokenizer}[kind](lang=lang)
+    return {
+        "normalizer": MosesPunctNormalizer,
+        "tokenizer": MosesTokenizer,
+        "detokenizer": MosesDetokenizer,
+    }[kind](lang=lang)
 
 
-def moses_tokenize(line: str, lang: str, *, normalize: bool = False, lowercase: bool = False) -> str:
+def moses_tokenize(
+    line: str, lang: str, *, normalize: bool = False, lowercase: bool = False
+) -> str:
     """Moses tokenisation (no XML escaping), as WMT-style setups do.
 
     Parameters
@@ -74,7 +79,9 @@ def write_lines(path: Path, lines) -> None:
             handle.write(line + "\n")
 
 
-def bpe_segment(root: Path, merges: int, train_lines: list[str], splits: dict[str, list[str]]) -> dict[str, list[str]]:
+def bpe_segment(
+    root: Path, merges: int, train_lines: list[str], splits: dict[str, list[str]]
+) -> dict[str, list[str]]:
     """Learn joint subword-nmt BPE on the training text and apply it to every split.
 
     Parameters
@@ -120,4 +127,8 @@ def fairseq_preprocess(args: list[str], root: Path) -> None:
     ReproError
         the tool is missing or failed (the message names the log).
     """
-    run_logged([tool_path("fairseq-preprocess"), "--workers", "1", *args], root / "preprocess.log", echo=False)
+    run_logged(
+        [tool_path("fairseq-preprocess"), "--workers", "1", *args],
+        root / "preprocess.log",
+        echo=False,
+    )

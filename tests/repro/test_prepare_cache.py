@@ -9,8 +9,12 @@ HEADER = "language\tdir\ttrain-low\ttrain-medium\ttrain-high\tdev\ttest(gold)\tc
 def make_sigmorphon(data_dir):
     folder = data_dir / "sigmorphon2018_task1" / "all"
     folder.mkdir(parents=True)
-    (data_dir / "sigmorphon2018_task1" / "LANGUAGES.tsv").write_text(HEADER + "toy\tall\t3\t3\t-\t2\t2\t2\n")
-    (folder / "toy-train-medium").write_text("walk\twalked\tV;PST\nsing song\tsang song\tV;PST\ntalk\ttalks\tV;3;SG\n")
+    (data_dir / "sigmorphon2018_task1" / "LANGUAGES.tsv").write_text(
+        HEADER + "toy\tall\t3\t3\t-\t2\t2\t2\n"
+    )
+    (folder / "toy-train-medium").write_text(
+        "walk\twalked\tV;PST\nsing song\tsang song\tV;PST\ntalk\ttalks\tV;3;SG\n"
+    )
     (folder / "toy-dev").write_text("jump\tjumped\tV;PST\nrun\truns\tV;3;SG\n")
     (folder / "toy-test").write_text("play\tplayed\tV;PST\nsit\tsits\tV;3;SG\n")
     return folder
@@ -23,7 +27,9 @@ def test_stamp_skips_rebuild_until_an_input_changes(tmp_path, capsys):
     first = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
     assert (first.bin_dir / "test.src-tgt.src.bin").is_file()
     # the language tag leads, spaces become a symbol, tags are single tokens
-    assert (first.root / "raw" / "train.src").read_text().splitlines()[1] == "<toy> s i n g \u2581 s o n g <V> <PST>"
+    assert (first.root / "raw" / "train.src").read_text().splitlines()[
+        1
+    ] == "<toy> s i n g \u2581 s o n g <V> <PST>"
     assert (first.root / "refs" / "test.forms").read_text() == "played\nsits\n"
     capsys.readouterr()
 
@@ -32,7 +38,9 @@ def test_stamp_skips_rebuild_until_an_input_changes(tmp_path, capsys):
     assert again.manifest == first.manifest
 
     (folder / "toy-test").write_text("play\tplayed\tV;PST\n")
-    rebuilt = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    rebuilt = prepare(
+        "sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options
+    )
     assert "building" in capsys.readouterr().out
     assert (rebuilt.root / "refs" / "test.forms").read_text() == "played\n"
 
@@ -74,11 +82,19 @@ def test_key_is_stable_and_covers_code_config_and_tools():
     assert key(spec, opts) == key(*spec_and_options())
     assert set(inputs) == {"spec", "options", "source", "code", "tools"}
     assert set(inputs["code"]) == {
-        "regattn_fairseq.experiments.prepare", "regattn_fairseq.experiments.common",
-        "regattn_fairseq.experiments.data_sources", "regattn_fairseq.experiments.text_processing",
-        "regattn_fairseq.experiments.builders", "regattn_fairseq.experiments.builders.translation"}
+        "regattn_fairseq.experiments.prepare",
+        "regattn_fairseq.experiments.common",
+        "regattn_fairseq.experiments.data_sources",
+        "regattn_fairseq.experiments.text_processing",
+        "regattn_fairseq.experiments.builders",
+        "regattn_fairseq.experiments.builders.translation",
+    }
     assert set(inputs["tools"]) == {"sacremoses", "subword-nmt", "fairseq-fixed"}
-    assert set(prepare_module.tool_versions("snli", "online")) == {"sacremoses", "fairseq-fixed", "datasets"}
+    assert set(prepare_module.tool_versions("snli", "online")) == {
+        "sacremoses",
+        "fairseq-fixed",
+        "datasets",
+    }
 
 
 def test_key_changes_with_the_builders_code(tmp_path, monkeypatch):
@@ -111,12 +127,18 @@ def test_key_changes_with_a_tool_version(monkeypatch):
     spec, opts = spec_and_options()
     before = key(spec, opts)
     real = prepare_module.package_version
-    monkeypatch.setattr(prepare_module, "package_version",
-                        lambda name: "99.0" if name == "sacremoses" else real(name))
+    monkeypatch.setattr(
+        prepare_module,
+        "package_version",
+        lambda name: "99.0" if name == "sacremoses" else real(name),
+    )
     assert key(spec, opts) != before
     # a tool this kind does not use changes nothing
-    monkeypatch.setattr(prepare_module, "package_version",
-                        lambda name: "99.0" if name == "sentencepiece" else real(name))
+    monkeypatch.setattr(
+        prepare_module,
+        "package_version",
+        lambda name: "99.0" if name == "sentencepiece" else real(name),
+    )
     assert key(spec, opts) == before
 
 
@@ -140,7 +162,10 @@ def test_stamp_rebuilds_when_the_code_changes(tmp_path, monkeypatch, capsys):
 
 
 def test_unknown_kind_is_named(tmp_path, monkeypatch):
-    with pytest.raises(ReproError, match="unknown dataset kind 'parsing'.*inflection, snli, summarization, translation"):
+    with pytest.raises(
+        ReproError,
+        match="unknown dataset kind 'parsing'.*inflection, snli, summarization, translation",
+    ):
         builder_for("parsing")
     spec = load_config("prepare", "sigmorphon")
     spec.kind = "parsing"

@@ -7,7 +7,12 @@ import subprocess
 import pytest
 
 from regattn_fairseq.experiments import paths, provenance
-from regattn_fairseq.experiments.builders.inflection import SPACE_SYMBOL, decode_target, encode_source, encode_target
+from regattn_fairseq.experiments.builders.inflection import (
+    SPACE_SYMBOL,
+    decode_target,
+    encode_source,
+    encode_target,
+)
 from regattn_fairseq.experiments.common import ReproError, tool_path
 from regattn_fairseq.experiments.fairseq_logs import json_records, last_record_with
 
@@ -31,16 +36,26 @@ def test_benchmark_records_use_the_same_provenance(monkeypatch, tmp_path):
     env = run_record.environment()
     state = provenance.git_state()
     assert {k: env[k] for k in state} == state
-    assert run_record.commit_label(env) == state["git_commit"] + ("+dirty" if state["git_dirty"] else "")
+    assert run_record.commit_label(env) == state["git_commit"] + (
+        "+dirty" if state["git_dirty"] else ""
+    )
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ReproError, match="git"):
         run_record.environment()
 
 
 def test_dirty_is_a_nonempty_porcelain_status_with_a_diff_hash(monkeypatch):
-    outputs = {("rev-parse", "HEAD"): "abc", ("status", "--porcelain"): "", ("diff", "HEAD", "--binary"): ""}
+    outputs = {
+        ("rev-parse", "HEAD"): "abc",
+        ("status", "--porcelain"): "",
+        ("diff", "HEAD", "--binary"): "",
+    }
     monkeypatch.setattr(provenance, "git", lambda *args: outputs[args])
-    assert provenance.git_state() == {"git_commit": "abc", "git_dirty": False, "git_diff_sha256": None}
+    assert provenance.git_state() == {
+        "git_commit": "abc",
+        "git_dirty": False,
+        "git_diff_sha256": None,
+    }
     outputs[("status", "--porcelain")] = "?? new_file.py"  # an untracked file is dirty too
     first = provenance.git_state()
     assert first["git_dirty"] and len(first["git_diff_sha256"]) == 64
@@ -49,8 +64,11 @@ def test_dirty_is_a_nonempty_porcelain_status_with_a_diff_hash(monkeypatch):
 
 
 def test_missing_tool_is_named():
-    with pytest.raises(ReproError, match=r"tool 'fairseq-no-such-tool' is not installed next to the running interpreter"
-                                         r".*pip install fairseq-no-such-tool"):
+    with pytest.raises(
+        ReproError,
+        match=r"tool 'fairseq-no-such-tool' is not installed next to the running interpreter"
+        r".*pip install fairseq-no-such-tool",
+    ):
         tool_path("fairseq-no-such-tool")
 
 
@@ -70,19 +88,24 @@ def test_installed_tool_is_found_next_to_the_interpreter():
 
 
 def test_fairseq_json_log_records():
-    log = "\n".join([
-        "2024-01-01 | INFO | fairseq_cli.train | {'not': 'json'}",
-        '2024-01-01 | INFO | train | {"epoch": 1, "train_wps": "10.5", "train_wall": "3"}',
-        '2024-01-01 | INFO | valid | {"epoch": 1, "valid_loss": "2"}',
-        '2024-01-01 | INFO | train | {"epoch": 2, "train_wps": "12", "train_wall": "6"}',
-    ])
+    log = "\n".join(
+        [
+            "2024-01-01 | INFO | fairseq_cli.train | {'not': 'json'}",
+            '2024-01-01 | INFO | train | {"epoch": 1, "train_wps": "10.5", "train_wall": "3"}',
+            '2024-01-01 | INFO | valid | {"epoch": 1, "valid_loss": "2"}',
+            '2024-01-01 | INFO | train | {"epoch": 2, "train_wps": "12", "train_wall": "6"}',
+        ]
+    )
     assert len(json_records(log)) == 3
     assert last_record_with(log, "train_wps")["epoch"] == 2
     assert last_record_with(log, "test_accuracy") is None
 
 
 def test_inflection_encoding_round_trips():
-    assert encode_source("toy", "sing song", "V;PST") == f"<toy> s i n g {SPACE_SYMBOL} s o n g <V> <PST>"
+    assert (
+        encode_source("toy", "sing song", "V;PST")
+        == f"<toy> s i n g {SPACE_SYMBOL} s o n g <V> <PST>"
+    )
     for form in ("walked", "sang song", "a  b"):
         assert decode_target(encode_target(form)) == form
 
@@ -102,18 +125,28 @@ def test_paths_come_from_one_module():
 
 
 def _grep(pattern: str, *folders: str) -> list[str]:
-    found = subprocess.run(["git", "grep", "-n", "-E", pattern, "--", *folders],
-                           cwd=paths.REPO_ROOT, capture_output=True, text=True)
+    found = subprocess.run(
+        ["git", "grep", "-n", "-E", pattern, "--", *folders],
+        cwd=paths.REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     return found.stdout.splitlines()
 
 
-
 def test_no_hard_coded_venv_in_the_suite_and_benchmarks():
-    offenders = _grep(r"\.venv", "regattn_fairseq/experiments", "regattn_fairseq/benchmarks", "scripts", "bench")
+    offenders = _grep(
+        r"\.venv", "regattn_fairseq/experiments", "regattn_fairseq/benchmarks", "scripts", "bench"
+    )
     assert offenders == []
 
 
 def test_no_path_defined_outside_paths_module():
-    offenders = [line for line in _grep(r"Path\(__file__\)", "regattn_fairseq/experiments", "regattn_fairseq/benchmarks")
-                 if not line.startswith("regattn_fairseq/experiments/paths.py")]
+    offenders = [
+        line
+        for line in _grep(
+            r"Path\(__file__\)", "regattn_fairseq/experiments", "regattn_fairseq/benchmarks"
+        )
+        if not line.startswith("regattn_fairseq/experiments/paths.py")
+    ]
     assert offenders == []

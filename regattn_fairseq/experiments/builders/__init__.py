@@ -44,4 +44,6 @@ def builder_for(kind: str) -> ModuleType:
     try:
         return BUILDERS[kind]
     except (KeyError, TypeError):
-        raise ReproError(f"unknown dataset kind {kind!r}; known kinds: {', '.join(sorted(BUILDERS))}") from None
+        raise ReproError(
+            f"unknown dataset kind {kind!r}; known kinds: {', '.join(sorted(BUILDERS))}"
+        ) from None

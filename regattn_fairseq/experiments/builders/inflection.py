@@ -105,10 +105,16 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     splits = {"train": ([], []), "valid": ([], []), "test": ([], [])}
     test_languages = []
     for lang in languages:
-        for split, suffix, limit in (("train", f"train-{opts.setting}", opts.max_train_per_language),
-                                     ("valid", "dev", opts.max_eval_per_language),
-                                     ("test", "test", opts.max_eval_per_language)):
-            triples = [line.split("\t") for line in inputs.lines(f"{spec.offline.folder}/{lang}-{suffix}") if line.strip()]
+        for split, suffix, limit in (
+            ("train", f"train-{opts.setting}", opts.max_train_per_language),
+            ("valid", "dev", opts.max_eval_per_language),
+            ("test", "test", opts.max_eval_per_language),
+        ):
+            triples = [
+                line.split("\t")
+                for line in inputs.lines(f"{spec.offline.folder}/{lang}-{suffix}")
+                if line.strip()
+            ]
             for lemma, form, tags in head(triples, limit):
                 # The language tag is the first source token (one multilingual model).
                 splits[split][0].append(encode_source(lang, lemma, tags))
@@ -123,9 +129,22 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     langs = root / "refs" / "test.languages"
     write_lines(langs, test_languages)
     fairseq_preprocess(
-        ["--source-lang", "src", "--target-lang", "tgt",
-         "--trainpref", str(root / "raw" / "train"), "--validpref", str(root / "raw" / "valid"),
-         "--testpref", str(root / "raw" / "test"), "--destdir", str(root / "bin")],
+        [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(root / "raw" / "train"),
+            "--validpref",
+            str(root / "raw" / "valid"),
+            "--testpref",
+            str(root / "raw" / "test"),
+            "--destdir",
+            str(root / "bin"),
+        ],
         root,
     )
-    return {"test": {"subset": "test", "refs": [str(refs)], "languages": str(langs), "characters": True}}
+    return {
+        "test": {"subset": "test", "refs": [str(refs)], "languages": str(langs), "characters": True}
+    }

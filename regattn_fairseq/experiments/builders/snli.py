@@ -74,7 +74,11 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
             data = _offline_train(inputs, spec.offline.train, opts.max_train)
         else:
             files = spec.offline[split]
-            data = (inputs.lines(files.premise), inputs.lines(files.hypothesis), inputs.lines(files.label))
+            data = (
+                inputs.lines(files.premise),
+                inputs.lines(files.hypothesis),
+                inputs.lines(files.label),
+            )
         limit = opts.max_train if split == "train" else opts.max_eval
         premises, hypotheses, labels = (head([x.strip() for x in column], limit) for column in data)
         bad = sorted(set(labels) - set(LABELS))
@@ -87,16 +91,35 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     # One dictionary for premise and hypothesis, built from both training sides.
     write_lines(root / "raw" / "train.both", splits["train"][0] + splits["train"][1])
     fairseq_preprocess(
-        ["--only-source", "--dict-only", "--trainpref", str(root / "raw" / "train.both"),
-         "--destdir", str(root / "raw" / "dict"), "--nwordssrc", str(opts.vocab_size)],
+        [
+            "--only-source",
+            "--dict-only",
+            "--trainpref",
+            str(root / "raw" / "train.both"),
+            "--destdir",
+            str(root / "raw" / "dict"),
+            "--nwordssrc",
+            str(opts.vocab_size),
+        ],
         root,
     )
     for column, side in (("input0", "premise"), ("input1", "hypothesis")):
         fairseq_preprocess(
-            ["--only-source", "--srcdict", str(root / "raw" / "dict" / "dict.txt"),
-             *[arg for split in ("train", "valid", "test")
-               for arg in (f"--{'trainpref' if split == 'train' else split + 'pref'}", str(root / "raw" / f"{split}.{side}"))],
-             "--destdir", str(root / "bin" / column)],
+            [
+                "--only-source",
+                "--srcdict",
+                str(root / "raw" / "dict" / "dict.txt"),
+                *[
+                    arg
+                    for split in ("train", "valid", "test")
+                    for arg in (
+                        f"--{'trainpref' if split == 'train' else split + 'pref'}",
+                        str(root / "raw" / f"{split}.{side}"),
+                    )
+                ],
+                "--destdir",
+                str(root / "bin" / column),
+            ],
             root,
         )
     return {"test": {"subset": "test", "refs": [str(root / "bin" / "label" / "test.label")]}}

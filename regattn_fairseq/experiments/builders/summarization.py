@@ -45,7 +45,9 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         articles, titles, seen = [], [], set()
         # The offline Gigaword samples overlap partly; keep the first copy of each pair.
         for files in spec.offline.train:
-            for article, title in zip(inputs.lines(files.src), inputs.lines(files.tgt)):
+            for article, title in zip(
+                inputs.lines(files.src), inputs.lines(files.tgt), strict=False
+            ):
                 if (article, title) not in seen:
                     seen.add((article, title))
                     articles.append(article)
@@ -53,9 +55,14 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     # The validation pairs are held out from the end of the training pool.
     n_valid = int(opts.n_valid)
     if len(articles) <= n_valid:
-        raise ReproError(f"{spec.name}: only {len(articles)} training pairs, need more than n_valid={n_valid}")
+        raise ReproError(
+            f"{spec.name}: only {len(articles)} training pairs, need more than n_valid={n_valid}"
+        )
     splits = {
-        "train": (head(articles[:-n_valid], opts.max_train), head(titles[:-n_valid], opts.max_train)),
+        "train": (
+            head(articles[:-n_valid], opts.max_train),
+            head(titles[:-n_valid], opts.max_train),
+        ),
         "valid": (head(articles[-n_valid:], opts.max_eval), head(titles[-n_valid:], opts.max_eval)),
     }
     evaluations = {}
@@ -74,15 +81,33 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         splits[name] = (sources, head(inputs.lines(files.refs[0]), opts.max_eval))
         subset = "test" if index == 0 else f"test{index}"
         test_prefixes.append(str(root / "raw" / name))
-        evaluations[name] = {"subset": subset, "refs": refs, "truncate_bytes": files.get("truncate_bytes")}
+        evaluations[name] = {
+            "subset": subset,
+            "refs": refs,
+            "truncate_bytes": files.get("truncate_bytes"),
+        }
     for split, (sources, targets) in splits.items():
         write_lines(root / "raw" / f"{split}.article", sources)
         write_lines(root / "raw" / f"{split}.title", [t.lower() for t in targets])
     fairseq_preprocess(
-        ["--source-lang", "article", "--target-lang", "title",
-         "--nwordssrc", str(opts.vocab_size), "--nwordstgt", str(opts.vocab_size),
-         "--trainpref", str(root / "raw" / "train"), "--validpref", str(root / "raw" / "valid"),
-         "--testpref", ",".join(test_prefixes), "--destdir", str(root / "bin")],
+        [
+            "--source-lang",
+            "article",
+            "--target-lang",
+            "title",
+            "--nwordssrc",
+            str(opts.vocab_size),
+            "--nwordstgt",
+            str(opts.vocab_size),
+            "--trainpref",
+            str(root / "raw" / "train"),
+            "--validpref",
+            str(root / "raw" / "valid"),
+            "--testpref",
+            ",".join(test_prefixes),
+            "--destdir",
+            str(root / "bin"),
+        ],
         root,
     )
     return evaluations

@@ -9,7 +9,14 @@ from omegaconf import DictConfig
 
 from ..common import ReproError
 from ..data_sources import Inputs
-from ..text_processing import bpe_segment, fairseq_preprocess, head, moses_detokenize, moses_tokenize, write_lines
+from ..text_processing import (
+    bpe_segment,
+    fairseq_preprocess,
+    head,
+    moses_detokenize,
+    moses_tokenize,
+    write_lines,
+)
 
 TOOLS = ("sacremoses", "subword-nmt", "fairseq-fixed")
 
@@ -53,7 +60,9 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         limit = opts.max_train if split == "train" else opts.max_eval
         pairs[split] = (head(pair[0], limit), head(pair[1], limit))
         if len(pairs[split][0]) != len(pairs[split][1]):
-            raise ReproError(f"{spec.name} {split}: {len(pair[0])} {src} lines but {len(pair[1])} {tgt} lines")
+            raise ReproError(
+                f"{spec.name} {split}: {len(pair[0])} {src} lines but {len(pair[1])} {tgt} lines"
+            )
 
     print(f"[prepare] {spec.name}: Moses tokenization", flush=True)
     tokenized = {}
@@ -64,9 +73,12 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         else:
             for lang, lines in ((src, src_lines), (tgt, tgt_lines)):
                 tokenized[f"{split}.{lang}"] = [
-                    moses_tokenize(x, lang, normalize=True, lowercase=spec.lowercase) for x in lines]
+                    moses_tokenize(x, lang, normalize=True, lowercase=spec.lowercase) for x in lines
+                ]
     print(f"[prepare] {spec.name}: BPE with {opts.bpe_merges} merges", flush=True)
-    segmented = bpe_segment(root, opts.bpe_merges, tokenized[f"train.{src}"] + tokenized[f"train.{tgt}"], tokenized)
+    segmented = bpe_segment(
+        root, opts.bpe_merges, tokenized[f"train.{src}"] + tokenized[f"train.{tgt}"], tokenized
+    )
     for name, lines in segmented.items():
         write_lines(root / "raw" / name, lines)
 
@@ -84,9 +96,21 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         write_lines(refs, [x.lower() for x in references] if spec.lowercase else references)
         evaluations[name] = {"subset": subset, "refs": [str(refs)], "detokenize": tgt}
     fairseq_preprocess(
-        ["--source-lang", src, "--target-lang", tgt, "--joined-dictionary",
-         "--trainpref", str(root / "raw" / "train"), "--validpref", str(root / "raw" / "valid"),
-         "--testpref", ",".join(test_prefixes), "--destdir", str(root / "bin")],
+        [
+            "--source-lang",
+            src,
+            "--target-lang",
+            tgt,
+            "--joined-dictionary",
+            "--trainpref",
+            str(root / "raw" / "train"),
+            "--validpref",
+            str(root / "raw" / "valid"),
+            "--testpref",
+            ",".join(test_prefixes),
+            "--destdir",
+            str(root / "bin"),
+        ],
         root,
     )
     return evaluations

@@ -4,20 +4,19 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from regattn_fairseq.fairseq_adapter import reset_best_checkpoint_loss
+
 
 class FreshCheckpointBest(Callback):
     """Each job of a multirun starts with no best validation loss.
 
     Hydra's basic launcher runs a multirun's jobs one after another in one process, and fairseq
-    keeps the best validation loss seen so far on a function attribute,
-    `checkpoint_utils.save_checkpoint.best`. Left alone, a job whose validation loss never beats
-    an earlier job's best writes no checkpoint_best.pt, and the best it records in its
+    keeps the best validation loss seen so far in the process (see
+    fairseq_adapter.reset_best_checkpoint_loss). Left alone, a job whose validation loss never
+    beats an earlier job's best writes no checkpoint_best.pt, and the best it records in its
     checkpoint_last.pt is the other job's. A job that resumes from its own checkpoint_last.pt
     gets its own best back from it: fairseq restores it after this callback has run.
     """
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from fairseq import checkpoint_utils
-
-        if hasattr(checkpoint_utils.save_checkpoint, "best"):
-            del checkpoint_utils.save_checkpoint.best
+        reset_best_checkpoint_loss()

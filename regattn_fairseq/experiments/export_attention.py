@@ -21,6 +21,8 @@ import torch
 from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from regattn_fairseq.fairseq_adapter import decoder_attention
+
 
 def _strip_pad(tokens, pad):
     return tokens[tokens.ne(pad)]
@@ -39,7 +41,7 @@ def _seq2seq_records(task, model, generator, sample, device):
         prev = torch.cat([tgt.new_full((1, 1), tgt_dict.eos()), tgt[:, :-1]], dim=1)
         _, extra = model(src.to(device), torch.tensor([src.size(1)], device=device),
                          prev.to(device))
-        attn = extra["attn"][0] if isinstance(extra, dict) else extra  # 1 x tgt x src
+        attn = decoder_attention(extra)  # 1 x tgt x src
         yield {"id": sample_id, "src_tokens": _words(src_dict, src[0]),
                "tgt_tokens": _words(tgt_dict, tgt[0]), "attention": attn[0].tolist()}
 

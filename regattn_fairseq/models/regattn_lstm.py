@@ -8,6 +8,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder, LSTMModel
 from omegaconf import II
 
+from regattn_fairseq import fairseq_adapter
 from regattn_fairseq.modules import (
     AttentionConfig,
     AttentionNormalizer,
@@ -49,12 +50,10 @@ class RegattnLSTMConfig(AttentionConfig):
 class RegattnLSTMDecoder(LSTMDecoder):
     def __init__(self, *args, normalizer: AttentionNormalizer, **kwargs):
         super().__init__(*args, attention=True, **kwargs)
-        # LSTMDecoder builds its AttentionLayer inline (no factory hook): replace it by one
-        # with the same shapes and parameter names.
-        self.attention = RegattnLSTMAttentionLayer(
+        fairseq_adapter.replace_lstm_attention(self, RegattnLSTMAttentionLayer(
             self.hidden_size, self.encoder_output_units, self.hidden_size,
             normalizer=normalizer, bias=False,
-        )
+        ))
 
 
 @register_model(MODEL_NAME, dataclass=RegattnLSTMConfig)

@@ -1,13 +1,9 @@
 """fairseq's Transformer with the encoder self-, decoder self- and cross-attention normalized
 by the configured mapping; with `--attention entmax --attention-alpha learned` it is the
 adaptively sparse Transformer (Correia, Niculae & Martins 2019)."""
-import argparse
 from dataclasses import dataclass, fields
 
-import torch
-
 from fairseq.dataclass.utils import gen_parser_from_dataclass
-from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -17,9 +13,9 @@ from fairseq.models.transformer import (
     base_architecture,
     transformer_iwslt_de_en,
 )
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from omegaconf import OmegaConf
 
+from regattn_fairseq.fairseq_adapter import wrap_transformer_layer
 from regattn_fairseq.modules import (
     AttentionConfig,
     RegattnTransformerDecoderLayer,
@@ -27,13 +23,7 @@ from regattn_fairseq.modules import (
     attention_spec_from_cfg,
 )
 from regattn_fairseq.modules.attention_options import cli_name
-
-MODEL_NAME = "regattn_transformer"
-
-# fairseq saves the argparse Namespace of argparse-style models (this one, like its
-# `transformer`) in checkpoints and loads them with torch.load's default weights_only=True,
-# which rejects Namespace since PyTorch 2.6: allow exactly that class.
-torch.serialization.add_safe_globals([argparse.Namespace])
+from regattn_fairseq.modules.regattn_transformer_layer import MODEL_NAME
 
 
 @dataclass
@@ -42,22 +32,15 @@ class RegattnTransformerConfig(TransformerConfig, AttentionConfig):
     model configs with `from_namespace`, which keeps only declared fields."""
 
 
-def _wrap_layer(layer, cfg):
-    # what fairseq's build_encoder_layer/build_decoder_layer do to the layers they build
-    checkpoint = cfg.checkpoint_activations
-    if checkpoint:
-        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-    return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
-
-
 class RegattnTransformerEncoder(TransformerEncoderBase):
     def build_encoder_layer(self, cfg):
-        return _wrap_layer(RegattnTransformerEncoderLayer(cfg, return_fc=self.return_fc), cfg)
+        layer = RegattnTransformerEncoderLayer(cfg, return_fc=self.return_fc)
+        return wrap_transformer_layer(layer, cfg)
 
 
 class RegattnTransformerDecoder(TransformerDecoderBase):
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
-        return _wrap_layer(RegattnTransformerDecoderLayer(cfg, no_encoder_attn), cfg)
+        return wrap_transformer_layer(RegattnTransformerDecoderLayer(cfg, no_encoder_attn), cfg)
 
 
 def _check_config(cfg):

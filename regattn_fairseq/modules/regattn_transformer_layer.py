@@ -11,6 +11,8 @@ from .attention_normalizer import AttentionNormalizer
 from .attention_options import attention_spec_from_cfg
 from .regattn_multihead_attention import RegattnMultiheadAttention
 
+# the model these layers belong to (models/regattn_transformer.py registers it under this
+# name): the attention options are validated for it
 MODEL_NAME = "regattn_transformer"
 
 

@@ -15,11 +15,13 @@ import regattn_fairseq
 # Other test folders may have imported the plugin before fairseq, in which case neither its
 # import nor --user-dir registered anything.
 regattn_fairseq.register_with_fairseq()
-from fairseq import checkpoint_utils, options
+from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_cli import generate as generate_cli
 from fairseq_cli import preprocess as preprocess_cli
 from fairseq_cli import train as train_cli
+
+from regattn_fairseq.fairseq_adapter import reset_best_checkpoint_loss
 
 REPO = Path(__file__).resolve().parents[2]
 USER_DIR = str(REPO / "regattn_fairseq")
@@ -125,10 +127,9 @@ def train_in_process(argv):
     this process; returns the JSON log records (train_inner, train, valid)."""
     parser = options.get_training_parser()
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv))
-    # fairseq keeps the best validation loss seen in this process on the function object:
-    # forget an earlier run's, or this run would never write checkpoint_best.pt
-    if hasattr(checkpoint_utils.save_checkpoint, "best"):
-        del checkpoint_utils.save_checkpoint.best
+    # forget an earlier run's best validation loss, or this run may never write
+    # checkpoint_best.pt
+    reset_best_checkpoint_loss()
     handler = _JsonLogRecords()
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)

@@ -5,6 +5,7 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
+from regattn_fairseq.fairseq_adapter import decoder_attention
 from regattn_fairseq.modules import AttentionNormalizer
 
 from conftest import MODEL_ARGS, build_model, translation_batch
@@ -71,8 +72,7 @@ def test_left_padding_gives_the_attention_of_the_unpadded_sentence(
             b = (batch["id"] == sample_id).nonzero().item()
             src_len, tgt_len = single["net_input"]["src_tokens"].size(1), single["target"].size(1)
             logits, extra = model(**single["net_input"])
-            attn = extra["attn"][0] if isinstance(extra, dict) else extra
-            batch_attn = batch_extra["attn"][0] if isinstance(batch_extra, dict) else batch_extra
+            attn, batch_attn = decoder_attention(extra), decoder_attention(batch_extra)
             padded = batch_attn[b, :tgt_len]
             # fairseq's LSTMEncoder moves the (left) padding to the right before encoding
             real = slice(None, src_len) if model_name == "regattn_lstm" else slice(-src_len, None)

@@ -1,0 +1,179 @@
+"""Every use regattn_fairseq makes of fairseq internals: private names, behaviour fairseq does
+not document, and process-wide patches. Nothing else in the plugin touches them; the rest uses
+fairseq's public extension points (register_model, the build_* hooks, FairseqTask, ...).
+
+Each function says why it is needed and what breaks if fairseq changes. The contract that
+keeps them honest is tests/plugin/test_stock_equivalence.py: with --attention softmax the
+plugin's models compute what stock fairseq's `lstm` and `transformer` compute (evaluation,
+training mode, beam search), and each function below is exercised there. Run those tests
+before adding a fairseq version to TESTED_FAIRSEQ_VERSIONS.
+
+Behaviour relied on without a call to route here: fairseq's `TransformerConfig.from_namespace`
+returns an instance of the config class unchanged, so the `RegattnTransformerConfig` built in
+`RegattnTransformerModel.build_model` (with the attention fields) reaches every layer. If it
+ever rebuilt a plain TransformerConfig, `attention_spec_from_cfg` would fail at model build
+("model config has no --attention"), never train softmax silently.
+"""
+import argparse
+
+import fairseq
+
+# `fairseq.__version__` of the releases the contract tests pass on: the `fairseq-fixed==0.12.3.1`
+# package (a Python 3.11+ fix of fairseq's main branch) reports 0.12.3.1.
+TESTED_FAIRSEQ_VERSIONS = ("0.12.3.1",)
+
+
+def check_fairseq_version(version: str) -> None:
+    """Refuses a fairseq this plugin was not tested with: the functions below depend on
+    fairseq's internals, and an untested version can fail obscurely or, worse, train with
+    softmax where a sparse mapping was asked for."""
+    if version not in TESTED_FAIRSEQ_VERSIONS:
+        raise ImportError(
+            f"regattn_fairseq was tested with fairseq {', '.join(TESTED_FAIRSEQ_VERSIONS)} "
+            f"(pip package fairseq-fixed==0.12.3.1), but fairseq {version} is installed. "
+            "Install the tested version (pip install 'fairseq-fixed==0.12.3.1'), or, to support "
+            f"{version}, run tests/plugin/test_stock_equivalence.py against it and add it to "
+            "TESTED_FAIRSEQ_VERSIONS in regattn_fairseq/fairseq_adapter.py once they pass."
+        )
+
+
+check_fairseq_version(fairseq.__version__)
+
+import torch  # noqa: E402  (after the version check, so an untested fairseq fails here first)
+from fairseq import checkpoint_utils  # noqa: E402
+from fairseq.distributed import fsdp_wrap  # noqa: E402
+from fairseq.models.lstm import AttentionLayer  # noqa: E402
+from fairseq.modules import MultiheadAttention  # noqa: E402
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper  # noqa: E402
+
+
+def allow_namespace_in_checkpoints() -> None:
+    """Lets torch.load's default `weights_only=True` read fairseq checkpoints of argparse-style
+    models (regattn_transformer, like fairseq's `transformer`).
+
+    fairseq saves those models' argparse.Namespace in the checkpoint and loads it with a plain
+    `torch.load(f, map_location=...)` (checkpoint_utils.load_checkpoint_to_cpu), which since
+    PyTorch 2.6 rejects any class not on the allowlist. The allowlist must be process-wide:
+    fairseq-generate, fairseq-validate, fairseq-interactive and load_model_ensemble make that
+    call themselves, and we cannot pass them an argument. Allowing exactly argparse.Namespace is
+    safe: the weights-only unpickler rebuilds it by setting attributes (Namespace has no
+    __setstate__ or __reduce__ that runs code), every value inside must still be a type the
+    unpickler allows, and every other class stays rejected.
+    If fairseq passed weights_only=False or its own allowlist, this would become unnecessary
+    (harmless); if it saved other classes, loading regattn checkpoints would fail naming them.
+    Idempotent: the registration path calls it once, a second call adds nothing.
+    """
+    if argparse.Namespace not in torch.serialization.get_safe_globals():
+        torch.serialization.add_safe_globals([argparse.Namespace])
+
+
+def use_python_attention_path(attention: MultiheadAttention) -> None:
+    """Keeps fairseq's MultiheadAttention.forward off PyTorch's fused path.
+
+    Whenever there is no incremental state and no static_kv (all of training, and evaluation
+    outside beam search), forward returns F.multi_head_attention_forward, PyTorch's own
+    softmax, and ignores `before_softmax` -- unless `skip_embed_dim_check` is set, which only
+    the private `_set_skip_embed_dim_check()` does (it exists for pruning). Without it the
+    model would train with softmax and decode with the configured mapping. If fairseq renamed
+    the method this raises AttributeError at model build; if it changed the fast-path
+    condition, `masked_attention_scores` would get the fused path's output and raise.
+    """
+    attention._set_skip_embed_dim_check()
+
+
+def masked_attention_scores(attention: MultiheadAttention, query, key, value, key_padding_mask,
+                            incremental_state, static_kv, attn_mask):
+    """fairseq's attention scores before its softmax, as (scores, mask, v):
+    scores and mask bsz x heads x tgt_len x src_len (mask True where attention may go, scores
+    0 elsewhere), v kv_bsz x 1 x heads x src_len x head_dim (bsz = kv_bsz * beam).
+
+    fairseq's forward has no hook for the normalizer; `before_softmax=True` returns its scores
+    with every excluded position (key padding, the decoder's future mask, a -inf attn_mask)
+    set to -inf, a convention it does not document. The mappings take a mask instead: -inf
+    would turn fusedmax/oscarmax NaN. If fairseq switched to a finite fill value the mask would
+    keep padded positions: softmax would hide that, but the contract test that compares the
+    mask with the masks fairseq was given would fail. During beam search (`set_beam_size`) the cross-attention
+    keeps one copy of the source per sentence: v has kv_bsz * heads rows, not bsz * heads.
+    """
+    scores, v = MultiheadAttention.forward(
+        attention, query, key, value, key_padding_mask=key_padding_mask,
+        incremental_state=incremental_state, static_kv=static_kv, attn_mask=attn_mask,
+        before_softmax=True,
+    )
+    tgt_len, bsz, _ = query.size()
+    heads = attention.num_heads
+    if scores.dim() != 3 or scores.size(0) != bsz * heads or scores.size(1) != tgt_len:
+        raise RuntimeError(
+            f"fairseq {fairseq.__version__}'s MultiheadAttention ignored before_softmax=True "
+            f"(returned a tensor of shape {tuple(scores.shape)}): it would normalize with its "
+            "own softmax; see use_python_attention_path in regattn_fairseq/fairseq_adapter.py")
+    src_len = scores.size(-1)
+    mask = scores != float("-inf")
+    scores = scores.masked_fill(~mask, 0.0)
+    kv_bsz = v.size(0) // heads
+    return (scores.view(bsz, heads, tgt_len, src_len), mask.view(bsz, heads, tgt_len, src_len),
+            v.view(kv_bsz, 1, heads, src_len, attention.head_dim))
+
+
+def wrap_transformer_layer(layer, cfg):
+    """What fairseq's TransformerEncoderBase.build_encoder_layer and TransformerDecoderBase.
+    build_decoder_layer do to the layer they build: activation checkpointing, then FSDP
+    wrapping (FSDP always wraps a checkpointed layer).
+
+    Those hooks construct the stock layer class inline, so an override that builds another
+    layer must repeat the wrapping. If fairseq added a wrapper there, regattn layers would lack
+    it (e.g. --checkpoint-activations would stop saving memory); the contract test trains with
+    and without --checkpoint-activations against stock fairseq.
+    """
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
+
+
+def replace_lstm_attention(decoder, layer: AttentionLayer) -> None:
+    """Puts `layer` in place of the AttentionLayer that fairseq's LSTMDecoder.__init__ builds
+    inline as `decoder.attention` (there is no factory hook to pass our own).
+
+    `layer` must have the stock layer's parameter names and shapes, so that checkpoints and the
+    stock `lstm` stay interchangeable. If fairseq renamed the attribute or stopped calling it
+    from forward, the stock softmax layer would run: the rename is caught here, the call by the
+    contract test (the decoder's attention must be this layer after building).
+    """
+    stock = getattr(decoder, "attention", None)
+    if not isinstance(stock, AttentionLayer):
+        raise RuntimeError(
+            f"fairseq {fairseq.__version__}'s LSTMDecoder has no AttentionLayer at "
+            f"`.attention` (found {type(stock).__name__}): cannot install the regattn attention")
+    shapes = {name: p.shape for name, p in stock.named_parameters()}
+    ours = {name: p.shape for name, p in layer.named_parameters() if name in shapes}
+    if ours != shapes:
+        raise RuntimeError(f"the replacement LSTM attention's parameters {ours} differ from "
+                           f"fairseq's {shapes}: checkpoints would not be interchangeable")
+    decoder.attention = layer
+
+
+def decoder_attention(extra):
+    """The attention a seq2seq model's forward reports (bsz x tgt_len x src_len), from its
+    second output: fairseq's LSTMDecoder returns the tensor itself, TransformerDecoder a dict
+    whose "attn" is a one-element list. Undocumented; fairseq's SequenceGenerator reads it the
+    same way. A new form raises here rather than exporting the wrong tensor."""
+    if isinstance(extra, torch.Tensor):
+        return extra
+    if isinstance(extra, dict) and isinstance(extra.get("attn"), list) and len(extra["attn"]) == 1:
+        return extra["attn"][0]
+    raise TypeError(f"unrecognised attention output of a fairseq decoder: {type(extra).__name__}")
+
+
+def reset_best_checkpoint_loss() -> None:
+    """Forgets the best validation loss seen so far in this process.
+
+    fairseq keeps it on a function attribute, `checkpoint_utils.save_checkpoint.best`, and
+    writes checkpoint_best.pt only when a validation loss beats it; a second training run in
+    the same process (a Hydra multirun job, a test) would otherwise compare against the first
+    run's best. A run that resumes restores its own best from checkpoint_last.pt afterwards.
+    If fairseq moved the value elsewhere, this would silently do nothing: the contract test
+    checks that training sets the attribute to the best validation loss.
+    """
+    if hasattr(checkpoint_utils.save_checkpoint, "best"):
+        del checkpoint_utils.save_checkpoint.best

@@ -13,7 +13,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from regattn import mappings
 
 LEARNED = "learned"
-ATTENTION_DEVICE_CHOICES = ChoiceEnum(["same", "cpu"])
+ATTENTION_DEVICES = ("same", "cpu")
 
 # config field -> keyword of the mapping constructor it sets
 OPTION_TO_PARAM = {
@@ -53,9 +53,10 @@ class AttentionConfig(FairseqDataclass):
     attention_alpha: Optional[str] = field(
         default=None,
         metadata={"help": "alpha >= 1 of entmax (default 1.5), or 'learned': one alpha = "
-                          "1 + sigmoid(z) per head and layer (regattn_transformer only)"},
+                          "1.01 + 0.99 * sigmoid(z) in [1.01, 2] per head and layer, starting "
+                          "at 1.5 (regattn_transformer only)"},
     )
-    attention_device: ATTENTION_DEVICE_CHOICES = field(
+    attention_device: ChoiceEnum(list(ATTENTION_DEVICES)) = field(
         default="same",
         metadata={"help": "'cpu' computes the mapping on the CPU and copies the result back "
                           "(the paper's offload of sort-based mappings in GPU runs)"},
@@ -88,6 +89,14 @@ def _read(cfg, option: str):
             "AttentionConfig fields, so the attention choice would be lost") from e
 
 
+def _read_choice(cfg, option: str, choices) -> str:
+    # the parser checks choices; a Namespace or dict built in code has not been checked
+    value = str(_read(cfg, option))
+    if value not in choices:
+        raise ValueError(f"{cli_name(option)}={value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def _parse_alpha(value, allow_learned: bool, model_name: str):
     text = str(value).strip()
     if text == LEARNED:
@@ -105,10 +114,7 @@ def _parse_alpha(value, allow_learned: bool, model_name: str):
 def attention_spec_from_cfg(cfg, model_name: str, allow_learned_alpha: bool = False) -> AttentionSpec:
     """Validate the attention options of `cfg` (Namespace, dataclass or DictConfig) for the
     model `model_name`: an option that does not apply to the chosen mapping is an error."""
-    name = str(_read(cfg, "attention"))
-    if name not in mappings.NAMES:
-        raise ValueError(f"{cli_name('attention')}={name!r} is not a mapping; "
-                         f"choose one of {', '.join(mappings.NAMES)}")
+    name = _read_choice(cfg, "attention", mappings.NAMES)
     takes = mappings.parameters_of(name)
     given = {}
     for option, param in OPTION_TO_PARAM.items():
@@ -138,7 +144,5 @@ def attention_spec_from_cfg(cfg, model_name: str, allow_learned_alpha: bool = Fa
     params = {p: given.get(p, default) for p, default in mappings.defaults_of(name).items()
               if not (learned_alpha and p == "alpha")}
 
-    device = str(_read(cfg, "attention_device"))
-    if device not in ("same", "cpu"):
-        raise ValueError(f"{cli_name('attention_device')} must be 'same' or 'cpu', got {device!r}")
+    device = _read_choice(cfg, "attention_device", ATTENTION_DEVICES)
     return AttentionSpec(name=name, params=params, learned_alpha=learned_alpha, device=device)

@@ -63,6 +63,15 @@ def test_unknown_mapping_is_rejected_by_the_parser(translation_data, capsys):
     assert "--attention" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option,value", [("attention", "sparsermax"),
+                                          ("attention_device", "gpu")])
+def test_a_choice_the_parser_did_not_check_is_an_error_naming_it(option, value):
+    # e.g. a Namespace or dict built in code: nothing checked its choices before
+    cfg = {**vars(RegattnLSTMConfig()), option: value}
+    with pytest.raises(ValueError, match=f"--{option.replace('_', '-')} .*{value}"):
+        attention_spec_from_cfg(cfg, "regattn_lstm")
+
+
 def test_config_without_the_attention_fields_is_an_error():
     # e.g. a Hydra config that lost them: never fall back to softmax silently
     with pytest.raises(ValueError, match="--attention "):

@@ -1,0 +1,74 @@
+"""Learned alpha = 1.01 + 0.99 * sigmoid(z) lies in [1.01, 2] for any z, in float32 and
+bfloat16, so entmax stays defined and its gradients finite however far training pushes z."""
+import pytest
+import torch
+
+from regattn_fairseq.models.regattn_transformer import RegattnTransformerConfig
+from regattn_fairseq.modules import AttentionNormalizer, attention_spec_from_cfg
+from regattn_fairseq.modules.attention_normalizer import ALPHA_INIT
+
+from conftest import MODEL_ARGS, build_model, translation_batch
+
+LOWEST = torch.tensor(1.01)  # float32(1.01), the smallest alpha
+HEADS = 6
+
+
+def _normalizer(logits=None, dtype=torch.float32):
+    cfg = RegattnTransformerConfig(attention="entmax", attention_alpha="learned")
+    normalizer = AttentionNormalizer(
+        attention_spec_from_cfg(cfg, "regattn_transformer", allow_learned_alpha=True), HEADS)
+    if logits is not None:
+        with torch.no_grad():
+            normalizer.alpha_logit.copy_(torch.tensor(logits))
+    return normalizer.to(dtype)
+
+
+def _extreme_logits(dtype):
+    info = torch.finfo(dtype)
+    return [-1e4, 1e4, info.min, info.max, -30.0, 0.0][:HEADS]
+
+
+def test_alpha_starts_at_one_and_a_half():
+    torch.testing.assert_close(_normalizer().alpha().flatten(), torch.full((HEADS,), ALPHA_INIT))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_alpha_is_within_the_bounds_for_extreme_logits(dtype):
+    alpha = _normalizer(_extreme_logits(dtype), dtype).alpha().flatten()
+    assert alpha.dtype == torch.float32  # computed in float32 whatever z's dtype
+    assert (alpha >= LOWEST).all() and (alpha <= 2).all()
+    assert alpha[0] == LOWEST and alpha[1] == 2
+    # the mappings cast alpha to the scores' dtype: it must stay above 1 there too
+    assert (alpha.to(torch.bfloat16) > 1).all() and (alpha.to(torch.float16) > 1).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_forward_and_backward_are_finite_for_extreme_logits(dtype):
+    normalizer = _normalizer(_extreme_logits(dtype), dtype)
+    torch.manual_seed(0)
+    scores = torch.randn(2, HEADS, 3, 7).to(dtype).requires_grad_()
+    mask = torch.ones(2, HEADS, 3, 7, dtype=torch.bool)
+    mask[0, :, :, :2] = False
+    probs = normalizer(scores, mask)
+    assert probs.dtype == dtype and torch.isfinite(probs).all()
+    torch.testing.assert_close(probs.float().sum(-1), torch.ones(2, HEADS, 3),
+                               rtol=0, atol=2e-2 if dtype == torch.bfloat16 else 1e-5)
+    (probs.float() * torch.randn(probs.shape)).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+    assert torch.isfinite(normalizer.alpha_logit.grad).all()
+
+
+def test_transformer_with_extreme_learned_alphas_trains(translation_data):
+    torch.manual_seed(0)
+    task, model = build_model(translation_data, MODEL_ARGS["regattn_transformer"],
+                              ["--attention", "entmax", "--attention-alpha", "learned"])
+    alpha_logits = [p for n, p in model.named_parameters() if n.endswith("alpha_logit")]
+    with torch.no_grad():
+        for z in alpha_logits:
+            z.copy_(torch.tensor([-1e4, 1e4, -1e4, 0.0]))
+    model.train()
+    logits, _ = model(**translation_batch(task, split="train", size=8)["net_input"])
+    assert torch.isfinite(logits).all()
+    logits.logsumexp(-1).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert all(z.grad is not None for z in alpha_logits)

@@ -92,8 +92,9 @@ def masked_attention_scores(attention: MultiheadAttention, query, key, value, ke
     set to -inf, a convention it does not document. The mappings take a mask instead: -inf
     would turn fusedmax/oscarmax NaN. If fairseq switched to a finite fill value the mask would
     keep padded positions: softmax would hide that, but the contract test that compares the
-    mask with the masks fairseq was given would fail. During beam search (`set_beam_size`) the cross-attention
-    keeps one copy of the source per sentence: v has kv_bsz * heads rows, not bsz * heads.
+    mask with the masks fairseq was given would fail. During beam search (`set_beam_size`) the
+    cross-attention keeps one copy of the source per sentence: v has kv_bsz * heads rows, not
+    bsz * heads.
     """
     scores, v = MultiheadAttention.forward(
         attention, query, key, value, key_padding_mask=key_padding_mask,

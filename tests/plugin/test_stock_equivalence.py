@@ -146,6 +146,8 @@ def test_training_records_the_best_loss_and_checkpoints_load(translation_data, t
 
     checkpoint = str(tmp_path / "checkpoint_best.pt")
     # what torch.load(weights_only=True) rejects unless allowed (our own file: safe to unpickle)
-    assert isinstance(torch.load(checkpoint, weights_only=False)["cfg"]["model"], argparse.Namespace)
-    [model], _ = checkpoint_utils.load_model_ensemble([checkpoint])  # torch.load(weights_only=True)
+    state = torch.load(checkpoint, weights_only=False)
+    assert isinstance(state["cfg"]["model"], argparse.Namespace)
+    # fairseq's loader: torch.load with the default weights_only=True
+    [model], _ = checkpoint_utils.load_model_ensemble([checkpoint])
     assert model.attention_spec.name == "softmax"

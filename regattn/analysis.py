@@ -41,7 +41,19 @@ ROW_SUM_TOLERANCE = 1e-3
 
 
 def as_row(row, tol: float = 0.0) -> np.ndarray:
-    """`row` as a float64 vector, checked to be a probability vector (ValueError otherwise)."""
+    """Checks that `row` is an attention row: a probability vector.
+
+    Args:
+        row: a list, numpy vector or torch tensor.
+        tol: weights >= -tol count as nonnegative.
+
+    Returns:
+        The row as a float64 numpy vector.
+
+    Raises:
+        ValueError: if it is not a non-empty vector, holds NaN or infinite or negative
+            weights, or does not sum to 1 within ROW_SUM_TOLERANCE.
+    """
     if hasattr(row, "detach"):  # a torch tensor
         row = row.detach().cpu().double().numpy()
     values = np.asarray(row, dtype=np.float64)
@@ -69,8 +81,18 @@ def _linked_groups(order: np.ndarray, linked: np.ndarray) -> list[np.ndarray]:
 
 
 def equal_weight_runs(row, tol: float = 0.0) -> list[np.ndarray]:
-    """The runs of `row` (see the module docstring): index arrays of >= 2 adjacent positions
-    with equal nonzero weight, in order of position."""
+    """The runs of an attention row (fusedmax's structure; see the module docstring).
+
+    Args:
+        row: an attention row (see `as_row`).
+        tol: weights <= tol are zeros, weights within tol are equal.
+
+    Returns:
+        Index arrays of >= 2 adjacent positions with equal nonzero weight, in order of position.
+
+    Raises:
+        ValueError: if `row` is not a probability vector (`as_row`).
+    """
     a = as_row(row, tol)
     nonzero = a > tol
     linked = (np.abs(np.diff(a)) <= tol) & nonzero[:-1] & nonzero[1:]
@@ -78,8 +100,19 @@ def equal_weight_runs(row, tol: float = 0.0) -> list[np.ndarray]:
 
 
 def equal_weight_clusters(row, tol: float = 0.0) -> list[np.ndarray]:
-    """The clusters of `row` (see the module docstring): sorted index arrays of >= 2 positions
-    anywhere in the row with equal nonzero weight, in order of increasing weight."""
+    """The clusters of an attention row (oscarmax's structure; see the module docstring).
+
+    Args:
+        row: an attention row (see `as_row`).
+        tol: weights <= tol are zeros, weights within tol are equal.
+
+    Returns:
+        Sorted index arrays of >= 2 positions anywhere in the row with equal nonzero weight,
+        in order of increasing weight.
+
+    Raises:
+        ValueError: if `row` is not a probability vector (`as_row`).
+    """
     a = as_row(row, tol)
     support = np.flatnonzero(a > tol)
     by_weight = support[np.argsort(a[support], kind="stable")]
@@ -90,21 +123,29 @@ def equal_weight_clusters(row, tol: float = 0.0) -> list[np.ndarray]:
 def attention_statistics(rows_of_attention: Iterable, tol: float = 0.0) -> dict:
     """Sparsity and structure of a set of attention rows (definitions in the module docstring).
 
-    rows_of_attention: attention rows (lists, numpy vectors or torch tensors), each a
-    probability vector over the unpadded source; e.g. every row of every exported sentence,
-    see `rows_of_export`. Returns a JSON-ready dict:
+    Args:
+        rows_of_attention: attention rows (lists, numpy vectors or torch tensors), each a
+            probability vector over the unpadded source; e.g. every row of every exported
+            sentence, see `rows_of_export`.
+        tol: weights <= tol are zeros, weights within tol are equal.
 
-      rows                    number of rows
-      mean_row_length         mean n (source positions per row)
-      mean_zero_fraction      mean over rows of (#zeros / n)
-      mean_support_size       mean over rows of #nonzeros
-      mean_runs_per_row       mean over rows of the number of runs (fusedmax's groups)
-      mean_run_size           mean size of a run, over all runs of all rows (None if no run)
-      mean_clusters_per_row   mean over rows of the number of clusters (oscarmax's groups)
-      mean_cluster_size       mean size of a cluster, over all clusters (None if no cluster)
+    Returns:
+        A JSON-ready dict:
+
+          rows                    number of rows
+          mean_row_length         mean n (source positions per row)
+          mean_zero_fraction      mean over rows of (#zeros / n)
+          mean_support_size       mean over rows of #nonzeros
+          mean_runs_per_row       mean over rows of the number of runs (fusedmax's groups)
+          mean_run_size           mean size of a run, over all runs of all rows (None if no run)
+          mean_clusters_per_row   mean over rows of the number of clusters (oscarmax's groups)
+          mean_cluster_size       mean size of a cluster, over all clusters (None if no cluster)
 
     Group sizes are pooled over groups rather than averaged per row, so that rows without
     groups (where a mean size is undefined) do not enter them.
+
+    Raises:
+        ValueError: if there is no row, or a row is not a probability vector (`as_row`).
     """
     lengths, zero_fractions, supports = [], [], []
     run_sizes, runs_per_row, cluster_sizes, clusters_per_row = [], [], [], []
@@ -142,8 +183,15 @@ PARAMETER_SYMBOLS = {"gamma": "γ", "lam": "λ", "alpha": "α", "p": "p"}
 
 
 def describe_mapping(name: str, params: dict) -> str:
-    """A label for figures and tables in the paper's spelling, e.g.
-    describe_mapping("sq_pnorm_max", {"gamma": 1.0, "p": 1.5}) -> "sq-pnorm-max (γ=1, p=1.5)"."""
+    """A label for figures and tables in the paper's spelling.
+
+    Args:
+        name: a mapping name, e.g. "sq_pnorm_max".
+        params: its parameters, e.g. {"gamma": 1.0, "p": 1.5}.
+
+    Returns:
+        e.g. "sq-pnorm-max (γ=1, p=1.5)".
+    """
     settings = ", ".join(f"{PARAMETER_SYMBOLS.get(key, key)}={value:g}" if isinstance(value, (int, float))
                          else f"{PARAMETER_SYMBOLS.get(key, key)}={value}"
                          for key, value in params.items())
@@ -152,8 +200,18 @@ def describe_mapping(name: str, params: dict) -> str:
 
 
 def read_export(path) -> list[dict]:
-    """The sentence records of a JSON-lines export written by scripts/export_attention.py:
-    {"id", "src_tokens", "tgt_tokens", "attention": [rows], "mapping": {"name", "params", ...}}."""
+    """Reads a JSON-lines attention export written by scripts/export_attention.py.
+
+    Args:
+        path: the .jsonl file.
+
+    Returns:
+        Its sentence records, {"id", "src_tokens", "tgt_tokens", "attention": [rows],
+        "mapping": {"name", "params", ...}}, in order.
+
+    Raises:
+        ValueError: if a record lacks a field or its rows do not match its source tokens.
+    """
     with open(path, encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     for number, record in enumerate(records, 1):
@@ -167,13 +225,30 @@ def read_export(path) -> list[dict]:
 
 
 def rows_of_export(records: Iterable[dict]) -> Iterator[list]:
-    """Every attention row of every sentence record, in order."""
+    """Every attention row of every sentence record.
+
+    Args:
+        records: sentence records, as `read_export` returns them.
+
+    Returns:
+        An iterator over their attention rows (lists), in order.
+    """
     for record in records:
         yield from record["attention"]
 
 
 def mapping_of_export(records: list[dict]) -> dict:
-    """The one mapping description shared by all records (ValueError if they disagree)."""
+    """The one mapping description shared by all records of an export.
+
+    Args:
+        records: sentence records, as `read_export` returns them.
+
+    Returns:
+        Their "mapping" dict.
+
+    Raises:
+        ValueError: if the records disagree on it.
+    """
     descriptions = {json.dumps(record["mapping"], sort_keys=True) for record in records}
     if len(descriptions) != 1:
         raise ValueError(f"export mixes {len(descriptions)} attention mappings")
@@ -181,14 +256,32 @@ def mapping_of_export(records: list[dict]) -> dict:
 
 
 def statistics_path(export_path) -> Path:
-    """Where the statistics of an export go: attn.jsonl -> attn.stats.json, beside it."""
+    """Where the statistics of an export go.
+
+    Args:
+        export_path: e.g. results/attn/fusedmax.jsonl.
+
+    Returns:
+        The path beside it, e.g. results/attn/fusedmax.stats.json.
+    """
     export_path = Path(export_path)
     return export_path.with_name(export_path.name.removesuffix(".jsonl") + ".stats.json")
 
 
 def write_export_statistics(export_path, tol: float = 0.0) -> Path:
-    """Compute the statistics of one export file and write them beside it, with the mapping,
-    the number of sentences and the tolerance used."""
+    """Computes the statistics of one export file and writes them beside it, with the
+    mapping, the number of sentences and the tolerance used.
+
+    Args:
+        export_path: a JSON-lines export (see `read_export`).
+        tol: as in `attention_statistics`.
+
+    Returns:
+        The path written (`statistics_path`).
+
+    Raises:
+        ValueError: if the export is malformed, empty or mixes mappings.
+    """
     records = read_export(export_path)
     if not records:
         raise ValueError(f"{export_path} holds no sentences")
@@ -205,6 +298,11 @@ def write_export_statistics(export_path, tol: float = 0.0) -> Path:
 
 
 def main(argv=None) -> None:
+    """The command line: writes <export>.stats.json beside each export named in argv.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m regattn.analysis",
         description="Write sparsity/structure statistics of attention exports (JSON lines from "

@@ -39,22 +39,31 @@ template <typename T>
 }
 
 [[noreturn]] void raise_spread_overflow() {
-  TORCH_CHECK_VALUE(false, "attention scores of a row span more than the largest finite value of their dtype "
-                    "(max - min overflows), so they cannot be shifted to a maximum of 0; rescale the scores");
+  TORCH_CHECK_VALUE(false, "attention scores of a row (divided by gamma) span more than the largest finite value "
+                    "of their dtype (max - min overflows), so they cannot be shifted to a maximum of 0; rescale "
+                    "the scores");
   std::abort();  // not reached
+}
+
+// The largest spread max - min of a row that a mapping with temperature gamma accepts: it
+// computes on (x - max) / gamma, which must be finite. Written so that no product overflows
+// (for gamma >= 1 the limit is the dtype's max: only an overflowed spread fails).
+template <typename T>
+T max_spread(double gamma) {
+  return std::numeric_limits<T>::max() * static_cast<T>(std::min(gamma, 1.0));
 }
 
 // Runs fn(row, row_in, row_out, row_group, n, shift) on each row's unmasked values, gathered
 // into per-thread scratch when the row is masked (so the algorithms see consecutive unmasked
 // positions as neighbours), and scatters results back; shift is the max of those values.
 // Group ids are int32: they index positions within a row. Raises ValueError (after the
-// parallel loop) where an unmasked value is not finite and, for the mappings (`mapping`),
-// where a row's max - min overflows: they compute on x - max (shift invariance), which must
-// be finite. The row algorithms never see such a row, nor one with no unmasked value (it
-// gets zeros).
+// parallel loop) where an unmasked value is not finite or where a row's max - min exceeds
+// `spread_limit` (max_spread for the mappings, which compute on (x - max) / gamma; infinity
+// for the standalone proxes, which take no shift). The row algorithms never see such a row,
+// nor one with no unmasked value (it gets zeros).
 template <typename T, typename Fn>
 void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tensor& out,
-                  int32_t* group, bool mapping, Fn fn) {
+                  int32_t* group, T spread_limit, Fn fn) {
   const int64_t rows = x.size(0), d = x.size(1);
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
@@ -72,7 +81,7 @@ void for_each_row(const torch::Tensor& x, const torch::Tensor& mask, torch::Tens
         non_finite = true;
         return false;
       }
-      if (mapping && !std::isfinite(range.max - range.min)) {
+      if (!(range.max - range.min <= spread_limit)) {
         overflow = true;
         return false;
       }
@@ -128,7 +137,7 @@ torch::Tensor sparsemax_rows(torch::Tensor x, torch::Tensor mask, double gamma) 
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sparsemax_rows", [&] {
     const scalar_t scale = static_cast<scalar_t>(1.0 / gamma);
-    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+    for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(gamma),
                            [d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
                              project_simplex_row(in, out, n, shift, scale, scratch<scalar_t>(d));
                            });
@@ -152,7 +161,7 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_tv1d_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(), false,
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(), std::numeric_limits<scalar_t>::infinity(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n, scalar_t) {
                              prox_tv1d_row(in, out, g, n, l, tv_scratch<scalar_t>(d));
                            });
@@ -172,7 +181,7 @@ std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, do
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fusedmax_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
-    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), true,
+    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), max_spread<scalar_t>(gamma),
                            [l, d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n,
                                          scalar_t shift) {
                              scalar_t* v = scratch<scalar_t, 2>(d);
@@ -212,7 +221,7 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "prox_pairwise_max_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam);
-    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(), false,
+    for_each_row<scalar_t>(x, mask, z, group.data_ptr<int32_t>(), std::numeric_limits<scalar_t>::infinity(),
                            [l, d](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n, scalar_t) {
                              auto& s = PoolScratch<scalar_t>::for_thread(d);
                              prox_pairwise_max_sorted(in, n, n, l, s.a.data(), s.order.data(), s.block.data(),
@@ -235,7 +244,7 @@ std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, do
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "oscarmax_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
-    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), true,
+    for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), max_spread<scalar_t>(gamma),
                            [l, d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t* g, int64_t n,
                                          scalar_t shift) {
                              auto& s = PoolScratch<scalar_t>::for_thread(d);
@@ -251,7 +260,7 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax15_rows", [&] {
-    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+    for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
                              entmax15_row(in, out, n, shift, scratch<scalar_t>(d + kPad));
                            });
@@ -325,7 +334,7 @@ torch::Tensor entmax_halley_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_halley_rows", [&] {
     const scalar_t* ap = alpha.data_ptr<scalar_t>();
-    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+    for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
                              entmax_halley_row(in, out, n, ap[r], shift, scratch<scalar_t>(d), scratch<int32_t>(d),
                                                scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
@@ -348,7 +357,7 @@ std::vector<torch::Tensor> entmax_halley_weights_rows(torch::Tensor x, torch::Te
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "entmax_halley_weights_rows", [&] {
     const scalar_t* ap = alpha.data_ptr<scalar_t>();
     scalar_t* wp = w.data_ptr<scalar_t>();
-    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+    for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d, ap, wp, mp](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n,
                                            scalar_t shift) {
                              scalar_t* weight = mp ? scratch<scalar_t, 2>(d) : wp + r * d;
@@ -389,7 +398,7 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
   const int64_t d = x.size(1);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sq_pnorm_max_rows", [&] {
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
-    for_each_row<scalar_t>(x, mask, y, nullptr, true,
+    for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
                              sq_pnorm_max_row(in, out, n, g, pp, shift, scratch<scalar_t>(d));
                            });

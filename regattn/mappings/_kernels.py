@@ -39,8 +39,12 @@ def use_kernels(x: torch.Tensor) -> bool:
 
 @contextlib.contextmanager
 def torch_reference():
-    """Within this block every mapping uses its pure-torch reference path, as on devices
-    without a kernel; tests compare it with the kernels, benchmarks time both."""
+    """Forces the pure-torch reference paths: within this block every mapping computes as on
+    devices without a kernel (tests compare it with the kernels, benchmarks time both).
+
+    Returns:
+        A context manager; the previous setting is restored on exit.
+    """
     global _kernels_enabled
     previous, _kernels_enabled = _kernels_enabled, False
     try:

@@ -109,18 +109,22 @@ class Rows:
         position get zeros and, through index_copy, zero gradient."""
         if self.keep is None:
             return self.layout.restore(fn(self.x, self.mask, *per_row))
+        if self.keep.numel() == 0:
+            # no row to compute (the reference algorithms take no empty rows); x.sum() is an
+            # exact 0 that keeps the result in the graph, so it backpropagates zeros
+            return self.layout.restore(self.x.new_zeros(self.total, self.x.shape[-1]) + self.x.sum())
         y = fn(self.x, self.mask, *(t.index_select(0, self.keep) for t in per_row))
         full = y.new_zeros((self.total, y.shape[-1])).index_copy(0, self.keep, y)
         return self.layout.restore(full)
 
 
 def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel: bool = False,
-            shift: bool = True, empty: str = "error") -> Rows:
+            shift: bool = True, empty: str = "error", gamma: float = 1.0) -> Rows:
     """The (rows, d) layout of `scores` along `dim` (see Rows), checked.
 
     Raises ValueError on a row with no unmasked position (unless empty="zero"), on non-finite
-    unmasked scores and, with `shift` (the mappings, which compute on x - max), on a row whose
-    max - min overflows. With `kernel`, the checks and the shift are left to the compiled
+    unmasked scores and, with `shift` (the mappings, which compute on (x - max) / gamma), on a
+    row whose (max - min) / gamma overflows. With `kernel`, the checks and the shift are left to the compiled
     kernel where one will run (CPU): it makes them as it reads the scores, with the same
     errors, which saves passes over memory.
     """
@@ -173,17 +177,20 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel
             x = x.masked_fill(~m, 0.0)
     if check:
         if shift:
-            x = shift_to_max(x, m)
+            x = shift_to_max(x, m, gamma)
         else:
             check_finite(x)
     return Rows(x, m, layout, keep, rows)
 
 
-def shift_to_max(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def shift_to_max(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float = 1.0) -> torch.Tensor:
     """x minus each row's max over its unmasked positions (masked entries stay 0): every
     mapping is invariant to adding a constant to a row, and on the shifted row its threshold
     arithmetic is exact to the scores' spread, not their magnitude. Raises ValueError on
-    non-finite unmasked scores and on a row whose max - min overflows."""
+    non-finite unmasked scores and on a row whose (max - min) / gamma overflows (the mapping
+    computes on (x - max) / gamma)."""
+    if x.numel() == 0:  # no row, or (empty="zero") rows of no position: nothing to shift
+        return x
     # the shift is a constant: the mappings are invariant to it, and so is their gradient
     values = x.detach()
     if mask is None:
@@ -191,13 +198,13 @@ def shift_to_max(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     else:
         high = values.masked_fill(~mask, float("-inf")).amax(-1, keepdim=True)
         low = values.masked_fill(~mask, float("inf")).amin(-1, keepdim=True)
-    spread = high - low
-    # one sum instead of an elementwise isfinite (see check_finite); it overflows only
-    # when finite spreads add up past the dtype's range, then look closer
-    if not (math.isfinite(float(spread.sum())) or torch.isfinite(spread).all()):
+    # as max_spread in csrc/regattn_cpu.cpp; NaN fails the comparison too
+    limit = torch.finfo(x.dtype).max * min(gamma, 1.0)
+    if not bool(((high - low) <= limit).all()):
         check_finite(x)
-        raise ValueError("attention scores of a row span more than the largest finite value of their dtype "
-                         "(max - min overflows), so they cannot be shifted to a maximum of 0; rescale the scores")
+        raise ValueError("attention scores of a row (divided by gamma) span more than the largest finite value "
+                         "of their dtype (max - min overflows), so they cannot be shifted to a maximum of 0; "
+                         "rescale the scores")
     x = x - high
     return x if mask is None else x.masked_fill(~mask, 0.0)
 

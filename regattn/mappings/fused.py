@@ -204,7 +204,7 @@ def fusedmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] =
             max - min overflows the dtype.
     """
     check_fusedmax(gamma, lam)
-    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
     return rows.apply(lambda x, m: FusedmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 

@@ -160,7 +160,7 @@ def oscarmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] =
             max - min overflows the dtype.
     """
     check_oscarmax(gamma, lam)
-    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
     return rows.apply(lambda x, m: OscarmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 

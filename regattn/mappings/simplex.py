@@ -89,7 +89,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = 
             max - min overflows the dtype.
     """
     check_gamma(gamma)
-    rows = to_rows(scores, dim, mask, empty=empty)
+    rows = to_rows(scores, dim, mask, empty=empty, gamma=gamma)
 
     def fn(x, m):
         # x is shifted to a max of 0 (to_rows), so x / gamma is exact to the scores' spread
@@ -124,7 +124,7 @@ def sparsemax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] 
         ValueError: as `softmax`.
     """
     check_gamma(gamma)
-    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
     return rows.apply(lambda x, m: SparsemaxFunction.apply(x, m, float(gamma)))
 
 

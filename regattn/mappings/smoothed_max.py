@@ -11,8 +11,21 @@ from . import build, defaults_of
 
 
 def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Tensor:
-    """gamma * Omega(y) along `dim` for mapping `name` (its parameters as in `build`).
-    For entmax, gamma is 1 and Omega is the negative Tsallis entropy."""
+    """The regularizer gamma * Omega(y) of a mapping, along `dim`: the term its argmax
+    subtracts from y.x (for entmax, gamma is 1 and Omega the negative Tsallis entropy).
+
+    Args:
+        name: one of mappings.NAMES.
+        y: points of the simplex along `dim` (e.g. a mapping's output).
+        dim: the dimension of the simplex.
+        **params: the mapping's parameters, as in `mappings.build` (defaults filled in).
+
+    Returns:
+        gamma * Omega(y), of y's shape without `dim`.
+
+    Raises:
+        ValueError: on an unknown name or bad parameters (as `mappings.build`).
+    """
     build(name, **params)  # validates the name and the parameters
     p = {**defaults_of(name), **params}
     y = y.movedim(dim, -1)
@@ -38,7 +51,23 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
 
 def max_omega(name: str, scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
               **params) -> torch.Tensor:
-    """max_{y in simplex} y.scores - gamma Omega(y) along `dim` (masked positions excluded)."""
+    """The smoothed max max_Omega(scores) = max_{y in simplex} y.scores - gamma Omega(y) along
+    `dim`, whose gradient in the scores is the mapping (Niculae & Blondel 2017, §2.2).
+
+    Args:
+        name: one of mappings.NAMES.
+        scores: floating-point tensor of any shape.
+        dim: the dimension to take the max over.
+        mask: optional bool tensor broadcastable to `scores`, True where a position takes
+            part; masked positions are excluded.
+        **params: the mapping's parameters, as in `mappings.build`.
+
+    Returns:
+        max_Omega(scores), of the scores' shape without `dim`.
+
+    Raises:
+        ValueError: as the mapping (`mappings.build` and its function).
+    """
     y = build(name, **params)(scores, dim=dim, mask=mask)
     x = scores if mask is None else scores.masked_fill(~mask, 0.0)
     return (y * x).sum(dim) - regularizer(name, y, dim=dim, **params)

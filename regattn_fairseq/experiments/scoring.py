@@ -1,11 +1,11 @@
 """Scorers for every table, on plain lists of strings.
 
 - BLEU: sacrebleu on detokenized text (its signature is returned and printed with results).
-- ROUGE-1/2/L: Google's `rouge-score` with the Porter stemmer (ROUGE-1.5.5's `-m`).
-  Gigaword: full-length F1 against the single reference.
-  DUC 2004: recall with each summary cut to its first 75 bytes (ROUGE-1.5.5 `-b 75`), scored
-  against each of the 4 references and AVERAGED over them, as ROUGE-1.5.5 does by default
-  (`-f A`, model average); rouge-score's own `score_multi` would take the max instead.
+- ROUGE-1/2/L: what ROUGE-1.5.5 computes (`rouge` module: its tokens, `-m` stemming with the
+  WordNet exceptions and its Porter stemmer, matches pooled over the references as `-f A`
+  does). Gigaword: full-length F1 against the single reference (`-m -n 2 -w 1.2 -a`).
+  DUC 2004: recall with the summary and every reference cut to their first 75 bytes
+  (`-b 75`), 4 references.
 - accuracy (SNLI) and exact-match accuracy (inflection, per language and macro-averaged).
 All scores are percentages."""
 
@@ -13,7 +13,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+from . import rouge as rouge_module
+from .rouge import ROUGE_TYPES, truncate_bytes
+
+__all__ = [
+    "ROUGE_TYPES",
+    "accuracy",
+    "bleu",
+    "exact_match",
+    "rouge",
+    "rouge_signature",
+    "truncate_bytes",
+]
 
 
 def bleu(hypotheses: list[str], references: list[str]) -> tuple[dict, str]:
@@ -26,34 +37,66 @@ def bleu(hypotheses: list[str], references: list[str]) -> tuple[dict, str]:
     return {"bleu": round(score.score, 2)}, str(metric.get_signature())
 
 
-def truncate_bytes(text: str, limit: int) -> str:
-    """The first `limit` bytes of the UTF-8 text, never splitting a character."""
-    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+def rouge(
+    hypotheses: list[str], references: list[list[str]], measure: str, truncate: int | None = None
+) -> dict:
+    """Mean ROUGE-1/2/L `measure` over the corpus, as ROUGE-1.5.5 computes it.
 
+    Parameters
+    ----------
+    hypotheses : list of str
+        one system summary per item.
+    references : list of list of str
+        ``references[i]``: every reference of item i (their matches are pooled).
+    measure : str
+        ``fmeasure``, ``recall`` or ``precision``.
+    truncate : int, optional
+        byte limit (ROUGE-1.5.5's ``-b``) for the hypotheses and the references.
 
-def rouge(hypotheses: list[str], references: list[list[str]], measure: str,
-          truncate: int | None = None) -> dict:
-    """Mean ROUGE-1/2/L `measure` ('fmeasure' or 'recall') over the corpus.
+    Returns
+    -------
+    dict
+        ``rouge1``, ``rouge2``, ``rougeL``: percentages, 2 decimals.
 
-    references[i] holds every reference of item i; per-item scores are averaged over them."""
-    from rouge_score import rouge_scorer
-
+    Raises
+    ------
+    ValueError
+        unknown `measure`, or the two lists differ in length.
+    """
+    if measure not in rouge_module.MEASURES:
+        raise ValueError(
+            f"unknown ROUGE measure {measure!r}; choose one of {', '.join(rouge_module.MEASURES)}"
+        )
     _check_aligned(hypotheses, references)
-    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
-    totals = dict.fromkeys(ROUGE_TYPES, 0.0)
-    for hypothesis, item_refs in zip(hypotheses, references):
-        if truncate is not None:
-            hypothesis = truncate_bytes(hypothesis, truncate)
-        per_ref = [scorer.score(ref, hypothesis) for ref in item_refs]
-        for rouge_type in ROUGE_TYPES:
-            totals[rouge_type] += sum(getattr(s[rouge_type], measure) for s in per_ref) / len(per_ref)
-    return {k: round(100 * v / max(len(hypotheses), 1), 2) for k, v in totals.items()}
+    scores = rouge_module.corpus_scores(hypotheses, references, truncate)
+    return {rouge_type: round(values[measure], 2) for rouge_type, values in scores.items()}
+
+
+def rouge_signature(measure: str, truncate: int | None, n_references: int) -> str:
+    """The settings string to print and record beside `rouge` scores.
+
+    Parameters
+    ----------
+    measure : str
+        ``fmeasure``, ``recall`` or ``precision``.
+    truncate : int, optional
+        the byte limit, if any.
+    n_references : int
+        references per item.
+
+    Returns
+    -------
+    str
+        e.g. ``"ROUGE-1.5.5-compatible -m -n 2 -w 1.2 -b 75 -a, recall, 4 refs,
+        regattn scorer v2"`` (one line).
+    """
+    return rouge_module.signature(measure, truncate, n_references)
 
 
 def accuracy(predictions: list[str], gold: list[str]) -> dict:
     """Percentage of predictions equal to the gold item (SNLI labels, inflected forms)."""
     _check_aligned(predictions, gold)
-    correct = sum(p == g for p, g in zip(predictions, gold))
+    correct = sum(p == g for p, g in zip(predictions, gold, strict=True))
     return {"accuracy": round(100 * correct / max(len(gold), 1), 2)}
 
 
@@ -63,10 +106,12 @@ def exact_match(predictions: list[str], gold: list[str], languages: list[str]) -
     _check_aligned(predictions, gold)
     _check_aligned(predictions, languages)
     by_language = defaultdict(lambda: ([], []))
-    for prediction, form, lang in zip(predictions, gold, languages):
+    for prediction, form, lang in zip(predictions, gold, languages, strict=True):
         by_language[lang][0].append(prediction)
         by_language[lang][1].append(form)
-    per_language = {f"acc_{lang}": accuracy(*by_language[lang])["accuracy"] for lang in sorted(by_language)}
+    per_language = {
+        f"acc_{lang}": accuracy(*by_language[lang])["accuracy"] for lang in sorted(by_language)
+    }
     macro = sum(per_language.values()) / max(len(per_language), 1)
     return {"accuracy": round(macro, 2), **per_language}
 

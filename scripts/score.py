@@ -1,0 +1,11 @@
+#!/usr/bin/env python
+"""Score a system's output file on one of the suite's test sets (duc2004, gigaword, snli, ...).
+
+Entry point; the code and its full documentation: regattn_fairseq.experiments.score."""
+
+import sys
+
+from regattn_fairseq.experiments.score import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,6 +10,7 @@ Pure torch plus compiled CPU row kernels; no fairseq. The submodules:
 The fairseq plugin that puts these mappings into models is the separate package
 `regattn_fairseq` (`pip install .[fairseq]`).
 """
+
 from . import analysis, mappings
 
 __all__ = ["analysis", "mappings"]

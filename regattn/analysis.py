@@ -26,13 +26,14 @@ scripts/export_attention.py:
 
     python -m regattn.analysis results/attn/fusedmax.jsonl   # -> fusedmax.stats.json
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -43,16 +44,23 @@ ROW_SUM_TOLERANCE = 1e-3
 def as_row(row, tol: float = 0.0) -> np.ndarray:
     """Checks that `row` is an attention row: a probability vector.
 
-    Args:
-        row: a list, numpy vector or torch tensor.
-        tol: weights >= -tol count as nonnegative.
+    Parameters
+    ----------
+    row
+        a list, numpy vector or torch tensor.
+    tol : float
+        weights >= -tol count as nonnegative.
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         The row as a float64 numpy vector.
 
-    Raises:
-        ValueError: if it is not a non-empty vector, holds NaN or infinite or negative
-            weights, or does not sum to 1 within ROW_SUM_TOLERANCE.
+    Raises
+    ------
+    ValueError
+        if it is not a non-empty vector, holds NaN or infinite or negative
+        weights, or does not sum to 1 within ROW_SUM_TOLERANCE.
     """
     if hasattr(row, "detach"):  # a torch tensor
         row = row.detach().cpu().double().numpy()
@@ -70,12 +78,13 @@ def as_row(row, tol: float = 0.0) -> np.ndarray:
 
 def _linked_groups(order: np.ndarray, linked: np.ndarray) -> list[np.ndarray]:
     """Split the positions `order` into maximal stretches where consecutive entries are
-    linked (linked[k] links order[k] and order[k+1]); keep stretches of >= 2 positions."""
+    linked (linked[k] links order[k] and order[k+1]); keep stretches of >= 2 positions.
+    """
     groups, start = [], 0
     for k in range(len(order)):
         if k == len(order) - 1 or not linked[k]:
             if k > start:
-                groups.append(order[start:k + 1])
+                groups.append(order[start : k + 1])
             start = k + 1
     return groups
 
@@ -83,15 +92,22 @@ def _linked_groups(order: np.ndarray, linked: np.ndarray) -> list[np.ndarray]:
 def equal_weight_runs(row, tol: float = 0.0) -> list[np.ndarray]:
     """The runs of an attention row (fusedmax's structure; see the module docstring).
 
-    Args:
-        row: an attention row (see `as_row`).
-        tol: weights <= tol are zeros, weights within tol are equal.
+    Parameters
+    ----------
+    row
+        an attention row (see `as_row`).
+    tol : float
+        weights <= tol are zeros, weights within tol are equal.
 
-    Returns:
+    Returns
+    -------
+    list[np.ndarray]
         Index arrays of >= 2 adjacent positions with equal nonzero weight, in order of position.
 
-    Raises:
-        ValueError: if `row` is not a probability vector (`as_row`).
+    Raises
+    ------
+    ValueError
+        if `row` is not a probability vector (`as_row`).
     """
     a = as_row(row, tol)
     nonzero = a > tol
@@ -102,16 +118,23 @@ def equal_weight_runs(row, tol: float = 0.0) -> list[np.ndarray]:
 def equal_weight_clusters(row, tol: float = 0.0) -> list[np.ndarray]:
     """The clusters of an attention row (oscarmax's structure; see the module docstring).
 
-    Args:
-        row: an attention row (see `as_row`).
-        tol: weights <= tol are zeros, weights within tol are equal.
+    Parameters
+    ----------
+    row
+        an attention row (see `as_row`).
+    tol : float
+        weights <= tol are zeros, weights within tol are equal.
 
-    Returns:
+    Returns
+    -------
+    list[np.ndarray]
         Sorted index arrays of >= 2 positions anywhere in the row with equal nonzero weight,
         in order of increasing weight.
 
-    Raises:
-        ValueError: if `row` is not a probability vector (`as_row`).
+    Raises
+    ------
+    ValueError
+        if `row` is not a probability vector (`as_row`).
     """
     a = as_row(row, tol)
     support = np.flatnonzero(a > tol)
@@ -123,29 +146,36 @@ def equal_weight_clusters(row, tol: float = 0.0) -> list[np.ndarray]:
 def attention_statistics(rows_of_attention: Iterable, tol: float = 0.0) -> dict:
     """Sparsity and structure of a set of attention rows (definitions in the module docstring).
 
-    Args:
-        rows_of_attention: attention rows (lists, numpy vectors or torch tensors), each a
-            probability vector over the unpadded source; e.g. every row of every exported
-            sentence, see `rows_of_export`.
-        tol: weights <= tol are zeros, weights within tol are equal.
+    Parameters
+    ----------
+    rows_of_attention : Iterable
+        attention rows (lists, numpy vectors or torch tensors), each a
+        probability vector over the unpadded source; e.g. every row of every exported
+        sentence, see `rows_of_export`.
+    tol : float
+        weights <= tol are zeros, weights within tol are equal.
 
-    Returns:
+    Returns
+    -------
+    dict
         A JSON-ready dict:
 
-          rows                    number of rows
-          mean_row_length         mean n (source positions per row)
-          mean_zero_fraction      mean over rows of (#zeros / n)
-          mean_support_size       mean over rows of #nonzeros
-          mean_runs_per_row       mean over rows of the number of runs (fusedmax's groups)
-          mean_run_size           mean size of a run, over all runs of all rows (None if no run)
-          mean_clusters_per_row   mean over rows of the number of clusters (oscarmax's groups)
-          mean_cluster_size       mean size of a cluster, over all clusters (None if no cluster)
+        rows                    number of rows
+        mean_row_length         mean n (source positions per row)
+        mean_zero_fraction      mean over rows of (#zeros / n)
+        mean_support_size       mean over rows of #nonzeros
+        mean_runs_per_row       mean over rows of the number of runs (fusedmax's groups)
+        mean_run_size           mean size of a run, over all runs of all rows (None if no run)
+        mean_clusters_per_row   mean over rows of the number of clusters (oscarmax's groups)
+        mean_cluster_size       mean size of a cluster, over all clusters (None if no cluster)
 
     Group sizes are pooled over groups rather than averaged per row, so that rows without
     groups (where a mean size is undefined) do not enter them.
 
-    Raises:
-        ValueError: if there is no row, or a row is not a probability vector (`as_row`).
+    Raises
+    ------
+    ValueError
+        if there is no row, or a row is not a probability vector (`as_row`).
     """
     lengths, zero_fractions, supports = [], [], []
     run_sizes, runs_per_row, cluster_sizes, clusters_per_row = [], [], [], []
@@ -185,16 +215,24 @@ PARAMETER_SYMBOLS = {"gamma": "γ", "lam": "λ", "alpha": "α", "p": "p"}
 def describe_mapping(name: str, params: dict) -> str:
     """A label for figures and tables in the paper's spelling.
 
-    Args:
-        name: a mapping name, e.g. "sq_pnorm_max".
-        params: its parameters, e.g. {"gamma": 1.0, "p": 1.5}.
+    Parameters
+    ----------
+    name : str
+        a mapping name, e.g. "sq_pnorm_max".
+    params : dict
+        its parameters, e.g. {"gamma": 1.0, "p": 1.5}.
 
-    Returns:
+    Returns
+    -------
+    str
         e.g. "sq-pnorm-max (γ=1, p=1.5)".
     """
-    settings = ", ".join(f"{PARAMETER_SYMBOLS.get(key, key)}={value:g}" if isinstance(value, (int, float))
-                         else f"{PARAMETER_SYMBOLS.get(key, key)}={value}"
-                         for key, value in params.items())
+    settings = ", ".join(
+        f"{PARAMETER_SYMBOLS.get(key, key)}={value:g}"
+        if isinstance(value, (int, float))
+        else f"{PARAMETER_SYMBOLS.get(key, key)}={value}"
+        for key, value in params.items()
+    )
     label = name.replace("_", "-")
     return f"{label} ({settings})" if settings else label
 
@@ -202,15 +240,21 @@ def describe_mapping(name: str, params: dict) -> str:
 def read_export(path) -> list[dict]:
     """Reads a JSON-lines attention export written by scripts/export_attention.py.
 
-    Args:
-        path: the .jsonl file.
+    Parameters
+    ----------
+    path
+        the .jsonl file.
 
-    Returns:
+    Returns
+    -------
+    list[dict]
         Its sentence records, {"id", "src_tokens", "tgt_tokens", "attention": [rows],
         "mapping": {"name", "params", ...}}, in order.
 
-    Raises:
-        ValueError: if a record lacks a field or its rows do not match its source tokens.
+    Raises
+    ------
+    ValueError
+        if a record lacks a field or its rows do not match its source tokens.
     """
     with open(path, encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
@@ -219,18 +263,24 @@ def read_export(path) -> list[dict]:
         if missing:
             raise ValueError(f"{path}:{number}: export record lacks {', '.join(sorted(missing))}")
         if any(len(row) != len(record["src_tokens"]) for row in record["attention"]):
-            raise ValueError(f"{path}:{number}: attention rows do not match the "
-                             f"{len(record['src_tokens'])} source tokens")
+            raise ValueError(
+                f"{path}:{number}: attention rows do not match the "
+                f"{len(record['src_tokens'])} source tokens"
+            )
     return records
 
 
 def rows_of_export(records: Iterable[dict]) -> Iterator[list]:
     """Every attention row of every sentence record.
 
-    Args:
-        records: sentence records, as `read_export` returns them.
+    Parameters
+    ----------
+    records : Iterable[dict]
+        sentence records, as `read_export` returns them.
 
-    Returns:
+    Returns
+    -------
+    Iterator[list]
         An iterator over their attention rows (lists), in order.
     """
     for record in records:
@@ -240,14 +290,20 @@ def rows_of_export(records: Iterable[dict]) -> Iterator[list]:
 def mapping_of_export(records: list[dict]) -> dict:
     """The one mapping description shared by all records of an export.
 
-    Args:
-        records: sentence records, as `read_export` returns them.
+    Parameters
+    ----------
+    records : list[dict]
+        sentence records, as `read_export` returns them.
 
-    Returns:
+    Returns
+    -------
+    dict
         Their "mapping" dict.
 
-    Raises:
-        ValueError: if the records disagree on it.
+    Raises
+    ------
+    ValueError
+        if the records disagree on it.
     """
     descriptions = {json.dumps(record["mapping"], sort_keys=True) for record in records}
     if len(descriptions) != 1:
@@ -258,10 +314,14 @@ def mapping_of_export(records: list[dict]) -> dict:
 def statistics_path(export_path) -> Path:
     """Where the statistics of an export go.
 
-    Args:
-        export_path: e.g. results/attn/fusedmax.jsonl.
+    Parameters
+    ----------
+    export_path
+        e.g. results/attn/fusedmax.jsonl.
 
-    Returns:
+    Returns
+    -------
+    Path
         The path beside it, e.g. results/attn/fusedmax.stats.json.
     """
     export_path = Path(export_path)
@@ -272,15 +332,22 @@ def write_export_statistics(export_path, tol: float = 0.0) -> Path:
     """Computes the statistics of one export file and writes them beside it, with the
     mapping, the number of sentences and the tolerance used.
 
-    Args:
-        export_path: a JSON-lines export (see `read_export`).
-        tol: as in `attention_statistics`.
+    Parameters
+    ----------
+    export_path
+        a JSON-lines export (see `read_export`).
+    tol : float
+        as in `attention_statistics`.
 
-    Returns:
+    Returns
+    -------
+    Path
         The path written (`statistics_path`).
 
-    Raises:
-        ValueError: if the export is malformed, empty or mixes mappings.
+    Raises
+    ------
+    ValueError
+        if the export is malformed, empty or mixes mappings.
     """
     records = read_export(export_path)
     if not records:
@@ -300,17 +367,24 @@ def write_export_statistics(export_path, tol: float = 0.0) -> Path:
 def main(argv=None) -> None:
     """The command line: writes <export>.stats.json beside each export named in argv.
 
-    Args:
-        argv: the arguments (default: sys.argv[1:]).
+    Parameters
+    ----------
+    argv
+        the arguments (default: sys.argv[1:]).
     """
     parser = argparse.ArgumentParser(
         prog="python -m regattn.analysis",
         description="Write sparsity/structure statistics of attention exports (JSON lines from "
-                    "scripts/export_attention.py) to <export>.stats.json beside each export.")
+        "scripts/export_attention.py) to <export>.stats.json beside each export.",
+    )
     parser.add_argument("exports", nargs="+", metavar="EXPORT.jsonl")
-    parser.add_argument("--tol", type=float, default=0.0,
-                        help="weights <= tol are zeros and weights within tol are equal "
-                             "(default 0: exact, the paper's convention)")
+    parser.add_argument(
+        "--tol",
+        type=float,
+        default=0.0,
+        help="weights <= tol are zeros and weights within tol are equal "
+        "(default 0: exact, the paper's convention)",
+    )
     args = parser.parse_args(argv)
     if not (args.tol >= 0 and math.isfinite(args.tol)):
         parser.error("--tol must be a finite number >= 0")

@@ -11,18 +11,19 @@ Every mapping takes `empty="error"` (a row with no unmasked position is a ValueE
 max over the unmasked positions (it is invariant to that shift), so that its accuracy is set
 by the spread of the scores, not by their magnitude.
 """
+
 from __future__ import annotations
 
 import inspect
 
 from torch import nn
 
+from ._kernels import torch_reference
 from .entmax import Entmax, entmax
 from .fused import Fusedmax, fusedmax, prox_tv1d
 from .oscar import Oscarmax, oscarmax, prox_pairwise_max
 from .pnorm import SqPnormMax, sq_pnorm_max
 from .simplex import Softmax, Sparsemax, softmax, sparsemax
-from ._kernels import torch_reference
 
 MODULES = {
     "softmax": Softmax,
@@ -38,31 +39,45 @@ NAMES = tuple(MODULES)
 def defaults_of(name: str) -> dict:
     """The regularization parameters of a mapping, with their (paper) defaults.
 
-    Args:
-        name: one of NAMES.
+    Parameters
+    ----------
+    name : str
+        one of NAMES.
 
-    Returns:
+    Returns
+    -------
+    dict
         A dict such as {"gamma": 1.0, "lam": 0.1} for fusedmax (read off the module's
         constructor; `empty`, which is not a parameter of the mapping, is left out).
 
-    Raises:
-        ValueError: if `name` is not one of NAMES.
+    Raises
+    ------
+    ValueError
+        if `name` is not one of NAMES.
     """
     check_name(name)
-    return {k: p.default for k, p in inspect.signature(MODULES[name]).parameters.items() if k != "empty"}
+    return {
+        k: p.default for k, p in inspect.signature(MODULES[name]).parameters.items() if k != "empty"
+    }
 
 
 def parameters_of(name: str) -> tuple:
     """The names of the regularization parameters of a mapping.
 
-    Args:
-        name: one of NAMES.
+    Parameters
+    ----------
+    name : str
+        one of NAMES.
 
-    Returns:
+    Returns
+    -------
+    tuple
         A tuple such as ("gamma", "lam") for fusedmax.
 
-    Raises:
-        ValueError: if `name` is not one of NAMES.
+    Raises
+    ------
+    ValueError
+        if `name` is not one of NAMES.
     """
     return tuple(defaults_of(name))
 
@@ -76,31 +91,56 @@ def check_name(name: str) -> None:
 def build(name: str, empty: str = "error", **params) -> nn.Module:
     """A mapping as an nn.Module, called as module(scores, dim=-1, mask=None).
 
-    Args:
-        name: one of NAMES.
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
-        **params: the mapping's parameters (see parameters_of); missing ones take their
-            defaults (defaults_of).
+    Parameters
+    ----------
+    name : str
+        one of NAMES.
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
+    **params
+        the mapping's parameters (see parameters_of); missing ones take their
+        defaults (defaults_of).
 
-    Returns:
+    Returns
+    -------
+    nn.Module
         The module (Softmax, Sparsemax, SqPnormMax, Fusedmax, Oscarmax or Entmax).
 
-    Raises:
-        ValueError: on an unknown name, a parameter the mapping does not take (an error, not
-            ignored), a parameter out of range, or an unknown `empty`.
+    Raises
+    ------
+    ValueError
+        on an unknown name, a parameter the mapping does not take (an error, not
+        ignored), a parameter out of range, or an unknown `empty`.
     """
     allowed = parameters_of(name)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(f"attention mapping {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
-                         f"its parameters are: {', '.join(allowed) or 'none'}")
+        raise ValueError(
+            f"attention mapping {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
+            f"its parameters are: {', '.join(allowed) or 'none'}"
+        )
     return MODULES[name](**params, empty=empty)
 
 
 __all__ = [
-    "NAMES", "build", "defaults_of", "parameters_of",
-    "softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax",
-    "prox_tv1d", "prox_pairwise_max", "torch_reference",
-    "Softmax", "Sparsemax", "SqPnormMax", "Fusedmax", "Oscarmax", "Entmax",
+    "NAMES",
+    "build",
+    "defaults_of",
+    "parameters_of",
+    "softmax",
+    "sparsemax",
+    "sq_pnorm_max",
+    "fusedmax",
+    "oscarmax",
+    "entmax",
+    "prox_tv1d",
+    "prox_pairwise_max",
+    "torch_reference",
+    "Softmax",
+    "Sparsemax",
+    "SqPnormMax",
+    "Fusedmax",
+    "Oscarmax",
+    "Entmax",
 ]

@@ -11,7 +11,6 @@ Jacobian-vector product below is also the vector-Jacobian product autograd needs
 On CPU both run in the compiled kernel in one pass per row; the torch versions are the
 reference (and the path for other devices).
 """
-from typing import Optional, Union
 
 import torch
 
@@ -21,24 +20,37 @@ _NO_ALPHA = torch.empty(0)
 _NO_GROUP = torch.empty(0, dtype=torch.int32)
 
 
-def sparse_vjp(y: torch.Tensor, grad: torch.Tensor, alpha: Union[float, torch.Tensor] = 2.0,
-               group: Optional[torch.Tensor] = None) -> torch.Tensor:
+def sparse_vjp(
+    y: torch.Tensor,
+    grad: torch.Tensor,
+    alpha: float | torch.Tensor = 2.0,
+    group: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Support Jacobian (alpha = 2: simplex projection; else alpha-entmax, alpha a number or
     a (rows, 1) tensor) times grad, then group-averaged when `group` is given; y, grad and
-    group are (rows, d)."""
+    group are (rows, d).
+    """
     grad = grad.contiguous()
     if use_kernels(y):
         per_row = isinstance(alpha, torch.Tensor)
-        return kernels.sparse_jvp_rows(y, grad, 0.0 if per_row else float(alpha),
-                                       _NO_GROUP if group is None else group.to(torch.int32),
-                                       alpha.reshape(-1).contiguous() if per_row else _NO_ALPHA)
+        return kernels.sparse_jvp_rows(
+            y,
+            grad,
+            0.0 if per_row else float(alpha),
+            _NO_GROUP if group is None else group.to(torch.int32),
+            alpha.reshape(-1).contiguous() if per_row else _NO_ALPHA,
+        )
     out = support_jvp_reference(y, grad, alpha)
     return out if group is None else group_mean_reference(out, group)
 
 
 def support_jvp_reference(y: torch.Tensor, v: torch.Tensor, alpha) -> torch.Tensor:
     support = y > 0
-    w = support.to(y.dtype) if not isinstance(alpha, torch.Tensor) and alpha == 2 else torch.where(support, y.pow(2 - alpha), 0.0)
+    w = (
+        support.to(y.dtype)
+        if not isinstance(alpha, torch.Tensor) and alpha == 2
+        else torch.where(support, y.pow(2 - alpha), 0.0)
+    )
     return w * (v - (w * v).sum(-1, keepdim=True) / w.sum(-1, keepdim=True))
 
 

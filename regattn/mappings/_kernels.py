@@ -4,6 +4,7 @@ Without them (a source checkout that was never built, a platform with no compile
 mapping still works through its pure-torch reference path; importing warns once, naming
 what is missing and how to build it.
 """
+
 import contextlib
 import warnings
 
@@ -42,7 +43,9 @@ def torch_reference():
     """Forces the pure-torch reference paths: within this block every mapping computes as on
     devices without a kernel (tests compare it with the kernels, benchmarks time both).
 
-    Returns:
+    Returns
+    -------
+    object
         A context manager; the previous setting is restored on exit.
     """
     global _kernels_enabled

@@ -1,8 +1,10 @@
 """The nn.Module form shared by every mapping: one class holds the parameters, checks them
-with the same function that checks the functional form's, and calls the function."""
+with the same function that checks the functional form's, and calls the function.
+"""
+
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -16,14 +18,21 @@ class MappingModule(nn.Module):
     Subclasses (Softmax, Sparsemax, ...) spell out their parameters and defaults in their
     __init__ signature (mappings.defaults_of reads it) and pass them here.
 
-    Args:
-        function: the functional form, function(scores, dim, mask, **params, empty=...).
-        check: raises ValueError on invalid params (the function calls it too).
-        empty: "error" or "zero", see the functions.
-        **params: the mapping's parameters, e.g. gamma=1.0, lam=0.1; each is an attribute.
+    Parameters
+    ----------
+    function
+        the functional form, function(scores, dim, mask, **params, empty=...).
+    check
+        raises ValueError on invalid params (the function calls it too).
+    empty
+        "error" or "zero", see the functions.
+    **params
+        the mapping's parameters, e.g. gamma=1.0, lam=0.1; each is an attribute.
 
-    Raises:
-        ValueError: on a parameter out of range or an unknown `empty`.
+    Raises
+    ------
+    ValueError
+        on a parameter out of range or an unknown `empty`.
     """
 
     def __init__(self, function: Callable, check: Callable, empty: str = "error", **params):
@@ -36,7 +45,9 @@ class MappingModule(nn.Module):
             setattr(self, name, value)
         self.empty = empty
 
-    def forward(self, scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, dim: int = -1, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The mapping of `scores` along `dim` (see the function's docstring)."""
         params = {name: getattr(self, name) for name in self._names}
         return self._function(scores, dim, mask, **params, empty=self.empty)

@@ -5,11 +5,11 @@ flatten the rest into rows and compute on a contiguous (rows, d) float32/float64
 `RowLayout.restore` undoes it. Masked positions are removed from each row's problem (not set
 to -inf), so every check about "the row" is about its unmasked positions.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -49,7 +49,7 @@ class RowLayout:
 
 
 def unscale(x: torch.Tensor, gamma: float) -> torch.Tensor:
-    """x / gamma, skipping the pass over memory for the default gamma = 1."""
+    """X / gamma, skipping the pass over memory for the default gamma = 1."""
     return x if gamma == 1 else x / gamma
 
 
@@ -58,7 +58,8 @@ def bisect_threshold(lo: torch.Tensor, hi: torch.Tensor, below_root) -> torch.Te
     alpha-entmax): the root of a function that decreases in tau, bracketed in [lo, hi]
     ((rows, 1) tensors). below_root(tau) is True where the root lies at or above tau. Returns
     the lower end after enough halvings to shrink a unit bracket below the dtype's relative
-    resolution, on every row at once."""
+    resolution, on every row at once.
+    """
     for _ in range(int(-math.log2(torch.finfo(lo.dtype).eps)) + 3):
         tau = (lo + hi) / 2
         above = below_root(tau)
@@ -83,8 +84,10 @@ EMPTY_CHOICES = ("error", "zero")
 def check_empty(empty) -> None:
     """Raises ValueError unless `empty` is one of EMPTY_CHOICES."""
     if empty not in EMPTY_CHOICES:
-        raise ValueError(f"empty must be 'error' (a row with no unmasked position is an error) or "
-                         f"'zero' (such a row gets zeros), got {empty!r}")
+        raise ValueError(
+            f"empty must be 'error' (a row with no unmasked position is an error) or "
+            f"'zero' (such a row gets zeros), got {empty!r}"
+        )
 
 
 @dataclass
@@ -97,36 +100,47 @@ class Rows:
     the full (rows, d) layout) of the rows that have an unmasked position, x and mask holding
     only those; None when every row has one.
     """
+
     x: torch.Tensor
-    mask: Optional[torch.Tensor]
+    mask: torch.Tensor | None
     layout: RowLayout
-    keep: Optional[torch.Tensor] = None
+    keep: torch.Tensor | None = None
     total: int = 0  # rows in the full layout
 
     def apply(self, fn, *per_row: torch.Tensor) -> torch.Tensor:
         """fn(x, mask, *per_row) in the caller's shape and dtype; per_row are (rows, k)
         tensors of the full layout (e.g. entmax's alpha). Rows dropped for having no unmasked
-        position get zeros and, through index_copy, zero gradient."""
+        position get zeros and, through index_copy, zero gradient.
+        """
         if self.keep is None:
             return self.layout.restore(fn(self.x, self.mask, *per_row))
         if self.keep.numel() == 0:
             # no row to compute (the reference algorithms take no empty rows); x.sum() is an
             # exact 0 that keeps the result in the graph, so it backpropagates zeros
-            return self.layout.restore(self.x.new_zeros(self.total, self.x.shape[-1]) + self.x.sum())
+            return self.layout.restore(
+                self.x.new_zeros(self.total, self.x.shape[-1]) + self.x.sum()
+            )
         y = fn(self.x, self.mask, *(t.index_select(0, self.keep) for t in per_row))
         full = y.new_zeros((self.total, y.shape[-1])).index_copy(0, self.keep, y)
         return self.layout.restore(full)
 
 
-def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel: bool = False,
-            shift: bool = True, empty: str = "error", gamma: float = 1.0) -> Rows:
+def to_rows(
+    scores: torch.Tensor,
+    dim: int,
+    mask: torch.Tensor | None,
+    kernel: bool = False,
+    shift: bool = True,
+    empty: str = "error",
+    gamma: float = 1.0,
+) -> Rows:
     """The (rows, d) layout of `scores` along `dim` (see Rows), checked.
 
     Raises ValueError on a row with no unmasked position (unless empty="zero"), on non-finite
     unmasked scores and, with `shift` (the mappings, which compute on (x - max) / gamma), on a
-    row whose (max - min) / gamma overflows. With `kernel`, the checks and the shift are left to the compiled
-    kernel where one will run (CPU): it makes them as it reads the scores, with the same
-    errors, which saves passes over memory.
+    row whose (max - min) / gamma overflows. With `kernel`, the checks and the shift are left to
+    the compiled kernel where one will run (CPU): it makes them as it reads the scores, with
+    the same errors, which saves passes over memory.
     """
     if not isinstance(scores, torch.Tensor):
         raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
@@ -137,12 +151,16 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel
     dtype = compute_dtype(scores.dtype)
     if mask is not None:
         if mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+            raise ValueError(
+                f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}"
+            )
         try:
             shape = torch.broadcast_shapes(scores.shape, mask.shape)
         except RuntimeError as err:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores "
-                             f"of shape {tuple(scores.shape)}") from err
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to scores "
+                f"of shape {tuple(scores.shape)}"
+            ) from err
         scores = scores.expand(shape)
         mask = mask.to(scores.device).expand(shape)
     last = dim == scores.dim() - 1
@@ -150,14 +168,20 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel
     layout = RowLayout(shape=x.shape, dim=dim, dtype=scores.dtype)
     d = x.shape[-1]
     if d == 0 and empty == "error":
-        raise ValueError("cannot normalize over an empty dimension: the row has no position to attend to")
+        raise ValueError(
+            "cannot normalize over an empty dimension: the row has no position to attend to"
+        )
     rows = math.prod(x.shape[:-1])  # not -1: with d = 0 it would be ambiguous
     x = x.reshape(rows, d)
     if x.dtype != dtype:
         x = x.to(dtype)
     x = x.contiguous()
     check = not (kernel and use_kernels(x))
-    m = None if mask is None else (mask if last else mask.movedim(dim, -1)).reshape(rows, d).contiguous()
+    m = (
+        None
+        if mask is None
+        else (mask if last else mask.movedim(dim, -1)).reshape(rows, d).contiguous()
+    )
     keep = None
     if d == 0:  # empty="zero": every row is empty
         keep = torch.zeros(0, dtype=torch.long, device=x.device)
@@ -166,8 +190,10 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel
         nonempty = m.any(dim=1)
         if not bool(nonempty.all()):
             if empty == "error":
-                raise ValueError("a row has no unmasked position: there is nothing to attend to "
-                                 "(check the padding mask; or pass empty='zero' to give such rows zeros)")
+                raise ValueError(
+                    "a row has no unmasked position: there is nothing to attend to "
+                    "(check the padding mask; or pass empty='zero' to give such rows zeros)"
+                )
             keep = nonempty.nonzero().squeeze(1)
             x, m = x.index_select(0, keep), m.index_select(0, keep)
         if bool(m.all()):
@@ -183,12 +209,13 @@ def to_rows(scores: torch.Tensor, dim: int, mask: Optional[torch.Tensor], kernel
     return Rows(x, m, layout, keep, rows)
 
 
-def shift_to_max(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float = 1.0) -> torch.Tensor:
-    """x minus each row's max over its unmasked positions (masked entries stay 0): every
+def shift_to_max(x: torch.Tensor, mask: torch.Tensor | None, gamma: float = 1.0) -> torch.Tensor:
+    """X minus each row's max over its unmasked positions (masked entries stay 0): every
     mapping is invariant to adding a constant to a row, and on the shifted row its threshold
     arithmetic is exact to the scores' spread, not their magnitude. Raises ValueError on
     non-finite unmasked scores and on a row whose (max - min) / gamma overflows (the mapping
-    computes on (x - max) / gamma)."""
+    computes on (x - max) / gamma).
+    """
     if x.numel() == 0:  # no row, or (empty="zero") rows of no position: nothing to shift
         return x
     # the shift is a constant: the mappings are invariant to it, and so is their gradient
@@ -202,9 +229,11 @@ def shift_to_max(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float = 1
     limit = torch.finfo(x.dtype).max * min(gamma, 1.0)
     if not bool(((high - low) <= limit).all()):
         check_finite(x)
-        raise ValueError("attention scores of a row (divided by gamma) span more than the largest finite value "
-                         "of their dtype (max - min overflows), so they cannot be shifted to a maximum of 0; "
-                         "rescale the scores")
+        raise ValueError(
+            "attention scores of a row (divided by gamma) span more than the largest finite value "
+            "of their dtype (max - min overflows), so they cannot be shifted to a maximum of 0; "
+            "rescale the scores"
+        )
     x = x - high
     return x if mask is None else x.masked_fill(~mask, 0.0)
 
@@ -217,15 +246,18 @@ def check_finite(x: torch.Tensor) -> None:
     if math.isfinite(float(x.detach().sum())) or torch.isfinite(x).all():
         return
     kind = "NaN" if torch.isnan(x).any() else "infinite"
-    raise ValueError(f"attention scores contain {kind} values at unmasked positions; "
-                     "exclude positions with mask= instead of -inf scores")
+    raise ValueError(
+        f"attention scores contain {kind} values at unmasked positions; "
+        "exclude positions with mask= instead of -inf scores"
+    )
 
 
-def pack_unmasked(x: torch.Tensor, mask: Optional[torch.Tensor]):
+def pack_unmasked(x: torch.Tensor, mask: torch.Tensor | None):
     """Moves each row's unmasked values to its front, in order, for the torch reference
     algorithms that walk a row as a chain. Returns (packed, n, order): n (rows, 1) counts the
     unmasked positions, order[r, j] is the original position of packed[r, j]; positions past
-    n hold arbitrary values."""
+    n hold arbitrary values.
+    """
     rows, d = x.shape
     if mask is None:
         order = torch.arange(d, device=x.device).expand(rows, d)

@@ -19,10 +19,10 @@ Gradient with respect to alpha (Correia, Niculae & Martins 2019, Prop. 1), deriv
 differentiating y_i^{alpha-1} = (alpha-1) x_i - tau at fixed x, with g^ = g / sum g:
     dy_i/dalpha = (y_i - g^_i) / (alpha-1)^2 - (y_i log y_i - g^_i sum_j y_j log y_j) / (alpha-1).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
 
 import torch
 
@@ -33,16 +33,17 @@ from ._rows import bisect_threshold, to_rows
 from .simplex import SparsemaxFunction, softmax
 
 
-def entmax15_rows(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def entmax15_rows(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Exact 1.5-entmax of each row of a (rows, d) tensor over its unmasked positions."""
     if use_kernels(x):
         return kernels.entmax15_rows(x, mask_arg(mask))
     return entmax15_rows_by_sort(x, mask)
 
 
-def entmax15_rows_by_sort(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def entmax15_rows_by_sort(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """The same threshold in plain torch ops (any device): for the k largest v = x/2,
-    tau_k = mean_k - sqrt(1/k - var_k); the support is the largest k with tau_k <= v_(k)."""
+    tau_k = mean_k - sqrt(1/k - var_k); the support is the largest k with tau_k <= v_(k).
+    """
     v = x / 2
     if mask is not None:
         # the row minimum keeps squares finite; positions beyond the row's count are ignored
@@ -60,15 +61,20 @@ def entmax15_rows_by_sort(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torc
     return y if mask is None else y.masked_fill(~mask, 0.0)
 
 
-def entmax_threshold_rows(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
+def entmax_threshold_rows(
+    x: torch.Tensor, mask: torch.Tensor | None, alpha: torch.Tensor
+) -> torch.Tensor:
     """alpha-entmax of each row, alpha (rows, 1) with every entry > 1: the kernel's
-    safeguarded Halley/Newton iteration on CPU, the torch reference (bisection) elsewhere."""
+    safeguarded Halley/Newton iteration on CPU, the torch reference (bisection) elsewhere.
+    """
     if use_kernels(x):
         return kernels.entmax_halley_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
     return entmax_rows_by_bisection(x, mask, alpha)
 
 
-def entmax_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor], alpha: torch.Tensor) -> torch.Tensor:
+def entmax_rows_by_bisection(
+    x: torch.Tensor, mask: torch.Tensor | None, alpha: torch.Tensor
+) -> torch.Tensor:
     """Bisection on tau in torch ops, to the dtype's resolution."""
     am1 = alpha - 1
     z = x * am1
@@ -90,14 +96,20 @@ def entmax_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor], alph
 
 
 class Entmax15Function(torch.autograd.Function):
+    """1.5-entmax on (rows, d) with optional row mask; gradient by the support formula with
+    weights y^(1/2).
+    """
+
     @staticmethod
     def forward(ctx, x, mask):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
         y = entmax15_rows(x, mask)
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, grad):
+        """The vector-Jacobian product: the support Jacobian with weights y^(1/2)."""
         (y,) = ctx.saved_tensors
         return sparse_vjp(y, grad, alpha=1.5), None
 
@@ -107,10 +119,13 @@ class EntmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, mask, alpha):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
         if use_kernels(x) and not ctx.needs_input_grad[2]:
             # the kernel also returns the backward's weights y^{2-alpha}, which it gets with
             # no call to pow; the backward then needs neither y nor alpha
-            y, weight = kernels.entmax_halley_weights_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
+            y, weight = kernels.entmax_halley_weights_rows(
+                x, mask_arg(mask), alpha.reshape(-1).contiguous()
+            )
             ctx.save_for_backward(weight)
             ctx.weighted = True
             return y
@@ -121,6 +136,9 @@ class EntmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The vector-Jacobian product: the support Jacobian with weights y^(2-alpha), and
+        d/dalpha when alpha needs a gradient.
+        """
         if ctx.weighted:
             (weight,) = ctx.saved_tensors
             return kernels.weighted_jvp_rows(weight, grad.contiguous()), None, None
@@ -132,7 +150,9 @@ class EntmaxFunction(torch.autograd.Function):
             g = torch.where(y > 0, y.pow(2 - alpha), 0.0)
             g_hat = g / g.sum(-1, keepdim=True)
             y_log_y = torch.where(y > 0, y * y.log(), 0.0)
-            dy_dalpha = (y - g_hat) / am1.square() - (y_log_y - g_hat * y_log_y.sum(-1, keepdim=True)) / am1
+            dy_dalpha = (y - g_hat) / am1.square() - (
+                y_log_y - g_hat * y_log_y.sum(-1, keepdim=True)
+            ) / am1
             grad_alpha = (grad * dy_dalpha).sum(-1, keepdim=True)
         return grad_x, None, grad_alpha
 
@@ -141,13 +161,17 @@ def check_alpha(alpha) -> None:
     """Raises ValueError unless alpha is a number >= 1 or a tensor > 1 everywhere."""
     if isinstance(alpha, torch.Tensor):
         if torch.isnan(alpha).any() or (alpha <= 1).any():
-            raise ValueError("a tensor alpha must be > 1 everywhere (alpha=1 is softmax: pass "
-                             f"alpha=1.0); got min {alpha.min().item()!r}")
+            raise ValueError(
+                "a tensor alpha must be > 1 everywhere (alpha=1 is softmax: pass "
+                f"alpha=1.0); got min {alpha.min().item()!r}"
+            )
     elif not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 1):
         raise ValueError(f"alpha must be a number >= 1 (alpha=1 is softmax), got {alpha!r}")
 
 
-def _alpha_rows(alpha: torch.Tensor, scores_shape: torch.Size, dim: int, x: torch.Tensor) -> torch.Tensor:
+def _alpha_rows(
+    alpha: torch.Tensor, scores_shape: torch.Size, dim: int, x: torch.Tensor
+) -> torch.Tensor:
     """Broadcasts alpha (constant along `dim`) to one value per row, keeping the graph."""
     row_shape = list(scores_shape)
     row_shape[dim] = 1
@@ -155,37 +179,56 @@ def _alpha_rows(alpha: torch.Tensor, scores_shape: torch.Size, dim: int, x: torc
         if torch.broadcast_shapes(alpha.shape, row_shape) != torch.Size(row_shape):
             raise RuntimeError
     except RuntimeError:
-        raise ValueError(f"alpha of shape {tuple(alpha.shape)} must broadcast to the scores' "
-                         f"shape {tuple(scores_shape)} with size 1 along dim {dim}") from None
-    return alpha.to(device=x.device, dtype=x.dtype).expand(row_shape).movedim(dim, -1).reshape(-1, 1)
+        raise ValueError(
+            f"alpha of shape {tuple(alpha.shape)} must broadcast to the scores' "
+            f"shape {tuple(scores_shape)} with size 1 along dim {dim}"
+        ) from None
+    return (
+        alpha.to(device=x.device, dtype=x.dtype).expand(row_shape).movedim(dim, -1).reshape(-1, 1)
+    )
 
 
-def entmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-           alpha: Union[float, torch.Tensor] = 1.5, empty: str = "error") -> torch.Tensor:
+def entmax(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    alpha: float | torch.Tensor = 1.5,
+    empty: str = "error",
+) -> torch.Tensor:
     """alpha-entmax (Peters, Niculae & Martins 2019): the Tsallis-entropy regularized max,
     argmax_{y in simplex} y.scores + H_alpha(y), along `dim`. alpha = 1 is softmax, alpha = 2
     sparsemax; alpha > 1 is sparse.
 
-    Args:
-        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
-            and cast back).
-        dim: the dimension to normalize over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position may be
-            attended to; masked positions get exactly 0 (they are removed from the problem).
-        alpha: a number >= 1, or a tensor (every entry > 1) broadcastable to the scores with
-            size 1 along `dim` (one alpha per row, head, ...), differentiable (Correia et al.
-            2019).
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape (float16/bfloat16 are computed in float32
+        and cast back).
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0 (they are removed from the problem).
+    alpha : Union[float, torch.Tensor]
+        a number >= 1, or a tensor (every entry > 1) broadcastable to the scores with
+        size 1 along `dim` (one alpha per row, head, ...), differentiable (Correia et al.
+        2019).
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
         `dim` a sparse probability vector over its unmasked positions.
 
-    Raises:
-        ValueError: on a bad alpha (out of range, or a tensor of the wrong shape), a mask that
-            is not bool or does not broadcast, an empty `dim` or row (with empty="error"), NaN
-            or infinite unmasked scores, or a row whose max - min overflows the dtype.
+    Raises
+    ------
+    ValueError
+        on a bad alpha (out of range, or a tensor of the wrong shape), a mask that
+        is not bool or does not broadcast, an empty `dim` or row (with empty="error"), NaN
+        or infinite unmasked scores, or a row whose max - min overflows the dtype.
     """
     check_alpha(alpha)
     if not isinstance(alpha, torch.Tensor):
@@ -200,13 +243,17 @@ def entmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = N
         return rows.apply(EntmaxFunction.apply, alpha_rows)
     if alpha == 1.5:
         return rows.apply(Entmax15Function.apply)
-    return rows.apply(lambda x, m: EntmaxFunction.apply(
-        x, m, torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device)))
+    return rows.apply(
+        lambda x, m: EntmaxFunction.apply(
+            x, m, torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device)
+        )
+    )
 
 
 class Entmax(MappingModule):
     """alpha-entmax with a fixed alpha, as an nn.Module (for a learned alpha, pass a tensor to
-    `entmax`); see `entmax` for the arguments."""
+    `entmax`); see `entmax` for the arguments.
+    """
 
     def __init__(self, alpha: float = 1.5, empty: str = "error"):
         super().__init__(entmax, check_alpha, empty, alpha=alpha)

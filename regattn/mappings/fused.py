@@ -1,8 +1,9 @@
 """fusedmax: sparse attention with contiguous groups of equal weight.
 
-    fusedmax(x; gamma, lam) = argmax_{y in simplex} y.x - gamma (1/2 ||y||^2 + lam sum_i |y_{i+1} - y_i|)
-                            = argmin_{y in simplex} 1/2 ||y - x/gamma||^2 + lam sum_i |y_{i+1} - y_i|
-                            = P_simplex(prox_TV(x / gamma; lam))          (Niculae & Blondel 2017, Prop. 2)
+    fusedmax(x; gamma, lam)
+        = argmax_{y in simplex} y.x - gamma (1/2 ||y||^2 + lam sum_i |y_{i+1} - y_i|)
+        = argmin_{y in simplex} 1/2 ||y - x/gamma||^2 + lam sum_i |y_{i+1} - y_i|
+        = P_simplex(prox_TV(x / gamma; lam))          (Niculae & Blondel 2017, Prop. 2)
 
 Both maps commute with adding a constant to a row, so every path computes on x minus its row
 max: the prox's and the projection's arithmetic is then exact to the scores' spread.
@@ -10,38 +11,46 @@ max: the prox's and the projection's arithmetic is then exact to the scores' spr
 prox_TV is solved exactly: by Condat's direct algorithm in the torch reference, and in the
 CPU kernel by guessing that every position is its own segment and solving only the edges
 where that guess violates the optimality conditions, in windows (Condat's algorithm again, or
-a closed form for one edge; prox_tv1d_row in csrc/row_algorithms.h). Its Jacobian averages within each
-fused segment (Prop. 3), so the backward pass is (1/gamma) J_TV J_P g. With a mask, the
+a closed form for one edge; prox_tv1d_row in csrc/row_algorithms.h). Its Jacobian averages
+within each fused segment (Prop. 3), so the backward pass is (1/gamma) J_TV J_P g. With a mask, the
 total-variation chain links consecutive *unmasked* positions: left and right padding give
 the same result.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 
 from ._backward import sparse_vjp
 from ._kernels import kernels, mask_arg, use_kernels
 from ._module import MappingModule
-from ._rows import check_nonnegative, check_positive, pack_unmasked, to_rows, unpack_unmasked, unscale
+from ._rows import (
+    check_nonnegative,
+    check_positive,
+    pack_unmasked,
+    to_rows,
+    unpack_unmasked,
+    unscale,
+)
 from .simplex import project_simplex_rows_by_sort
 
 
-def prox_tv1d_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+def prox_tv1d_rows(x: torch.Tensor, mask: torch.Tensor | None, lam: float):
     """(z, segment) for each row of a (rows, d) tensor: z = argmin 1/2||z - x||^2 + lam TV(z)
     over the unmasked positions; segment labels the fused runs (-1 at masked positions; int32
     from the kernel, int64 from the reference). Compiled kernel on CPU; the torch reference
-    elsewhere."""
+    elsewhere.
+    """
     if use_kernels(x):
         return tuple(kernels.prox_tv1d_rows(x, mask_arg(mask), float(lam)))
     return prox_tv1d_rows_reference(x, mask, lam)
 
 
-def prox_tv1d_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+def prox_tv1d_rows_reference(x: torch.Tensor, mask: torch.Tensor | None, lam: float):
     """The same as prox_tv1d_rows in torch ops on any device: Condat's algorithm run on all
     rows in lockstep, one transition of its state machine per row and iteration (the loop is
-    over algorithm steps, about 2d, never over rows)."""
+    over algorithm steps, about 2d, never over rows).
+    """
     packed, n, order = pack_unmasked(x, mask)
     rows, d = packed.shape
     dev, dt = x.device, x.dtype
@@ -92,16 +101,30 @@ def prox_tv1d_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam:
         kminus = torch.where(restart, k0, kminus)
         kplus = torch.where(restart, k0, kplus)
         # A and B keep the other bound (shifted); D and E reset both to a 2 lam wide tube
-        new_vmin = torch.where(close_min | jump_min, restart_value,
-                               torch.where(jump_max, restart_value - 2 * lam_t, vmin))
-        new_vmax = torch.where(close_max | jump_max, restart_value,
-                               torch.where(jump_min, restart_value + 2 * lam_t, vmax))
-        new_umin = torch.where(close_min | jump_min | jump_max, lam_t,
-                               torch.where(close_max, restart_value - lam_t - vmin,
-                                           torch.where(extend, umin_next, umin)))
-        new_umax = torch.where(close_max | jump_min | jump_max, -lam_t,
-                               torch.where(close_min, restart_value + lam_t - vmax,
-                                           torch.where(extend, umax_next, umax)))
+        new_vmin = torch.where(
+            close_min | jump_min,
+            restart_value,
+            torch.where(jump_max, restart_value - 2 * lam_t, vmin),
+        )
+        new_vmax = torch.where(
+            close_max | jump_max,
+            restart_value,
+            torch.where(jump_min, restart_value + 2 * lam_t, vmax),
+        )
+        new_umin = torch.where(
+            close_min | jump_min | jump_max,
+            lam_t,
+            torch.where(
+                close_max, restart_value - lam_t - vmin, torch.where(extend, umin_next, umin)
+            ),
+        )
+        new_umax = torch.where(
+            close_max | jump_min | jump_max,
+            -lam_t,
+            torch.where(
+                close_min, restart_value + lam_t - vmax, torch.where(extend, umax_next, umax)
+            ),
+        )
         vmin, vmax, umin, umax = new_vmin, new_vmax, new_umin, new_umax
         # after extending: pull the tube's bounds in where they were crossed
         lower_hit = extend & (umin >= lam_t)
@@ -122,34 +145,45 @@ def prox_tv1d_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam:
     return unpack_unmasked(z, order), unpack_unmasked(segment, order)
 
 
-def prox_tv1d(x: torch.Tensor, lam: float, dim: int = -1,
-              mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+def prox_tv1d(
+    x: torch.Tensor, lam: float, dim: int = -1, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The prox of 1-D total variation (TV denoising): argmin_z 1/2 ||z - x||^2 +
     lam sum_i |z_{i+1} - z_i| along `dim`, solved exactly (forward only). Not a mapping: the
     values are not shifted or normalized.
 
-    Args:
-        x: floating-point tensor of any shape.
-        lam: the penalty's weight, a finite number >= 0.
-        dim: the dimension along which the chain runs.
-        mask: optional bool tensor broadcastable to `x`; the chain links consecutive unmasked
-            positions, masked positions get 0.
+    Parameters
+    ----------
+    x : torch.Tensor
+        floating-point tensor of any shape.
+    lam : float
+        the penalty's weight, a finite number >= 0.
+    dim : int
+        the dimension along which the chain runs.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `x`; the chain links consecutive unmasked
+        positions, masked positions get 0.
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         z, of the shape (broadcast with `mask`) and dtype of `x`.
 
-    Raises:
-        ValueError: on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
+    Raises
+    ------
+    ValueError
+        on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
     """
     check_nonnegative("lam", lam)
     rows = to_rows(x, dim, mask, kernel=True, shift=False)
     return rows.apply(lambda r, m: prox_tv1d_rows(r, m, lam)[0])
 
 
-def fusedmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, lam: float):
+def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam: float):
     """(y, segment) for each row of a (rows, d) tensor: y = P_simplex(prox_TV(x / gamma; lam))
     over the unmasked positions and the prox's segments. One kernel call on CPU (which shifts
-    each row to a max of 0 as it reads it); the torch reference on x as given elsewhere."""
+    each row to a max of 0 as it reads it); the torch reference on x as given elsewhere.
+    """
     if use_kernels(x):
         return tuple(kernels.fusedmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
     z, segment = prox_tv1d_rows_reference(unscale(x, gamma), mask, lam)
@@ -157,8 +191,11 @@ def fusedmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, l
 
 
 class FusedmaxFunction(torch.autograd.Function):
+    """fusedmax on (rows, d) with optional row mask; gradient by group averaging (Prop. 3)."""
+
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
         y, segment = fusedmax_rows(x, mask, gamma, lam)
         ctx.save_for_backward(y, segment)
         ctx.gamma = gamma
@@ -166,6 +203,7 @@ class FusedmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The vector-Jacobian product: the projection's support Jacobian, then segment means."""
         y, segment = ctx.saved_tensors
         return unscale(sparse_vjp(y, grad, group=segment), ctx.gamma), None, None, None
 
@@ -176,32 +214,49 @@ def check_fusedmax(gamma: float, lam: float) -> None:
     check_nonnegative("lam", lam)
 
 
-def fusedmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-             gamma: float = 1.0, lam: float = 0.1, empty: str = "error") -> torch.Tensor:
-    """fusedmax (Niculae & Blondel 2017): argmax_{y in simplex} y.scores -
+def fusedmax(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    lam: float = 0.1,
+    empty: str = "error",
+) -> torch.Tensor:
+    """Fusedmax (Niculae & Blondel 2017): argmax_{y in simplex} y.scores -
     gamma (1/2 ||y||^2 + lam sum_i |y_{i+1} - y_i|) = P_simplex(prox_TV(scores / gamma; lam))
     along `dim`: sparse, with contiguous groups of equal weight.
 
-    Args:
-        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
-            and cast back).
-        dim: the dimension to normalize over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position may be
-            attended to; masked positions get exactly 0 and the chain links consecutive
-            unmasked positions.
-        gamma: temperature, a finite number > 0.
-        lam: the total-variation weight, a finite number >= 0 (0 is sparsemax).
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape (float16/bfloat16 are computed in float32
+        and cast back).
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0 and the chain links consecutive
+        unmasked positions.
+    gamma : float
+        temperature, a finite number > 0.
+    lam : float
+        the total-variation weight, a finite number >= 0 (0 is sparsemax).
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
         `dim` a sparse probability vector over its unmasked positions.
 
-    Raises:
-        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
-            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
-            max - min overflows the dtype.
+    Raises
+    ------
+    ValueError
+        on bad parameters, a mask that is not bool or does not broadcast, an empty
+        `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+        max - min overflows the dtype.
     """
     check_fusedmax(gamma, lam)
     rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)

@@ -1,6 +1,7 @@
 """oscarmax: sparse attention with clusters of equal weight, contiguous or not.
 
-    oscarmax(x; gamma, lam) = argmin_{y in simplex} 1/2 ||y - x/gamma||^2 + lam sum_{i<j} max(|y_i|, |y_j|)
+    oscarmax(x; gamma, lam)
+        = argmin_{y in simplex} 1/2 ||y - x/gamma||^2 + lam sum_{i<j} max(|y_i|, |y_j|)
 
 On the simplex |y_i| = y_i, so the OSCAR penalty equals P(y) = lam sum_{i<j} max(y_i, y_j)
 = lam sum_k (d - k) y_[k] (values sorted decreasingly; d counts the unmasked positions), and
@@ -18,9 +19,8 @@ pass is (1/gamma) J_P J_simplex g. Both maps commute with adding a constant to a
 every oscarmax path computes on x minus its row max, exact to the scores' spread; the
 standalone prox_pairwise_max is applied to x as given.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 
@@ -31,20 +31,22 @@ from ._rows import check_nonnegative, check_positive, to_rows, unscale
 from .simplex import project_simplex_rows_by_sort
 
 
-def prox_pairwise_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+def prox_pairwise_max_rows(x: torch.Tensor, mask: torch.Tensor | None, lam: float):
     """(z, cluster) for each row of a (rows, d) tensor: z = argmin 1/2||z - x||^2 +
     lam sum_{i<j} max(z_i, z_j) over the unmasked positions; cluster labels the pooled
-    blocks (-1 at masked positions; int32 from the kernel, int64 from the reference)."""
+    blocks (-1 at masked positions; int32 from the kernel, int64 from the reference).
+    """
     if use_kernels(x):
         return tuple(kernels.prox_pairwise_max_rows(x, mask_arg(mask), float(lam)))
     return prox_pairwise_max_rows_reference(x, mask, lam)
 
 
-def prox_pairwise_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tensor], lam: float):
+def prox_pairwise_max_rows_reference(x: torch.Tensor, mask: torch.Tensor | None, lam: float):
     """The same as prox_pairwise_max_rows in torch ops on any device. Pool-adjacent-violators
     is replaced by the min-max formula of non-increasing isotonic regression,
     v_i = min_{j<=i} max_{k>=i} mean(a_j..a_k), over all (j, k) pairs at once: O(d^2) memory
-    per row, which is fine for a reference and for attention lengths."""
+    per row, which is fine for a reference and for attention lengths.
+    """
     rows, d = x.shape
     values = x if mask is None else x.masked_fill(~mask, float("-inf"))
     x_sorted, order = torch.sort(values, dim=-1, descending=True, stable=True)
@@ -72,40 +74,53 @@ def prox_pairwise_max_rows_reference(x: torch.Tensor, mask: Optional[torch.Tenso
     starts[:, 1:] |= within_run[:, :-1] >= 0
     cluster = (starts.long().cumsum(-1) - 1).masked_fill(~valid, -1)
     v = v.masked_fill(~valid, 0.0)
-    return (torch.empty_like(v).scatter_(-1, order, v),
-            torch.empty_like(cluster).scatter_(-1, order, cluster))
+    return (
+        torch.empty_like(v).scatter_(-1, order, v),
+        torch.empty_like(cluster).scatter_(-1, order, cluster),
+    )
 
 
-def prox_pairwise_max(x: torch.Tensor, lam: float, dim: int = -1,
-                      mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+def prox_pairwise_max(
+    x: torch.Tensor, lam: float, dim: int = -1, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The prox of the pairwise-max penalty (OSCAR without absolute values, see the module
     docstring): argmin_z 1/2 ||z - x||^2 + lam sum_{i<j} max(z_i, z_j) along `dim`, solved
     exactly (forward only). Not a mapping: the values are not shifted or normalized.
 
-    Args:
-        x: floating-point tensor of any shape.
-        lam: the penalty's weight, a finite number >= 0.
-        dim: the dimension along which the pairs are taken.
-        mask: optional bool tensor broadcastable to `x`; masked positions take no part and
-            get 0.
+    Parameters
+    ----------
+    x : torch.Tensor
+        floating-point tensor of any shape.
+    lam : float
+        the penalty's weight, a finite number >= 0.
+    dim : int
+        the dimension along which the pairs are taken.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `x`; masked positions take no part and
+        get 0.
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         z, of the shape (broadcast with `mask`) and dtype of `x`.
 
-    Raises:
-        ValueError: on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
+    Raises
+    ------
+    ValueError
+        on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
     """
     check_nonnegative("lam", lam)
     rows = to_rows(x, dim, mask, kernel=True, shift=False)
     return rows.apply(lambda r, m: prox_pairwise_max_rows(r, m, lam)[0])
 
 
-def oscarmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, lam: float):
+def oscarmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam: float):
     """(y, cluster) for each row of a (rows, d) tensor: y = P_simplex(prox_P(x / gamma; lam))
     over the unmasked positions and the prox's clusters on the support of y (-1 off it: the
     backward pass reads no other). One kernel call on CPU, which shifts each row to a max of 0
     as it reads it and sorts only the few scores that can reach the support (oscarmax_row in
-    csrc/row_algorithms.h); the torch reference on x as given elsewhere."""
+    csrc/row_algorithms.h); the torch reference on x as given elsewhere.
+    """
     if use_kernels(x):
         return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
     z, cluster = prox_pairwise_max_rows_reference(unscale(x, gamma), mask, lam)
@@ -114,8 +129,11 @@ def oscarmax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, l
 
 
 class OscarmaxFunction(torch.autograd.Function):
+    """oscarmax on (rows, d) with optional row mask; gradient by group averaging (Prop. 3)."""
+
     @staticmethod
     def forward(ctx, x, mask, gamma: float, lam: float):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
         y, cluster = oscarmax_rows(x, mask, gamma, lam)
         ctx.save_for_backward(y, cluster)
         ctx.gamma = gamma
@@ -123,6 +141,7 @@ class OscarmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The vector-Jacobian product: the projection's support Jacobian, then cluster means."""
         y, cluster = ctx.saved_tensors
         return unscale(sparse_vjp(y, grad, group=cluster), ctx.gamma), None, None, None
 
@@ -133,31 +152,48 @@ def check_oscarmax(gamma: float, lam: float) -> None:
     check_nonnegative("lam", lam)
 
 
-def oscarmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-             gamma: float = 1.0, lam: float = 0.01, empty: str = "error") -> torch.Tensor:
-    """oscarmax (Niculae & Blondel 2017): argmin_{y in simplex} 1/2 ||y - scores/gamma||^2 +
+def oscarmax(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    lam: float = 0.01,
+    empty: str = "error",
+) -> torch.Tensor:
+    """Oscarmax (Niculae & Blondel 2017): argmin_{y in simplex} 1/2 ||y - scores/gamma||^2 +
     lam sum_{i<j} max(y_i, y_j) = P_simplex(prox_P(scores / gamma; lam)) along `dim`: sparse,
     with clusters of equal weight, contiguous or not (see the module docstring).
 
-    Args:
-        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
-            and cast back).
-        dim: the dimension to normalize over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position may be
-            attended to; masked positions get exactly 0 (they are removed from the problem).
-        gamma: temperature, a finite number > 0.
-        lam: the OSCAR weight, a finite number >= 0 (0 is sparsemax).
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape (float16/bfloat16 are computed in float32
+        and cast back).
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0 (they are removed from the problem).
+    gamma : float
+        temperature, a finite number > 0.
+    lam : float
+        the OSCAR weight, a finite number >= 0 (0 is sparsemax).
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
         `dim` a sparse probability vector over its unmasked positions.
 
-    Raises:
-        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
-            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
-            max - min overflows the dtype.
+    Raises
+    ------
+    ValueError
+        on bad parameters, a mask that is not bool or does not broadcast, an empty
+        `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+        max - min overflows the dtype.
     """
     check_oscarmax(gamma, lam)
     rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)

@@ -17,9 +17,8 @@ symmetric, so the same product serves as the vector-Jacobian product. On CPU the
 computes it in one pass per row from a few sums (csrc/row_algorithms.h); the torch version
 below is the reference.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 
@@ -35,15 +34,18 @@ def check_sq_pnorm_max(gamma: float, p: float) -> None:
         raise ValueError(f"p must lie in (1, 2] for sq_pnorm_max, got {p!r}")
 
 
-def sq_pnorm_max_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
+def sq_pnorm_max_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, p: float):
     """sq-pnorm-max of each row of a (rows, d) tensor over its unmasked positions: the
-    kernel's safeguarded Newton iteration on CPU, the torch reference (bisection) elsewhere."""
+    kernel's safeguarded Newton iteration on CPU, the torch reference (bisection) elsewhere.
+    """
     if use_kernels(x):
         return kernels.sq_pnorm_max_rows(x, mask_arg(mask), float(gamma), float(p))
     return sq_pnorm_max_rows_by_bisection(x, mask, gamma, p)
 
 
-def sq_pnorm_max_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float, p: float):
+def sq_pnorm_max_rows_by_bisection(
+    x: torch.Tensor, mask: torch.Tensor | None, gamma: float, p: float
+):
     """Bisection on tau in torch ops, to the dtype's resolution."""
     q = 1.0 / (p - 1.0)
     if mask is not None:
@@ -59,7 +61,9 @@ def sq_pnorm_max_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor]
         # (both sides are homogeneous: degrees 1 and 2-p)
         scale = u.amax(dim=-1, keepdim=True)
         un = u / scale.clamp_min(torch.finfo(x.dtype).tiny)
-        excess = un.sum(-1, keepdim=True) * scale.pow(p - 1) - gamma * un.pow(p).sum(-1, keepdim=True).pow((2 - p) / p)
+        excess = un.sum(-1, keepdim=True) * scale.pow(p - 1) - gamma * un.pow(p).sum(
+            -1, keepdim=True
+        ).pow((2 - p) / p)
         # tau too low (too much mass). Where rounding put tau at x_max, u is all zero: that
         # is the "too little mass" side.
         return (excess >= 0) & (scale > 0)
@@ -71,13 +75,16 @@ def sq_pnorm_max_rows_by_bisection(x: torch.Tensor, mask: Optional[torch.Tensor]
 
 def sq_pnorm_max_jvp(y: torch.Tensor, v: torch.Tensor, gamma: float, p: float) -> torch.Tensor:
     """J v for y = sq_pnorm_max(x), y and v (rows, d); J is symmetric. Compiled kernel on
-    CPU, the torch reference elsewhere."""
+    CPU, the torch reference elsewhere.
+    """
     if use_kernels(y):
         return kernels.sq_pnorm_max_jvp_rows(y, v.contiguous(), float(gamma), float(p))
     return sq_pnorm_max_jvp_reference(y, v, gamma, p)
 
 
-def sq_pnorm_max_jvp_reference(y: torch.Tensor, v: torch.Tensor, gamma: float, p: float) -> torch.Tensor:
+def sq_pnorm_max_jvp_reference(
+    y: torch.Tensor, v: torch.Tensor, gamma: float, p: float
+) -> torch.Tensor:
     """J v by the formulas above in torch ops (any device)."""
     support = y > 0
     norm = y.pow(p).sum(-1, keepdim=True).pow(1.0 / p)
@@ -97,8 +104,11 @@ def sq_pnorm_max_jvp_reference(y: torch.Tensor, v: torch.Tensor, gamma: float, p
 
 
 class SqPnormMaxFunction(torch.autograd.Function):
+    """sq-pnorm-max on (rows, d) with optional row mask; gradient by Prop. 1 (Sherman-Morrison)."""
+
     @staticmethod
     def forward(ctx, x, mask, gamma: float, p: float):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
         y = sq_pnorm_max_rows(x, mask, gamma, p)
         ctx.save_for_backward(y)
         ctx.gamma, ctx.p = gamma, p
@@ -106,35 +116,53 @@ class SqPnormMaxFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The vector-Jacobian product: J grad, J symmetric (Prop. 1 restricted to the support)."""
         (y,) = ctx.saved_tensors
         return sq_pnorm_max_jvp(y, grad, ctx.gamma, ctx.p), None, None, None
 
 
-def sq_pnorm_max(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-                 gamma: float = 1.0, p: float = 1.5, empty: str = "error") -> torch.Tensor:
+def sq_pnorm_max(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    p: float = 1.5,
+    empty: str = "error",
+) -> torch.Tensor:
     """sq-pnorm-max (Niculae & Blondel 2017): the squared p-norm regularized max,
     argmin_{y in simplex} gamma/2 ||y||_p^2 - y.scores, along `dim`. Sparse for p in (1, 2]
     (p = 2 is sparsemax); solved to the dtype's resolution (see the module docstring).
 
-    Args:
-        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
-            and cast back).
-        dim: the dimension to normalize over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position may be
-            attended to; masked positions get exactly 0 (they are removed from the problem).
-        gamma: regularization strength, a finite number > 0.
-        p: the norm's exponent, in (1, 2].
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape (float16/bfloat16 are computed in float32
+        and cast back).
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0 (they are removed from the problem).
+    gamma : float
+        regularization strength, a finite number > 0.
+    p : float
+        the norm's exponent, in (1, 2].
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
         `dim` a sparse probability vector over its unmasked positions.
 
-    Raises:
-        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
-            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
-            max - min overflows the dtype.
+    Raises
+    ------
+    ValueError
+        on bad parameters, a mask that is not bool or does not broadcast, an empty
+        `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+        max - min overflows the dtype.
     """
     check_sq_pnorm_max(gamma, p)
     rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
@@ -142,7 +170,7 @@ def sq_pnorm_max(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tenso
 
 
 class SqPnormMax(MappingModule):
-    """`sq_pnorm_max` as an nn.Module with fixed parameters; see `sq_pnorm_max` for the arguments."""
+    """`sq_pnorm_max` as an nn.Module with fixed parameters (arguments: see `sq_pnorm_max`)."""
 
     def __init__(self, gamma: float = 1.0, p: float = 1.5, empty: str = "error"):
         super().__init__(sq_pnorm_max, check_sq_pnorm_max, empty, gamma=gamma, p=p)

@@ -1,15 +1,14 @@
 """softmax and sparsemax: the entropic and squared-l2 regularized maxes.
 
-    softmax(x; gamma)   = argmax_{y in simplex} y.x - gamma * sum_i y_i log y_i = softmax(x / gamma)
-    sparsemax(x; gamma) = argmax_{y in simplex} y.x - gamma/2 ||y||^2          = P_simplex(x / gamma)
+    softmax(x; gamma)   = argmax_{y in simplex} y.x - gamma sum_i y_i log y_i = softmax(x / gamma)
+    sparsemax(x; gamma) = argmax_{y in simplex} y.x - gamma/2 ||y||^2        = P_simplex(x / gamma)
 
 P_simplex is the Euclidean projection onto the probability simplex (Michelot 1986;
 Duchi et al. 2008): y = (z - tau)_+ with tau chosen so that sum(y) = 1. Its Jacobian is
 diag(s) - s s^T / |s| with s the support indicator (Martins & Astudillo 2016).
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 
@@ -19,18 +18,20 @@ from ._module import MappingModule
 from ._rows import check_positive, to_rows, unscale
 
 
-def sparsemax_rows(x: torch.Tensor, mask: Optional[torch.Tensor], gamma: float) -> torch.Tensor:
+def sparsemax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float) -> torch.Tensor:
     """P_simplex(x / gamma) of each row of a (rows, d) tensor over its unmasked positions
     (masked positions get 0): the compiled kernel on CPU (which shifts each row to a max of
-    0 as it reads it), else the sort-based reference on x as given (to_rows shifted it)."""
+    0 as it reads it), else the sort-based reference on x as given (to_rows shifted it).
+    """
     if use_kernels(x):
         return kernels.sparsemax_rows(x, mask_arg(mask), float(gamma))
     return project_simplex_rows_by_sort(unscale(x, gamma), mask)
 
 
-def project_simplex_rows_by_sort(z: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def project_simplex_rows_by_sort(z: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Sort-based projection in plain torch ops (any device): tau is set by the largest k with
-    z_(k) > (sum_{j<=k} z_(j) - 1) / k."""
+    z_(k) > (sum_{j<=k} z_(j) - 1) / k.
+    """
     if mask is not None:
         z = z.masked_fill(~mask, float("-inf"))
     z_sorted, _ = torch.sort(z, dim=-1, descending=True)
@@ -48,6 +49,7 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, mask, gamma: float):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
         y = sparsemax_rows(x, mask, gamma)
         ctx.save_for_backward(y)
         ctx.gamma = gamma
@@ -55,6 +57,7 @@ class SparsemaxFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The vector-Jacobian product: the support Jacobian, scaled by 1/gamma."""
         (y,) = ctx.saved_tensors
         return unscale(sparse_vjp(y, grad), ctx.gamma), None, None
 
@@ -64,29 +67,44 @@ def check_gamma(gamma: float) -> None:
     check_positive("gamma", gamma)
 
 
-def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-            gamma: float = 1.0, empty: str = "error") -> torch.Tensor:
+def softmax(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    empty: str = "error",
+) -> torch.Tensor:
     """Softmax with temperature: argmax_{y in simplex} y.scores + gamma H(y), H the Shannon
     entropy, i.e. softmax(scores / gamma), along `dim`.
 
-    Args:
-        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
-            and cast back).
-        dim: the dimension to normalize over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position may be
-            attended to; masked positions get exactly 0 (they are removed from the problem).
-        gamma: temperature, a finite number > 0.
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape (float16/bfloat16 are computed in float32
+        and cast back).
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0 (they are removed from the problem).
+    gamma : float
+        temperature, a finite number > 0.
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
         `dim` a probability vector over its unmasked positions.
 
-    Raises:
-        ValueError: on bad parameters, a mask that is not bool or does not broadcast, an empty
-            `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
-            max - min overflows the dtype.
+    Raises
+    ------
+    ValueError
+        on bad parameters, a mask that is not bool or does not broadcast, an empty
+        `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
+        max - min overflows the dtype.
     """
     check_gamma(gamma)
     rows = to_rows(scores, dim, mask, empty=empty, gamma=gamma)
@@ -100,28 +118,43 @@ def softmax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = 
     return rows.apply(fn)
 
 
-def sparsemax(scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-              gamma: float = 1.0, empty: str = "error") -> torch.Tensor:
-    """sparsemax (Martins & Astudillo 2016) with temperature: the Euclidean projection
+def sparsemax(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    empty: str = "error",
+) -> torch.Tensor:
+    """Sparsemax (Martins & Astudillo 2016) with temperature: the Euclidean projection
     P_simplex(scores / gamma) = argmin_{y in simplex} ||y - scores / gamma||^2, i.e.
     argmax_{y in simplex} y.scores - gamma/2 ||y||^2, along `dim`. Sparse: exact zeros.
 
-    Args:
-        scores: floating-point tensor of any shape (float16/bfloat16 are computed in float32
-            and cast back).
-        dim: the dimension to normalize over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position may be
-            attended to; masked positions get exactly 0 (they are removed from the problem).
-        gamma: temperature, a finite number > 0.
-        empty: what a row with no unmasked position gets: "error" (a ValueError) or "zero"
-            (all zeros, zero gradient).
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape (float16/bfloat16 are computed in float32
+        and cast back).
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0 (they are removed from the problem).
+    gamma : float
+        temperature, a finite number > 0.
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero"
+        (all zeros, zero gradient).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         A tensor of the shape (broadcast with `mask`) and dtype of `scores`, each row along
         `dim` a sparse probability vector over its unmasked positions.
 
-    Raises:
-        ValueError: as `softmax`.
+    Raises
+    ------
+    ValueError
+        as `softmax`.
     """
     check_gamma(gamma)
     rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)

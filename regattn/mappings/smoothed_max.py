@@ -1,9 +1,9 @@
 """The smoothed max max_Omega(x) = max_{y in simplex} y.x - gamma Omega(y), whose gradient is
 the mapping Pi_Omega(x) (Niculae & Blondel 2017, §2.2). Useful for plots (the paper's
-Figure 2) and as a loss; not needed for attention itself."""
-from __future__ import annotations
+Figure 2) and as a loss; not needed for attention itself.
+"""
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 
@@ -14,17 +14,26 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
     """The regularizer gamma * Omega(y) of a mapping, along `dim`: the term its argmax
     subtracts from y.x (for entmax, gamma is 1 and Omega the negative Tsallis entropy).
 
-    Args:
-        name: one of mappings.NAMES.
-        y: points of the simplex along `dim` (e.g. a mapping's output).
-        dim: the dimension of the simplex.
-        **params: the mapping's parameters, as in `mappings.build` (defaults filled in).
+    Parameters
+    ----------
+    name : str
+        one of mappings.NAMES.
+    y : torch.Tensor
+        points of the simplex along `dim` (e.g. a mapping's output).
+    dim : int
+        the dimension of the simplex.
+    **params
+        the mapping's parameters, as in `mappings.build` (defaults filled in).
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         gamma * Omega(y), of y's shape without `dim`.
 
-    Raises:
-        ValueError: on an unknown name or bad parameters (as `mappings.build`).
+    Raises
+    ------
+    ValueError
+        on an unknown name or bad parameters (as `mappings.build`).
     """
     build(name, **params)  # validates the name and the parameters
     p = {**defaults_of(name), **params}
@@ -42,33 +51,45 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
         value = sq + p["lam"] * (y[..., 1:] - y[..., :-1]).abs().sum(-1)
     elif name == "oscarmax":
         magnitude = y.abs()
-        value = sq + p["lam"] * torch.maximum(magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)).triu(1).sum((-1, -2))
+        value = sq + p["lam"] * torch.maximum(
+            magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)
+        ).triu(1).sum((-1, -2))
     else:  # entmax: the negative Tsallis entropy, no temperature
         alpha = p["alpha"]
         return neg_entropy if alpha == 1 else (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
     return p["gamma"] * value
 
 
-def max_omega(name: str, scores: torch.Tensor, dim: int = -1, mask: Optional[torch.Tensor] = None,
-              **params) -> torch.Tensor:
+def max_omega(
+    name: str, scores: torch.Tensor, dim: int = -1, mask: torch.Tensor | None = None, **params
+) -> torch.Tensor:
     """The smoothed max max_Omega(scores) = max_{y in simplex} y.scores - gamma Omega(y) along
     `dim`, whose gradient in the scores is the mapping (Niculae & Blondel 2017, §2.2).
 
-    Args:
-        name: one of mappings.NAMES.
-        scores: floating-point tensor of any shape.
-        dim: the dimension to take the max over.
-        mask: optional bool tensor broadcastable to `scores`, True where a position takes
-            part; masked positions are excluded.
-        **params: the mapping's parameters, as in `mappings.build`.
+    Parameters
+    ----------
+    name : str
+        one of mappings.NAMES.
+    scores : torch.Tensor
+        floating-point tensor of any shape.
+    dim : int
+        the dimension to take the max over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position takes
+        part; masked positions are excluded.
+    **params
+        the mapping's parameters, as in `mappings.build`.
 
-    Returns:
+    Returns
+    -------
+    torch.Tensor
         max_Omega(scores), of the scores' shape without `dim`.
 
-    Raises:
-        ValueError: as the mapping (`mappings.build` and its function).
+    Raises
+    ------
+    ValueError
+        as the mapping (`mappings.build` and its function).
     """
     y = build(name, **params)(scores, dim=dim, mask=mask)
     x = scores if mask is None else scores.masked_fill(~mask, 0.0)
     return (y * x).sum(dim) - regularizer(name, y, dim=dim, **params)
-

@@ -1,18 +1,27 @@
 """The compiled CPU kernels against the pure-torch reference path (the path other devices
 take): same probabilities, same gradients, same groups."""
+
 import pytest
 import torch
 
 from regattn import mappings
 from regattn.mappings import torch_reference
+from regattn.mappings._rows import shift_to_max
 from regattn.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_threshold_rows
 from regattn.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
-from regattn.mappings.oscar import oscarmax_rows, prox_pairwise_max_rows, prox_pairwise_max_rows_reference
+from regattn.mappings.oscar import (
+    oscarmax_rows,
+    prox_pairwise_max_rows,
+    prox_pairwise_max_rows_reference,
+)
 from regattn.mappings.pnorm import sq_pnorm_max_jvp, sq_pnorm_max_jvp_reference
-from regattn.mappings._rows import shift_to_max
 
-PARAMS = {"fusedmax": {"lam": 0.3}, "oscarmax": {"lam": 0.05}, "sq_pnorm_max": {"p": 1.5},
-          "entmax": {"alpha": 1.5}}
+PARAMS = {
+    "fusedmax": {"lam": 0.3},
+    "oscarmax": {"lam": 0.05},
+    "sq_pnorm_max": {"p": 1.5},
+    "entmax": {"alpha": 1.5},
+}
 
 
 def random_case(seed, rows=40, d=13, ties=False, dtype=torch.float64):
@@ -108,13 +117,39 @@ def test_prox_tv1d_rounding_that_closes_the_row_early(dtype):
     # Scores tied at multiples of lam: in float64, rounding makes Condat's closing jump cover
     # the last position. The kernel used to read past the row (segfault) and the reference to
     # loop forever; both must finish, agree exactly, and match the solution (found by cvxpy).
-    x = torch.tensor([[0.1, -0.3, 0.05, -0.25, -0.15, 0.2, -0.1, -0.15, -0.1, 0.1, -0.2, 0.1,
-                       0.15, -0.05, -0.05, 0.1, -0.05]], dtype=dtype)
+    x = torch.tensor(
+        [
+            [
+                0.1,
+                -0.3,
+                0.05,
+                -0.25,
+                -0.15,
+                0.2,
+                -0.1,
+                -0.15,
+                -0.1,
+                0.1,
+                -0.2,
+                0.1,
+                0.15,
+                -0.05,
+                -0.05,
+                0.1,
+                -0.05,
+            ]
+        ],
+        dtype=dtype,
+    )
     z_kernel, _ = prox_tv1d_rows(x, None, 0.05)
     z_ref, _ = prox_tv1d_rows_reference(x, None, 0.05)
     assert torch.equal(z_kernel, z_ref)
-    expected = torch.tensor([0.05, -0.2, -0.05, -0.15, -0.15, 0.1] + [-0.25 / 3] * 3
-                            + [0.0, -0.1, 0.075, 0.075, 0.0, 0.0, 0.0, 0.0], dtype=dtype)
+    expected = torch.tensor(
+        [0.05, -0.2, -0.05, -0.15, -0.15, 0.1]
+        + [-0.25 / 3] * 3
+        + [0.0, -0.1, 0.075, 0.075, 0.0, 0.0, 0.0, 0.0],
+        dtype=dtype,
+    )
     torch.testing.assert_close(z_kernel[0], expected, rtol=0, atol=1e-6)
     y = mappings.fusedmax(x, lam=0.05)
     torch.testing.assert_close(y.sum(), torch.ones((), dtype=dtype))
@@ -148,7 +183,9 @@ def test_prox_pairwise_max_long_rows_radix_sorted(dtype):
     for m in (None, mask):
         z_kernel, cl_kernel = prox_pairwise_max_rows(x.to(dtype), m, 0.05)
         z_ref, cl_ref = prox_pairwise_max_rows_reference(x, m, 0.05)
-        torch.testing.assert_close(z_kernel.double(), z_ref, rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-9)
+        torch.testing.assert_close(
+            z_kernel.double(), z_ref, rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-9
+        )
         if dtype == torch.float64:
             assert same_partition_up_to_ties(z_ref, cl_kernel, cl_ref)
 
@@ -160,20 +197,27 @@ def test_sq_pnorm_max_jvp_kernel_matches_reference(p, gamma):
     v = torch.randn(x.shape, generator=torch.Generator().manual_seed(3), dtype=x.dtype)
     for m in (None, mask):
         y = mappings.sq_pnorm_max(x, mask=m, gamma=gamma, p=p)
-        torch.testing.assert_close(sq_pnorm_max_jvp(y, v, gamma, p), sq_pnorm_max_jvp_reference(y, v, gamma, p),
-                                   rtol=0, atol=1e-10)
+        torch.testing.assert_close(
+            sq_pnorm_max_jvp(y, v, gamma, p),
+            sq_pnorm_max_jvp_reference(y, v, gamma, p),
+            rtol=0,
+            atol=1e-10,
+        )
 
 
 @pytest.mark.parametrize("p", [1.3, 1.5, 2.0])
 def test_sq_pnorm_max_kernel_backward_passes_gradcheck(p):
     x, mask = random_case(seed=11, rows=5, d=6)
     x.requires_grad_()
-    assert torch.autograd.gradcheck(lambda t: mappings.sq_pnorm_max(t, mask=mask, gamma=0.7, p=p), (x,),
-                                    eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(
+        lambda t: mappings.sq_pnorm_max(t, mask=mask, gamma=0.7, p=p), (x,), eps=1e-6, atol=1e-6
+    )
 
 
 # d = 200 > kRankSortMax (csrc/row_algorithms.h) takes the radix sort
-@pytest.mark.parametrize("name, rows_fn", [("fusedmax", fusedmax_rows), ("oscarmax", oscarmax_rows)])
+@pytest.mark.parametrize(
+    "name, rows_fn", [("fusedmax", fusedmax_rows), ("oscarmax", oscarmax_rows)]
+)
 @pytest.mark.parametrize("d", [1, 2, 7, 64, 200])
 @pytest.mark.parametrize("lam", [0.0, 0.05, 1.0])
 def test_fused_prox_and_projection_kernels_match_reference(name, rows_fn, d, lam):
@@ -191,7 +235,9 @@ def test_fused_prox_and_projection_kernels_match_reference(name, rows_fn, d, lam
                 y_ref, group_ref = rows_fn(x, m, 1.0, lam)
             torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=1e-12)
             on = y_ref > 0
-            assert torch.equal(y_kernel > 0, on) or ties  # ties may sit exactly on the support's edge
+            assert (
+                torch.equal(y_kernel > 0, on) or ties
+            )  # ties may sit exactly on the support's edge
             for r in range(x.shape[0]):
                 support = on[r] & (y_kernel[r] > 0)
                 assert same_partition(group_kernel[r][support], group_ref[r][support])
@@ -207,7 +253,9 @@ def test_oscarmax_kernel_sorting_only_candidates_matches_full_prox(scale, lam):
     x, mask = random_case(seed=int(scale * 1000 + lam * 1e4), rows=300, d=50)
     x = x * scale
     x[-20:] = -50.0
-    x[-20:, :6] = 20.0 + torch.randn(20, 6, generator=torch.Generator().manual_seed(5), dtype=x.dtype) * lam
+    x[-20:, :6] = (
+        20.0 + torch.randn(20, 6, generator=torch.Generator().manual_seed(5), dtype=x.dtype) * lam
+    )
     mask[-20:, :6] = True
     for m in (None, mask):
         y_kernel, group_kernel = oscarmax_rows(x, m, 1.0, lam)
@@ -227,7 +275,9 @@ def test_entmax15_kernel_matches_sort_based_threshold(d, scale):
         x, mask = random_case(seed=d, rows=200, d=d, ties=ties)
         x = x * scale
         for m in (None, mask):
-            torch.testing.assert_close(entmax15_rows(x, m), entmax15_rows_by_sort(x, m), rtol=0, atol=1e-12)
+            torch.testing.assert_close(
+                entmax15_rows(x, m), entmax15_rows_by_sort(x, m), rtol=0, atol=1e-12
+            )
 
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5, 4.0])
@@ -267,7 +317,9 @@ def test_entmax_halley_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
     alpha_rows = torch.full((x.shape[0],), alpha, dtype=dtype)
     for m in (None, mask):
         y, w = kernels.entmax_halley_weights_rows(x, mask_arg(m), alpha_rows)
-        torch.testing.assert_close(y, kernels.entmax_halley_rows(x, mask_arg(m), alpha_rows), rtol=0, atol=0)
+        torch.testing.assert_close(
+            y, kernels.entmax_halley_rows(x, mask_arg(m), alpha_rows), rtol=0, atol=0
+        )
         expected = torch.where(y > 0, y.pow(2 - alpha), 0.0)
         rtol = 1e-5 if dtype == torch.float32 else 1e-12
         torch.testing.assert_close(w, expected, rtol=rtol, atol=0)

@@ -2,10 +2,9 @@
 
 import pytest
 import torch
+from mapping_helpers import NAMES, apply
 
 from regattn import mappings
-
-from mapping_helpers import NAMES, apply
 
 
 def test_names_lists_every_mapping_in_order():
@@ -30,11 +29,15 @@ def test_built_module_equals_function(name, params):
     mask = torch.tensor([[1, 1, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1]], dtype=torch.bool).unsqueeze(-1)
     module = mappings.build(name, **params)
     assert isinstance(module, torch.nn.Module)
-    torch.testing.assert_close(module(x, dim=1, mask=mask), apply(name, x, dim=1, mask=mask, **params), rtol=0, atol=0)
+    torch.testing.assert_close(
+        module(x, dim=1, mask=mask), apply(name, x, dim=1, mask=mask, **params), rtol=0, atol=0
+    )
     torch.testing.assert_close(module(x), apply(name, x, **params), rtol=0, atol=0)
 
 
 def test_build_uses_paper_defaults():
     x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
     for name in NAMES:
-        torch.testing.assert_close(mappings.build(name)(x), apply(name, x), rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(
+            mappings.build(name)(x), apply(name, x), rtol=0, atol=0, msg=name
+        )

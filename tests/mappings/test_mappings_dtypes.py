@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from mapping_helpers import NAMES, apply
 
 # half inputs are computed in float32 and cast back, so outputs and gradients are float32

@@ -3,7 +3,6 @@
 import entmax as entmax_pkg
 import pytest
 import torch
-
 from mapping_helpers import NAMES, apply, assert_structure_stable
 
 EPS = 1e-6
@@ -68,7 +67,9 @@ def test_gradcheck_inputs_do_fuse_coordinates(name, case):
 def test_entmax_gradcheck_wrt_scores_and_alpha(alpha_shape):
     x = _scores(2, (2, 3, 5)).requires_grad_()
     g = torch.Generator().manual_seed(3)
-    alpha = (1.15 + 1.3 * torch.rand(alpha_shape, generator=g, dtype=torch.float64)).requires_grad_()
+    alpha = (
+        1.15 + 1.3 * torch.rand(alpha_shape, generator=g, dtype=torch.float64)
+    ).requires_grad_()
     fn = lambda x, a: apply("entmax", x, alpha=a)  # noqa: E731
     assert_structure_stable(fn, (x, alpha), EPS)
     assert torch.autograd.gradcheck(fn, (x, alpha), eps=EPS, atol=1e-6)

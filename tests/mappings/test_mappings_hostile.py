@@ -3,18 +3,21 @@
 on a row and on that row shifted to a max of 0), rows whose spread overflows, rows with no
 unmasked position (empty="zero"), half precision, empty batches, d = 1, non-contiguous and
 expanded inputs, and dim other than last."""
+
 import contextlib
 
 import pytest
 import torch
+from mapping_helpers import DEFAULTS, NAMES, apply, assert_structure_stable
 
 from regattn import mappings
 
-from mapping_helpers import DEFAULTS, NAMES, SPARSE_NAMES, apply, assert_structure_stable
-
 PATHS = ("kernel", "reference")
 # gamma != 1 where a mapping takes it: shifting must also be exact under the temperature
-PARAMS = {name: {**DEFAULTS[name], **({"gamma": 0.5} if "gamma" in DEFAULTS[name] else {})} for name in NAMES}
+PARAMS = {
+    name: {**DEFAULTS[name], **({"gamma": 0.5} if "gamma" in DEFAULTS[name] else {})}
+    for name in NAMES
+}
 PARAMS["entmax_1.3"] = {"alpha": 1.3}
 
 
@@ -85,8 +88,12 @@ def test_issue_row_gives_all_mass_to_the_max(key, dtype, path):
     # puts all its mass on position 0
     for m in magnitudes(dtype):
         y = run(key, torch.tensor([[m, -m, 0, 5, m / 2]], dtype=dtype), path)
-        torch.testing.assert_close(y, torch.tensor([[1.0, 0, 0, 0, 0]], dtype=dtype),
-                                   rtol=0, atol=4 * torch.finfo(dtype).eps)
+        torch.testing.assert_close(
+            y,
+            torch.tensor([[1.0, 0, 0, 0, 0]], dtype=dtype),
+            rtol=0,
+            atol=4 * torch.finfo(dtype).eps,
+        )
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -124,7 +131,9 @@ def test_empty_zero_gives_empty_rows_zeros_and_the_others_their_mapping(key, pat
     assert torch.equal(y[[1, 3]], torch.zeros(2, 6, dtype=x.dtype))
     assert torch.equal(xr.grad[[1, 3]], torch.zeros(2, 6, dtype=x.dtype))
     # the non-empty rows: what the mapping gives them alone (default empty="error")
-    torch.testing.assert_close(y[keep].detach(), run(key, x[keep], path, mask=mask[keep]), rtol=0, atol=1e-15)
+    torch.testing.assert_close(
+        y[keep].detach(), run(key, x[keep], path, mask=mask[keep]), rtol=0, atol=1e-15
+    )
     # every row empty, and an empty dim
     none = torch.zeros(5, 6, dtype=torch.bool)
     assert torch.equal(run(key, x, path, mask=none, empty="zero"), torch.zeros_like(x))
@@ -134,8 +143,11 @@ def test_empty_zero_gives_empty_rows_zeros_and_the_others_their_mapping(key, pat
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("key", KEYS)
 def test_empty_zero_gradcheck_with_a_mix_of_empty_and_nonempty_rows(key, path):
-    x = torch.tensor([[0.3, -1.2, 0.9, 0.1], [5.0, 1.0, 2.0, 0.0], [1.1, 0.2, -0.4, 0.8]],
-                     dtype=torch.float64, requires_grad=True)
+    x = torch.tensor(
+        [[0.3, -1.2, 0.9, 0.1], [5.0, 1.0, 2.0, 0.0], [1.1, 0.2, -0.4, 0.8]],
+        dtype=torch.float64,
+        requires_grad=True,
+    )
     mask = torch.tensor([[True, True, True, True], [False] * 4, [True, False, True, True]])
 
     def fn(t):
@@ -143,8 +155,12 @@ def test_empty_zero_gradcheck_with_a_mix_of_empty_and_nonempty_rows(key, path):
 
     assert_structure_stable(fn, (x,), 1e-6)
     with on_path(path):
-        assert torch.autograd.gradcheck(lambda t: apply(mapping_of(key), t, mask=mask, empty="zero", **PARAMS[key]),
-                                        (x,), eps=1e-6, atol=1e-6)
+        assert torch.autograd.gradcheck(
+            lambda t: apply(mapping_of(key), t, mask=mask, empty="zero", **PARAMS[key]),
+            (x,),
+            eps=1e-6,
+            atol=1e-6,
+        )
 
 
 def test_entmax_tensor_alpha_with_empty_rows():
@@ -237,7 +253,11 @@ def test_non_contiguous_and_expanded_inputs_equal_their_contiguous_copies(key, p
         for msk in (None, mask):
             results = []
             for scores in (view, view.contiguous()):
-                leaf = base.clone().requires_grad_() if scores is view else scores.clone().requires_grad_()
+                leaf = (
+                    base.clone().requires_grad_()
+                    if scores is view
+                    else scores.clone().requires_grad_()
+                )
                 inp = dict(layouts(leaf))[label] if scores is view else leaf
                 y = run(key, inp, path, mask=msk)
                 y.backward(grad)
@@ -262,4 +282,6 @@ def test_dim_other_than_last(key, path):
         y = run(key, x, path, dim=dim, mask=m)
         moved = x.movedim(dim, -1)
         m_moved = None if m is None else m.expand(x.shape).movedim(dim, -1)
-        torch.testing.assert_close(y, run(key, moved, path, mask=m_moved).movedim(-1, dim), rtol=0, atol=0)
+        torch.testing.assert_close(
+            y, run(key, moved, path, mask=m_moved).movedim(-1, dim), rtol=0, atol=0
+        )

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from mapping_helpers import NAMES, apply
 
 LENGTHS = [5, 2, 7, 1, 4]
@@ -25,7 +24,9 @@ def _pad(rows, side, fill):
     return scores, mask
 
 
-@pytest.mark.parametrize("fill", [0.0, 1e4, float("nan"), float("inf")], ids=["zero", "large", "nan", "inf"])
+@pytest.mark.parametrize(
+    "fill", [0.0, 1e4, float("nan"), float("inf")], ids=["zero", "large", "nan", "inf"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", NAMES)
 def test_left_and_right_padding_equal_unpadded(name, dtype, fill):
@@ -37,7 +38,9 @@ def test_left_and_right_padding_equal_unpadded(name, dtype, fill):
         y = apply(name, scores, mask=mask)
         assert (y[~mask] == 0).all(), side
         for i, expected in enumerate(unpadded):
-            torch.testing.assert_close(y[i][mask[i]], expected, rtol=0, atol=atol, msg=f"{side} row {i}")
+            torch.testing.assert_close(
+                y[i][mask[i]], expected, rtol=0, atol=atol, msg=f"{side} row {i}"
+            )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -88,6 +91,8 @@ def test_gradient_is_finite_and_zero_at_masked_garbage(name):
     scores, mask = _pad(_real_rows(4, torch.float64), "left", float("nan"))
     scores.requires_grad_()
     g = torch.Generator().manual_seed(5)
-    apply(name, scores, mask=mask).backward(torch.randn(scores.shape, generator=g, dtype=torch.float64))
+    apply(name, scores, mask=mask).backward(
+        torch.randn(scores.shape, generator=g, dtype=torch.float64)
+    )
     assert torch.isfinite(scores.grad).all()
     assert (scores.grad[~mask] == 0).all()

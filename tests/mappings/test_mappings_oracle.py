@@ -5,7 +5,6 @@ import zlib
 import numpy as np
 import pytest
 import torch
-
 from mapping_helpers import apply
 from mapping_oracles import oracle
 
@@ -94,7 +93,9 @@ def test_mapping_matches_convex_solver(name, params, kind):
     )
     assert got.dtype == torch.float64
     real = np.ones(scores.shape, bool) if mask is None else mask
-    expected = np.stack([oracle(name, s, mask=m, **params) for s, m in zip(scores, real)])
+    expected = np.stack(
+        [oracle(name, s, mask=m, **params) for s, m in zip(scores, real, strict=True)]
+    )
     np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=ATOL[name])
 
 
@@ -105,5 +106,7 @@ def test_entmax_tensor_alpha_matches_convex_solver(alpha_shape):
     alpha = rng.choice([1.25, 1.5, 2.0, 3.0], size=alpha_shape)
     got = apply("entmax", torch.from_numpy(scores), alpha=torch.from_numpy(alpha))
     alphas = np.broadcast_to(alpha, (ROWS, 1))[:, 0]
-    expected = np.stack([oracle("entmax", s, alpha=float(a)) for s, a in zip(scores, alphas)])
+    expected = np.stack(
+        [oracle("entmax", s, alpha=float(a)) for s, a in zip(scores, alphas, strict=True)]
+    )
     np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=ATOL["entmax"])

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from mapping_helpers import GAMMA_NAMES, NAMES, SPARSE_NAMES, apply
 
 
@@ -12,6 +11,7 @@ def _scores(seed, shape):
 
 
 # --- special cases and invariances ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["fusedmax", "oscarmax"])
 @pytest.mark.parametrize("gamma", [1.0, 0.4])
@@ -26,19 +26,25 @@ def test_structured_penalty_zero_is_sparsemax(name, gamma):
 def test_sq_pnorm_max_with_p2_is_sparsemax(gamma):
     x = _scores(1, (8, 7))
     torch.testing.assert_close(
-        apply("sq_pnorm_max", x, gamma=gamma, p=2.0), apply("sparsemax", x, gamma=gamma),
-        rtol=0, atol=1e-10,
+        apply("sq_pnorm_max", x, gamma=gamma, p=2.0),
+        apply("sparsemax", x, gamma=gamma),
+        rtol=0,
+        atol=1e-10,
     )
 
 
 def test_entmax_alpha1_is_softmax():
     x = _scores(2, (8, 7))
-    torch.testing.assert_close(apply("entmax", x, alpha=1.0), torch.softmax(x, -1), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        apply("entmax", x, alpha=1.0), torch.softmax(x, -1), rtol=0, atol=1e-12
+    )
 
 
 def test_entmax_alpha2_is_sparsemax():
     x = _scores(3, (8, 7))
-    torch.testing.assert_close(apply("entmax", x, alpha=2.0), apply("sparsemax", x), rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        apply("entmax", x, alpha=2.0), apply("sparsemax", x), rtol=0, atol=1e-10
+    )
 
 
 def test_entmax_approaches_softmax_as_alpha_goes_to_1():
@@ -72,11 +78,15 @@ def test_oscarmax_of_mixed_sign_scores():
     # must not take a rank. With support {0, 2}: y0 - y2 = (1 - 0.5) - lam, so y = (0.7, 0, 0.3).
     x = torch.tensor([1.0, -0.8, 0.5], dtype=torch.float64)
     torch.testing.assert_close(
-        apply("oscarmax", x, lam=0.1), torch.tensor([0.7, 0.0, 0.3], dtype=torch.float64), rtol=0, atol=1e-12
+        apply("oscarmax", x, lam=0.1),
+        torch.tensor([0.7, 0.0, 0.3], dtype=torch.float64),
+        rtol=0,
+        atol=1e-12,
     )
 
 
 # --- temperature -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", GAMMA_NAMES)
 @pytest.mark.parametrize("gamma", [0.25, 4.0])
@@ -90,12 +100,21 @@ def test_temperature_divides_the_scores(name, gamma):
 
 def test_softmax_temperature_matches_closed_form():
     x = _scores(8, (8, 7))
-    torch.testing.assert_close(apply("softmax", x, gamma=0.3), torch.softmax(x / 0.3, -1), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        apply("softmax", x, gamma=0.3), torch.softmax(x / 0.3, -1), rtol=0, atol=1e-12
+    )
 
 
 # --- simplex, shapes and dims ------------------------------------------------------------------
 
-SHAPES_DIMS = [((5, 7), -1), ((5, 7), 0), ((2, 3, 6), 1), ((2, 3, 4, 5), -1), ((2, 3, 4, 5), 2), ((4, 3, 2, 5), 0)]
+SHAPES_DIMS = [
+    ((5, 7), -1),
+    ((5, 7), 0),
+    ((2, 3, 6), 1),
+    ((2, 3, 4, 5), -1),
+    ((2, 3, 4, 5), 2),
+    ((4, 3, 2, 5), 0),
+]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -118,15 +137,18 @@ def test_any_dim_equals_rows_of_the_last_dim(name, shape, dim):
     y = apply(name, x, dim=dim)
     rows = x.movedim(dim, -1).reshape(-1, shape[dim])
     expected = torch.stack([apply(name, r) for r in rows])
-    torch.testing.assert_close(y.movedim(dim, -1).reshape(-1, shape[dim]), expected, rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        y.movedim(dim, -1).reshape(-1, shape[dim]), expected, rtol=0, atol=1e-10
+    )
 
 
 # --- structure: groups, clusters, sparsity ----------------------------------------------------
 
+
 def _runs(values):
     """Lengths of the maximal runs of exactly equal consecutive values."""
     lengths = [1]
-    for a, b in zip(values[:-1], values[1:]):
+    for a, b in zip(values[:-1], values[1:], strict=True):
         if a == b:
             lengths[-1] += 1
         else:
@@ -140,7 +162,9 @@ def test_fusedmax_fuses_contiguous_segments():
     x = torch.tensor([3.0, 3.05, 2.95, 0.0, 0.05, -0.05, 3.02, 2.98], dtype=torch.float64)
     y = apply("fusedmax", x, lam=0.5)
     assert _runs(y.tolist()) == [3, 3, 2]
-    torch.testing.assert_close(y, torch.tensor([0.7 / 3] * 3 + [0.0] * 3 + [0.15] * 2, dtype=torch.float64))
+    torch.testing.assert_close(
+        y, torch.tensor([0.7 / 3] * 3 + [0.0] * 3 + [0.15] * 2, dtype=torch.float64)
+    )
 
 
 def test_fusedmax_groups_only_contiguous_positions():

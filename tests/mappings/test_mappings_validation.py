@@ -2,10 +2,9 @@
 
 import pytest
 import torch
+from mapping_helpers import GAMMA_NAMES, NAMES, apply
 
 from regattn import mappings
-
-from mapping_helpers import GAMMA_NAMES, NAMES, apply
 
 X = torch.tensor([[0.5, -1.0, 2.0, 0.0]])
 
@@ -72,7 +71,8 @@ def test_build_rejects_unknown_name():
 
 
 @pytest.mark.parametrize(
-    "name,param", [("softmax", "lam"), ("sparsemax", "p"), ("fusedmax", "alpha"), ("entmax", "gamma")]
+    "name,param",
+    [("softmax", "lam"), ("sparsemax", "p"), ("fusedmax", "alpha"), ("entmax", "gamma")],
 )
 def test_build_rejects_unknown_param(name, param):
     with pytest.raises(ValueError, match=param):
@@ -81,8 +81,12 @@ def test_build_rejects_unknown_param(name, param):
 
 @pytest.mark.parametrize(
     "name,params,word",
-    [("sparsemax", {"gamma": 0.0}, "gamma"), ("fusedmax", {"lam": -1.0}, "lam"),
-     ("sq_pnorm_max", {"p": 3.0}, r"\bp\b"), ("entmax", {"alpha": 0.5}, "alpha")],
+    [
+        ("sparsemax", {"gamma": 0.0}, "gamma"),
+        ("fusedmax", {"lam": -1.0}, "lam"),
+        ("sq_pnorm_max", {"p": 3.0}, r"\bp\b"),
+        ("entmax", {"alpha": 0.5}, "alpha"),
+    ],
 )
 def test_build_rejects_bad_param_values(name, params, word):
     with pytest.raises(ValueError, match=word):

@@ -1,4 +1,5 @@
 """max_Omega is the smoothed max whose gradient is the mapping (paper §2.2)."""
+
 import pytest
 import torch
 
@@ -17,4 +18,6 @@ def test_gradient_of_smoothed_max_is_the_mapping(name, dtype):
 
 def test_softmax_smoothed_max_is_log_sum_exp():
     x = torch.tensor([[0.3, -1.0, 2.0]], dtype=torch.float64)
-    torch.testing.assert_close(max_omega("softmax", x, gamma=0.5), 0.5 * torch.logsumexp(x / 0.5, -1))
+    torch.testing.assert_close(
+        max_omega("softmax", x, gamma=0.5), 0.5 * torch.logsumexp(x / 0.5, -1)
+    )

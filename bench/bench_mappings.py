@@ -2,6 +2,7 @@
 """Time every attention mapping on CPU, as a ratio to torch.softmax in the same run.
 
 Entry point; the code and its full documentation: regattn_fairseq.benchmarks.mapping_speed."""
+
 from regattn_fairseq.benchmarks.mapping_speed import main
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import paths from before the split, `regattn_fairseq.mappings` (with its submodu
 `regattn_fairseq.analysis`, stay valid: they name the very same module objects (so the
 backend switch, the autograd Functions and isinstance checks are shared, never duplicated).
 """
+
 import importlib
 import pkgutil
 import sys
@@ -19,8 +20,10 @@ from regattn import analysis, mappings
 def _alias_module_tree(package, alias: str) -> None:
     """Makes `alias` and `alias.<sub>` import paths of `package` and its submodules."""
     sys.modules[alias] = package
-    for info in pkgutil.walk_packages(getattr(package, "__path__", []), prefix=package.__name__ + "."):
-        sys.modules[alias + info.name[len(package.__name__):]] = importlib.import_module(info.name)
+    for info in pkgutil.walk_packages(
+        getattr(package, "__path__", []), prefix=package.__name__ + "."
+    ):
+        sys.modules[alias + info.name[len(package.__name__) :]] = importlib.import_module(info.name)
 
 
 _alias_module_tree(mappings, f"{__name__}.mappings")

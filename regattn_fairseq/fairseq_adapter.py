@@ -14,6 +14,7 @@ returns an instance of the config class unchanged, so the `RegattnTransformerCon
 ever rebuilt a plain TransformerConfig, `attention_spec_from_cfg` would fail at model build
 ("model config has no --attention"), never train softmax silently.
 """
+
 import argparse
 
 import fairseq
@@ -81,8 +82,16 @@ def use_python_attention_path(attention: MultiheadAttention) -> None:
     attention._set_skip_embed_dim_check()
 
 
-def masked_attention_scores(attention: MultiheadAttention, query, key, value, key_padding_mask,
-                            incremental_state, static_kv, attn_mask):
+def masked_attention_scores(
+    attention: MultiheadAttention,
+    query,
+    key,
+    value,
+    key_padding_mask,
+    incremental_state,
+    static_kv,
+    attn_mask,
+):
     """fairseq's attention scores before its softmax, as (scores, mask, v):
     scores and mask bsz x heads x tgt_len x src_len (mask True where attention may go, scores
     0 elsewhere), v kv_bsz x 1 x heads x src_len x head_dim (bsz = kv_bsz * beam).
@@ -97,8 +106,14 @@ def masked_attention_scores(attention: MultiheadAttention, query, key, value, ke
     bsz * heads.
     """
     scores, v = MultiheadAttention.forward(
-        attention, query, key, value, key_padding_mask=key_padding_mask,
-        incremental_state=incremental_state, static_kv=static_kv, attn_mask=attn_mask,
+        attention,
+        query,
+        key,
+        value,
+        key_padding_mask=key_padding_mask,
+        incremental_state=incremental_state,
+        static_kv=static_kv,
+        attn_mask=attn_mask,
         before_softmax=True,
     )
     tgt_len, bsz, _ = query.size()
@@ -107,13 +122,17 @@ def masked_attention_scores(attention: MultiheadAttention, query, key, value, ke
         raise RuntimeError(
             f"fairseq {fairseq.__version__}'s MultiheadAttention ignored before_softmax=True "
             f"(returned a tensor of shape {tuple(scores.shape)}): it would normalize with its "
-            "own softmax; see use_python_attention_path in regattn_fairseq/fairseq_adapter.py")
+            "own softmax; see use_python_attention_path in regattn_fairseq/fairseq_adapter.py"
+        )
     src_len = scores.size(-1)
     mask = scores != float("-inf")
     scores = scores.masked_fill(~mask, 0.0)
     kv_bsz = v.size(0) // heads
-    return (scores.view(bsz, heads, tgt_len, src_len), mask.view(bsz, heads, tgt_len, src_len),
-            v.view(kv_bsz, 1, heads, src_len, attention.head_dim))
+    return (
+        scores.view(bsz, heads, tgt_len, src_len),
+        mask.view(bsz, heads, tgt_len, src_len),
+        v.view(kv_bsz, 1, heads, src_len, attention.head_dim),
+    )
 
 
 def wrap_transformer_layer(layer, cfg):
@@ -145,12 +164,15 @@ def replace_lstm_attention(decoder, layer: AttentionLayer) -> None:
     if not isinstance(stock, AttentionLayer):
         raise RuntimeError(
             f"fairseq {fairseq.__version__}'s LSTMDecoder has no AttentionLayer at "
-            f"`.attention` (found {type(stock).__name__}): cannot install the regattn attention")
+            f"`.attention` (found {type(stock).__name__}): cannot install the regattn attention"
+        )
     shapes = {name: p.shape for name, p in stock.named_parameters()}
     ours = {name: p.shape for name, p in layer.named_parameters() if name in shapes}
     if ours != shapes:
-        raise RuntimeError(f"the replacement LSTM attention's parameters {ours} differ from "
-                           f"fairseq's {shapes}: checkpoints would not be interchangeable")
+        raise RuntimeError(
+            f"the replacement LSTM attention's parameters {ours} differ from "
+            f"fairseq's {shapes}: checkpoints would not be interchangeable"
+        )
     decoder.attention = layer
 
 

@@ -1,4 +1,5 @@
-"""Hydra callbacks of regattn's fairseq-hydra-train configs (set in configs/runtime/default.yaml)."""
+"""Hydra callbacks of regattn's fairseq-hydra-train configs (configs/runtime/default.yaml)."""
+
 from typing import Any
 
 from hydra.experimental.callback import Callback

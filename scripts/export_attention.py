@@ -2,6 +2,7 @@
 """Write each sentence's attention matrix, for plots, from a checkpoint trained with
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.export_attention."""
+
 from regattn_fairseq.experiments.export_attention import main
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 """Reproduce one paper table end to end: prepare the data, train one model per attention
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.reproduce."""
+
 from regattn_fairseq.experiments.reproduce import main
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 """Hyperparameter sweep as one Hydra multirun: `fairseq-hydra-train --multirun` trains every
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.sweep."""
+
 from regattn_fairseq.experiments.sweep import main
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The package layout's promises: `regattn` works without fairseq (and without its compiled
 kernels), the plugin registers with fairseq whatever the import order, the import paths from
 before the split name the same module objects, and no code edits sys.path."""
+
 import subprocess
 import sys
 import textwrap
@@ -14,8 +15,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def run_python(code: str, python: str = sys.executable) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter (outside the repo, so only installed code imports)."""
-    proc = subprocess.run([python, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd="/", timeout=600)
+    proc = subprocess.run(
+        [python, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd="/", timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc
 
@@ -31,7 +33,8 @@ def test_regattn_imports_and_computes_with_fairseq_blocked():
         y = mappings.sparsemax(torch.tensor([1.0, 0.5, -1.0]))
         assert torch.allclose(y, torch.tensor([0.75, 0.25, 0.0])), y
         # the entropic smoothed max is log-sum-exp
-        assert abs(max_omega("softmax", torch.zeros(2)).item() - torch.log(torch.tensor(2.0)).item()) < 1e-6
+        log2 = torch.log(torch.tensor(2.0)).item()
+        assert abs(max_omega("softmax", torch.zeros(2)).item() - log2) < 1e-6
         assert "regattn_fairseq" not in sys.modules
         assert not any(name == "fairseq" or name.startswith("fairseq.") for name in sys.modules
                        if sys.modules[name] is not None)
@@ -50,12 +53,14 @@ def test_mappings_fall_back_to_the_reference_path_without_compiled_kernels():
         assert len(messages) == 1 and "regattn._C" in messages[0], messages
         from regattn.mappings import _kernels
         assert _kernels.kernels is None and not _kernels.use_kernels(torch.zeros(1))
-        x = torch.tensor([[1.0, 0.5, -1.0], [0.2, 0.2, 0.1]], dtype=torch.float64, requires_grad=True)
+        x = torch.tensor([[1.0, 0.5, -1.0], [0.2, 0.2, 0.1]], dtype=torch.float64)
+        x.requires_grad_()
         for name in mappings.NAMES:
             y = mappings.build(name)(x)
             assert torch.allclose(y.sum(-1), torch.ones(2, dtype=torch.float64)), (name, y)
             y[:, 0].sum().backward()
-        assert torch.allclose(mappings.sparsemax(x)[0], torch.tensor([0.75, 0.25, 0.0], dtype=torch.float64))
+        expected = torch.tensor([0.75, 0.25, 0.0], dtype=torch.float64)
+        assert torch.allclose(mappings.sparsemax(x)[0], expected)
         print("ok")
     """)
     assert proc.stdout.strip() == "ok"
@@ -73,10 +78,12 @@ def test_plugin_registers_whatever_is_imported_first(first):
         from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
         from fairseq.tasks import TASK_REGISTRY
         # what fairseq's CLIs do with --user-dir: a no-op for a package imported already
-        utils.import_user_module(argparse.Namespace(user_dir="{REPO_ROOT / 'regattn_fairseq'}"))
-        assert {{"regattn_lstm", "regattn_transformer", "regattn_snli"}} <= set(MODEL_REGISTRY)
-        assert {{"regattn_lstm_small", "regattn_transformer_small", "regattn_snli_small"}} <= set(ARCH_MODEL_REGISTRY)
-        assert "regattn_snli" in TASK_REGISTRY and "regattn_snli_cross_entropy" in CRITERION_REGISTRY
+        utils.import_user_module(argparse.Namespace(user_dir="{REPO_ROOT / "regattn_fairseq"}"))
+        models = {{"regattn_lstm", "regattn_transformer", "regattn_snli"}}
+        archs = {{"regattn_lstm_small", "regattn_transformer_small", "regattn_snli_small"}}
+        assert models <= set(MODEL_REGISTRY) and archs <= set(ARCH_MODEL_REGISTRY)
+        assert "regattn_snli" in TASK_REGISTRY
+        assert "regattn_snli_cross_entropy" in CRITERION_REGISTRY
     """)
 
 
@@ -96,16 +103,24 @@ def test_old_import_paths_name_the_same_modules():
     # one backend switch: forcing the reference path through either name forces it for both
     with regattn_fairseq.mappings.torch_reference():
         from regattn.mappings import _kernels
+
         assert not _kernels.use_kernels(__import__("torch").zeros(1))
 
 
 def test_no_code_edits_sys_path():
-    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     this_test = Path(__file__).relative_to(REPO_ROOT).as_posix()
-    offenders = [path for path in tracked if path != this_test and any(
-        edit in (REPO_ROOT / path).read_text(encoding="utf-8")
-        for edit in ("sys.path.insert", "sys.path.append", "sys.path +="))]
+    offenders = [
+        path
+        for path in tracked
+        if path != this_test
+        and any(
+            edit in (REPO_ROOT / path).read_text(encoding="utf-8")
+            for edit in ("sys.path.insert", "sys.path.append", "sys.path +=")
+        )
+    ]
     assert offenders == [], offenders
 
 
@@ -117,10 +132,15 @@ def test_pip_install_gives_a_working_regattn_without_fairseq(tmp_path):
     python = str(env_dir / "bin" / "python")
     torch_version = __import__("torch").__version__.split("+")[0]
     for args in (["torch==" + torch_version, "numpy"], ["--no-build-isolation", str(REPO_ROOT)]):
-        proc = subprocess.run([python, "-m", "pip", "install", "-q", *args], capture_output=True,
-                              text=True, timeout=1800)
+        proc = subprocess.run(
+            [python, "-m", "pip", "install", "-q", *args],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
-    run_python("""
+    run_python(
+        """
         import importlib.util, torch
         from regattn import mappings
         from regattn.mappings import _kernels
@@ -128,4 +148,6 @@ def test_pip_install_gives_a_working_regattn_without_fairseq(tmp_path):
         assert _kernels.kernels is not None  # the wheel carries the compiled kernels
         y = mappings.fusedmax(torch.tensor([1.0, 1.0, -1.0]), lam=0.1)
         assert torch.allclose(y, torch.tensor([0.5, 0.5, 0.0]))
-    """, python=python)
+    """,
+        python=python,
+    )

@@ -1,4 +1,5 @@
 """Cross entropy over the SNLI labels, reporting accuracy."""
+
 import torch.nn.functional as F
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
@@ -14,7 +15,9 @@ class RegattnSNLICrossEntropyCriterion(FairseqCriterion):
         sample_size = targets.numel()
         logging_output = {
             "loss": loss.data,
-            "ntokens": int(net_input["premise_lengths"].sum() + net_input["hypothesis_lengths"].sum()),
+            "ntokens": int(
+                net_input["premise_lengths"].sum() + net_input["hypothesis_lengths"].sum()
+            ),
             "nsentences": sample_size,
             "sample_size": sample_size,
             "ncorrect": int((logits.argmax(-1) == targets).sum()),

@@ -1,6 +1,7 @@
 """LSTM encoder-decoder with global attention (Luong et al. 2015, "general" scores, input
 feeding) whose attention normalizer is configurable: the NMT model of Niculae & Blondel 2017,
 built from fairseq's `lstm` parts."""
+
 from dataclasses import dataclass, field
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
@@ -50,10 +51,16 @@ class RegattnLSTMConfig(AttentionConfig):
 class RegattnLSTMDecoder(LSTMDecoder):
     def __init__(self, *args, normalizer: AttentionNormalizer, **kwargs):
         super().__init__(*args, attention=True, **kwargs)
-        fairseq_adapter.replace_lstm_attention(self, RegattnLSTMAttentionLayer(
-            self.hidden_size, self.encoder_output_units, self.hidden_size,
-            normalizer=normalizer, bias=False,
-        ))
+        fairseq_adapter.replace_lstm_attention(
+            self,
+            RegattnLSTMAttentionLayer(
+                self.hidden_size,
+                self.encoder_output_units,
+                self.hidden_size,
+                normalizer=normalizer,
+                bias=False,
+            ),
+        )
 
 
 @register_model(MODEL_NAME, dataclass=RegattnLSTMConfig)
@@ -68,21 +75,27 @@ class RegattnLSTMModel(LSTMModel):
     def build_model(cls, cfg: RegattnLSTMConfig, task):
         normalizer = AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME))
         if cfg.encoder_layers != cfg.decoder_layers:
-            raise ValueError("--encoder-layers must match --decoder-layers (the decoder starts "
-                             "from the encoder's final states, layer by layer)")
+            raise ValueError(
+                "--encoder-layers must match --decoder-layers (the decoder starts "
+                "from the encoder's final states, layer by layer)"
+            )
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         encoder_embed = Embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict or cfg.encoder_embed_dim != cfg.decoder_embed_dim:
-                raise ValueError("--share-all-embeddings requires a joined dictionary and "
-                                 "--encoder-embed-dim equal to --decoder-embed-dim")
+                raise ValueError(
+                    "--share-all-embeddings requires a joined dictionary and "
+                    "--encoder-embed-dim equal to --decoder-embed-dim"
+                )
             decoder_embed = encoder_embed
         else:
             decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
         share_output = cfg.share_decoder_input_output_embed or cfg.share_all_embeddings
         if share_output and cfg.decoder_embed_dim != cfg.decoder_hidden_size:
-            raise ValueError("sharing decoder input and output embeddings requires "
-                             "--decoder-embed-dim equal to --decoder-hidden-size")
+            raise ValueError(
+                "sharing decoder input and output embeddings requires "
+                "--decoder-embed-dim equal to --decoder-hidden-size"
+            )
 
         encoder = LSTMEncoder(
             dictionary=src_dict,

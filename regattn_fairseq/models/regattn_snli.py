@@ -2,6 +2,7 @@
 as used by the sparsemax and fusedmax papers): the hypothesis LSTM starts from the premise
 LSTM's final state (conditional encoding), its final state attends over the premise states,
 and an MLP maps the attended representation to the labels."""
+
 from dataclasses import dataclass, field
 
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
@@ -43,8 +44,9 @@ class RegattnSNLIModel(BaseFairseqModel):
 
     def _encode(self, lstm, tokens, lengths, initial_state=None):
         embedded = self.dropout_module(self.embed_tokens(tokens))
-        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True,
-                                      enforce_sorted=False)
+        packed = pack_padded_sequence(
+            embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
         states, final = lstm(packed, initial_state)
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=tokens.size(1))
         return states, final
@@ -52,11 +54,14 @@ class RegattnSNLIModel(BaseFairseqModel):
     def forward(self, premise_tokens, premise_lengths, hypothesis_tokens, hypothesis_lengths):
         """Returns label logits (bsz x labels) and {"attn": bsz x premise_len}."""
         premise_states, premise_final = self._encode(
-            self.premise_lstm, premise_tokens, premise_lengths)
+            self.premise_lstm, premise_tokens, premise_lengths
+        )
         _, (hypothesis_final, _) = self._encode(
-            self.hypothesis_lstm, hypothesis_tokens, hypothesis_lengths, premise_final)
+            self.hypothesis_lstm, hypothesis_tokens, hypothesis_lengths, premise_final
+        )
         combined, probs = self.attention(
-            premise_states, premise_tokens.ne(self.padding_idx), hypothesis_final[-1])
+            premise_states, premise_tokens.ne(self.padding_idx), hypothesis_final[-1]
+        )
         return self.classifier(self.dropout_module(combined)), {"attn": probs}
 
     @property

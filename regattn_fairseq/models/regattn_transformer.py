@@ -1,6 +1,7 @@
 """fairseq's Transformer with the encoder self-, decoder self- and cross-attention normalized
 by the configured mapping; with `--attention entmax --attention-alpha learned` it is the
 adaptively sparse Transformer (Correia, Niculae & Martins 2019)."""
+
 from dataclasses import dataclass, fields
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
@@ -54,8 +55,10 @@ def _check_config(cfg):
     attention_spec_from_cfg(cfg, MODEL_NAME, allow_learned_alpha=True)
     for side in ("encoder", "decoder"):
         if getattr(cfg, side).xformers_att_config is not None:
-            raise ValueError(f"--{side}-xformers-att-config computes its own softmax; it cannot "
-                             f"be combined with {cli_name('attention')}")
+            raise ValueError(
+                f"--{side}-xformers-att-config computes its own softmax; it cannot "
+                f"be combined with {cli_name('attention')}"
+            )
     return cfg
 
 

@@ -1,4 +1,5 @@
 """The module that turns attention scores into probabilities in every regattn model."""
+
 import math
 from typing import Optional
 

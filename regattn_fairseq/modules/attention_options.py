@@ -5,6 +5,7 @@ reach the model under `fairseq-train` (argparse) and `fairseq-hydra-train` (Omeg
 `attention_spec_from_cfg` reads them without fallbacks: a config that lost them is an error,
 never a silent softmax.
 """
+
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -38,13 +39,17 @@ class AttentionConfig(FairseqDataclass):
     )
     attention_gamma: Optional[float] = field(
         default=None,
-        metadata={"help": "temperature gamma of softmax, sparsemax, sq_pnorm_max, fusedmax, "
-                          "oscarmax (default: the paper's 1.0)"},
+        metadata={
+            "help": "temperature gamma of softmax, sparsemax, sq_pnorm_max, fusedmax, "
+            "oscarmax (default: the paper's 1.0)"
+        },
     )
     attention_lambda: Optional[float] = field(
         default=None,
-        metadata={"help": "penalty weight lambda of fusedmax (default 0.1) or oscarmax "
-                          "(default 0.01), as in the paper"},
+        metadata={
+            "help": "penalty weight lambda of fusedmax (default 0.1) or oscarmax "
+            "(default 0.01), as in the paper"
+        },
     )
     attention_p: Optional[float] = field(
         default=None,
@@ -52,14 +57,18 @@ class AttentionConfig(FairseqDataclass):
     )
     attention_alpha: Optional[str] = field(
         default=None,
-        metadata={"help": "alpha >= 1 of entmax (default 1.5), or 'learned': one alpha = "
-                          "1.01 + 0.99 * sigmoid(z) in [1.01, 2] per head and layer, starting "
-                          "at 1.5 (regattn_transformer only)"},
+        metadata={
+            "help": "alpha >= 1 of entmax (default 1.5), or 'learned': one alpha = "
+            "1.01 + 0.99 * sigmoid(z) in [1.01, 2] per head and layer, starting "
+            "at 1.5 (regattn_transformer only)"
+        },
     )
     attention_device: ChoiceEnum(list(ATTENTION_DEVICES)) = field(
         default="same",
-        metadata={"help": "'cpu' computes the mapping on the CPU and copies the result back "
-                          "(the paper's offload of sort-based mappings in GPU runs)"},
+        metadata={
+            "help": "'cpu' computes the mapping on the CPU and copies the result back "
+            "(the paper's offload of sort-based mappings in GPU runs)"
+        },
     )
 
 
@@ -86,7 +95,8 @@ def _read(cfg, option: str):
     except (AttributeError, KeyError) as e:
         raise ValueError(
             f"model config has no {cli_name(option)}: it was built without regattn's "
-            "AttentionConfig fields, so the attention choice would be lost") from e
+            "AttentionConfig fields, so the attention choice would be lost"
+        ) from e
 
 
 def _read_choice(cfg, option: str, choices) -> str:
@@ -101,17 +111,22 @@ def _parse_alpha(value, allow_learned: bool, model_name: str):
     text = str(value).strip()
     if text == LEARNED:
         if not allow_learned:
-            raise ValueError(f"{cli_name('attention_alpha')}={LEARNED} is not supported by "
-                             f"{model_name}; learned alpha exists only in regattn_transformer")
+            raise ValueError(
+                f"{cli_name('attention_alpha')}={LEARNED} is not supported by "
+                f"{model_name}; learned alpha exists only in regattn_transformer"
+            )
         return LEARNED
     try:
         return float(text)
     except ValueError:
-        raise ValueError(f"{cli_name('attention_alpha')} must be a number or '{LEARNED}', "
-                         f"got {text!r}") from None
+        raise ValueError(
+            f"{cli_name('attention_alpha')} must be a number or '{LEARNED}', got {text!r}"
+        ) from None
 
 
-def attention_spec_from_cfg(cfg, model_name: str, allow_learned_alpha: bool = False) -> AttentionSpec:
+def attention_spec_from_cfg(
+    cfg, model_name: str, allow_learned_alpha: bool = False
+) -> AttentionSpec:
     """Validate the attention options of `cfg` (Namespace, dataclass or DictConfig) for the
     model `model_name`: an option that does not apply to the chosen mapping is an error."""
     name = _read_choice(cfg, "attention", mappings.NAMES)
@@ -123,8 +138,10 @@ def attention_spec_from_cfg(cfg, model_name: str, allow_learned_alpha: bool = Fa
             continue
         if param not in takes:
             usable = ", ".join(cli_name(o) for o, p in OPTION_TO_PARAM.items() if p in takes)
-            raise ValueError(f"{cli_name(option)} does not apply to --attention {name} "
-                             f"(it takes: {usable or 'no options'})")
+            raise ValueError(
+                f"{cli_name(option)} does not apply to --attention {name} "
+                f"(it takes: {usable or 'no options'})"
+            )
         if param == "alpha":
             value = _parse_alpha(value, allow_learned_alpha, model_name)
         else:
@@ -137,12 +154,18 @@ def attention_spec_from_cfg(cfg, model_name: str, allow_learned_alpha: bool = Fa
     try:
         mappings.build(name, **given)  # the mapping checks its own parameter ranges
     except ValueError as e:
-        options = ", ".join(f"{cli_name(o)}={_read(cfg, o)}" for o, p in OPTION_TO_PARAM.items()
-                            if p in given)
-        raise ValueError(f"invalid attention options for --attention {name} ({options}): {e}") from e
+        options = ", ".join(
+            f"{cli_name(o)}={_read(cfg, o)}" for o, p in OPTION_TO_PARAM.items() if p in given
+        )
+        raise ValueError(
+            f"invalid attention options for --attention {name} ({options}): {e}"
+        ) from e
 
-    params = {p: given.get(p, default) for p, default in mappings.defaults_of(name).items()
-              if not (learned_alpha and p == "alpha")}
+    params = {
+        p: given.get(p, default)
+        for p, default in mappings.defaults_of(name).items()
+        if not (learned_alpha and p == "alpha")
+    }
 
     device = _read_choice(cfg, "attention_device", ATTENTION_DEVICES)
     return AttentionSpec(name=name, params=params, learned_alpha=learned_alpha, device=device)

@@ -1,4 +1,5 @@
 """Attention of the final hypothesis state over the premise states (Rocktäschel et al. 2016)."""
+
 import torch
 from torch import nn
 
@@ -21,8 +22,9 @@ class PremiseAttention(nn.Module):
     def forward(self, premise_states, premise_mask, hypothesis_final):
         # premise_states: bsz x plen x hidden; premise_mask: bsz x plen, True at real tokens;
         # hypothesis_final: bsz x hidden
-        hidden = torch.tanh(self.premise_proj(premise_states)
-                            + self.hypothesis_proj(hypothesis_final).unsqueeze(1))
+        hidden = torch.tanh(
+            self.premise_proj(premise_states) + self.hypothesis_proj(hypothesis_final).unsqueeze(1)
+        )
         scores = self.score(hidden).squeeze(-1)
         probs = self.normalizer(scores, premise_mask).type_as(scores)
         context = torch.bmm(probs.unsqueeze(1), premise_states).squeeze(1)

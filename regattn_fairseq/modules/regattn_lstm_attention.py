@@ -1,4 +1,5 @@
 """fairseq's LSTM attention layer (Luong "general" scores) with a configurable mapping."""
+
 import torch
 from fairseq.models.lstm import AttentionLayer
 
@@ -9,8 +10,14 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
     """Keeps fairseq's `input_proj`/`output_proj` (same parameter names as the stock `lstm`);
     source padding is a mask for the mapping rather than -inf scores."""
 
-    def __init__(self, input_embed_dim, source_embed_dim, output_embed_dim,
-                 normalizer: AttentionNormalizer, bias=False):
+    def __init__(
+        self,
+        input_embed_dim,
+        source_embed_dim,
+        output_embed_dim,
+        normalizer: AttentionNormalizer,
+        bias=False,
+    ):
         super().__init__(input_embed_dim, source_embed_dim, output_embed_dim, bias=bias)
         self.normalizer = normalizer
 

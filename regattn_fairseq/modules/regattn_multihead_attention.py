@@ -1,4 +1,5 @@
 """fairseq's MultiheadAttention with its softmax replaced by an AttentionNormalizer."""
+
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -37,15 +38,21 @@ class RegattnMultiheadAttention(MultiheadAttention):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         if before_softmax:
             return super().forward(
-                query, key, value, key_padding_mask=key_padding_mask,
-                incremental_state=incremental_state, static_kv=static_kv,
-                attn_mask=attn_mask, before_softmax=True,
+                query,
+                key,
+                value,
+                key_padding_mask=key_padding_mask,
+                incremental_state=incremental_state,
+                static_kv=static_kv,
+                attn_mask=attn_mask,
+                before_softmax=True,
             )
         tgt_len, bsz, embed_dim = query.size()
         heads = self.num_heads
         # scores, mask: bsz x heads x tgt_len x src_len; v: kv_bsz x 1 x heads x src_len x head_dim
         scores, mask, v = fairseq_adapter.masked_attention_scores(
-            self, query, key, value, key_padding_mask, incremental_state, static_kv, attn_mask)
+            self, query, key, value, key_padding_mask, incremental_state, static_kv, attn_mask
+        )
         kv_bsz, src_len = v.size(0), scores.size(-1)
         probs_float = self.normalizer(scores, mask).float()
         probs = self.dropout_module(probs_float.type_as(scores))

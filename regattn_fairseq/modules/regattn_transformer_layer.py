@@ -2,6 +2,7 @@
 
 The constructor arguments mirror the stock `build_*_attention` hooks so that parameter shapes
 and names (hence checkpoints) match fairseq's `transformer`."""
+
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,

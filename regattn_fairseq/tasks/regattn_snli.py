@@ -5,6 +5,7 @@ Data layout (produced by the project's SNLI prep script):
   DATA/input1/{split}.{bin,idx}                         hypotheses, same dictionary
   DATA/label/{split}.label                              one of LABELS per line
 """
+
 import os
 from dataclasses import dataclass, field
 
@@ -71,8 +72,10 @@ class RegattnSNLITask(FairseqTask):
         premises, hypotheses = sentences("input0"), sentences("input1")
         labels = read_labels(os.path.join(self.cfg.data, "label", f"{split}.label"))
         if not len(premises) == len(hypotheses) == len(labels):
-            raise ValueError(f"SNLI split {split!r}: {len(premises)} premises, "
-                             f"{len(hypotheses)} hypotheses and {len(labels)} labels")
+            raise ValueError(
+                f"SNLI split {split!r}: {len(premises)} premises, "
+                f"{len(hypotheses)} hypotheses and {len(labels)} labels"
+            )
         pad = self.dictionary.pad()
         dataset = NestedDictionaryDataset(
             {

@@ -19,13 +19,15 @@ def attention_records(name: str, params: dict, sentences: int = 3, seed: int = 0
         steps = 0.4 * torch.randn(target_length, source_length, generator=generator)
         scores = steps.cumsum(-1).float()
         attention = mappings.build(name, **params)(scores)
-        records.append({
-            "id": 100 + sentence,
-            "src_tokens": [f"src{i}" for i in range(source_length - 1)] + ["</s>"],
-            "tgt_tokens": [f"tgt{i}" for i in range(target_length - 1)] + ["</s>"],
-            "attention": attention.tolist(),
-            "mapping": {"name": name, "params": params, "device": "cpu"},
-        })
+        records.append(
+            {
+                "id": 100 + sentence,
+                "src_tokens": [f"src{i}" for i in range(source_length - 1)] + ["</s>"],
+                "tgt_tokens": [f"tgt{i}" for i in range(target_length - 1)] + ["</s>"],
+                "attention": attention.tolist(),
+                "mapping": {"name": name, "params": params, "device": "cpu"},
+            }
+        )
     return records
 
 

@@ -15,7 +15,9 @@ from regattn import mappings
 def export_of(tmp_path):
     """export_of(name, **params) -> path of a JSON-lines export of mapping `name` with its
     default parameters updated by `params`."""
+
     def make(name: str, **params) -> Path:
         params = {**mappings.defaults_of(name), **params}
         return write_jsonl(tmp_path / f"{name}.jsonl", attention_records(name, params))
+
     return make

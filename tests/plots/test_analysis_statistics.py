@@ -12,36 +12,41 @@ from regattn import analysis, mappings
 
 # Four rows of length 5, with what each holds:
 HAND_MADE = [
-    [0.0, 0.25, 0.25, 0.0, 0.5],   # 2 zeros; run {1,2}; cluster {1,2}
-    [0.2, 0.3, 0.2, 0.3, 0.0],     # 1 zero; no run (neighbours differ); clusters {0,2}, {1,3}
-    [0.1, 0.1, 0.1, 0.35, 0.35],   # no zero; runs {0,1,2}, {3,4}; the same two clusters
-    [1.0, 0.0, 0.0, 0.0, 0.0],     # 4 zeros, which are equal but form no group
+    [0.0, 0.25, 0.25, 0.0, 0.5],  # 2 zeros; run {1,2}; cluster {1,2}
+    [0.2, 0.3, 0.2, 0.3, 0.0],  # 1 zero; no run (neighbours differ); clusters {0,2}, {1,3}
+    [0.1, 0.1, 0.1, 0.35, 0.35],  # no zero; runs {0,1,2}, {3,4}; the same two clusters
+    [1.0, 0.0, 0.0, 0.0, 0.0],  # 4 zeros, which are equal but form no group
 ]
 
 
 def test_statistics_of_hand_made_rows():
     stats = analysis.attention_statistics(HAND_MADE)
-    assert stats == pytest.approx({
-        "rows": 4,
-        "mean_row_length": 5.0,
-        "mean_zero_fraction": (2 / 5 + 1 / 5 + 0 + 4 / 5) / 4,
-        "mean_support_size": (3 + 4 + 5 + 1) / 4,
-        "mean_runs_per_row": (1 + 0 + 2 + 0) / 4,
-        "mean_run_size": (2 + 3 + 2) / 3,            # pooled over the three runs
-        "mean_clusters_per_row": (1 + 2 + 2 + 0) / 4,
-        "mean_cluster_size": (2 + 2 + 2 + 3 + 2) / 5,
-    })
+    assert stats == pytest.approx(
+        {
+            "rows": 4,
+            "mean_row_length": 5.0,
+            "mean_zero_fraction": (2 / 5 + 1 / 5 + 0 + 4 / 5) / 4,
+            "mean_support_size": (3 + 4 + 5 + 1) / 4,
+            "mean_runs_per_row": (1 + 0 + 2 + 0) / 4,
+            "mean_run_size": (2 + 3 + 2) / 3,  # pooled over the three runs
+            "mean_clusters_per_row": (1 + 2 + 2 + 0) / 4,
+            "mean_cluster_size": (2 + 2 + 2 + 3 + 2) / 5,
+        }
+    )
 
 
-@pytest.mark.parametrize("row, runs, clusters", [
-    (HAND_MADE[0], [[1, 2]], [[1, 2]]),
-    (HAND_MADE[1], [], [[0, 2], [1, 3]]),
-    (HAND_MADE[2], [[0, 1, 2], [3, 4]], [[0, 1, 2], [3, 4]]),
-    (HAND_MADE[3], [], []),
-    # equal weights split by a zero: two runs, one cluster
-    ([0.2, 0.2, 0.0, 0.2, 0.2, 0.2], [[0, 1], [3, 4, 5]], [[0, 1, 3, 4, 5]]),
-    ([1.0], [], []),
-])
+@pytest.mark.parametrize(
+    "row, runs, clusters",
+    [
+        (HAND_MADE[0], [[1, 2]], [[1, 2]]),
+        (HAND_MADE[1], [], [[0, 2], [1, 3]]),
+        (HAND_MADE[2], [[0, 1, 2], [3, 4]], [[0, 1, 2], [3, 4]]),
+        (HAND_MADE[3], [], []),
+        # equal weights split by a zero: two runs, one cluster
+        ([0.2, 0.2, 0.0, 0.2, 0.2, 0.2], [[0, 1], [3, 4, 5]], [[0, 1, 3, 4, 5]]),
+        ([1.0], [], []),
+    ],
+)
 def test_runs_and_clusters_are_the_hand_counted_positions(row, runs, clusters):
     assert [list(group) for group in analysis.equal_weight_runs(row)] == runs
     assert [list(group) for group in analysis.equal_weight_clusters(row)] == clusters
@@ -81,17 +86,22 @@ def test_tolerance_makes_near_equal_weights_a_group():
 def test_rows_may_be_lists_arrays_or_tensors():
     as_list = analysis.attention_statistics(HAND_MADE)
     assert analysis.attention_statistics(np.array(HAND_MADE)) == as_list
-    assert analysis.attention_statistics(torch.tensor(HAND_MADE, dtype=torch.float32)) == pytest.approx(as_list)
+    assert analysis.attention_statistics(
+        torch.tensor(HAND_MADE, dtype=torch.float32)
+    ) == pytest.approx(as_list)
 
 
-@pytest.mark.parametrize("rows, message", [
-    ([[0.5, 0.6]], "sums to"),
-    ([[1.2, -0.2]], "negative"),
-    ([[float("nan"), 1.0]], "NaN"),
-    ([[]], "non-empty"),
-    ([[[0.5, 0.5]]], "vector"),
-    ([], "no attention rows"),
-])
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([[0.5, 0.6]], "sums to"),
+        ([[1.2, -0.2]], "negative"),
+        ([[float("nan"), 1.0]], "NaN"),
+        ([[]], "non-empty"),
+        ([[[0.5, 0.5]]], "vector"),
+        ([], "no attention rows"),
+    ],
+)
 def test_rows_that_are_not_distributions_are_errors(rows, message):
     with pytest.raises(ValueError, match=message):
         analysis.attention_statistics(rows)
@@ -104,14 +114,20 @@ def test_cli_writes_statistics_beside_the_export(tmp_path):
     analysis.main([str(export)])
     written = json.loads((tmp_path / "fusedmax.stats.json").read_text())
     expected = analysis.attention_statistics(analysis.rows_of_export(records))
-    assert written == {"export": "fusedmax.jsonl", "sentences": len(records), "tolerance": 0.0,
-                       "mapping": {"name": "fusedmax", "params": params, "device": "cpu"},
-                       **expected}
+    assert written == {
+        "export": "fusedmax.jsonl",
+        "sentences": len(records),
+        "tolerance": 0.0,
+        "mapping": {"name": "fusedmax", "params": params, "device": "cpu"},
+        **expected,
+    }
     assert written["rows"] == sum(len(record["attention"]) for record in records)
 
 
 def test_exports_mixing_mappings_or_misshapen_are_rejected(tmp_path):
-    mixed = attention_records("softmax", {"gamma": 1.0}) + attention_records("sparsemax", {"gamma": 1.0})
+    mixed = attention_records("softmax", {"gamma": 1.0}) + attention_records(
+        "sparsemax", {"gamma": 1.0}
+    )
     with pytest.raises(ValueError, match="mixes 2 attention mappings"):
         analysis.write_export_statistics(write_jsonl(tmp_path / "mixed.jsonl", mixed))
     short_source = attention_records("softmax", {"gamma": 1.0})
@@ -121,6 +137,9 @@ def test_exports_mixing_mappings_or_misshapen_are_rejected(tmp_path):
 
 
 def test_describe_mapping_uses_the_papers_names_and_symbols():
-    assert analysis.describe_mapping("sq_pnorm_max", {"gamma": 1.0, "p": 1.5}) == "sq-pnorm-max (γ=1, p=1.5)"
+    assert (
+        analysis.describe_mapping("sq_pnorm_max", {"gamma": 1.0, "p": 1.5})
+        == "sq-pnorm-max (γ=1, p=1.5)"
+    )
     assert analysis.describe_mapping("entmax", {"alpha": "learned"}) == "entmax (α=learned)"
     assert analysis.describe_mapping("softmax", {}) == "softmax"

@@ -50,14 +50,16 @@ def test_figure2_curves_meet_the_hard_max_where_the_mapping_is_sparse(name):
 
 
 def test_simplex_faces_of_hand_made_points():
-    points = np.array([
-        [1.0, 0.0, 0.0],     # vertex
-        [0.7, 0.3, 0.0],     # edge
-        [0.5, 0.0, 0.5],     # edge midpoint
-        [0.5, 0.3, 0.2],     # interior, distinct
-        [0.4, 0.3, 0.3],     # interior, tie
-        [1 / 3, 1 / 3, 1 / 3],  # centre
-    ])
+    points = np.array(
+        [
+            [1.0, 0.0, 0.0],  # vertex
+            [0.7, 0.3, 0.0],  # edge
+            [0.5, 0.0, 0.5],  # edge midpoint
+            [0.5, 0.3, 0.2],  # interior, distinct
+            [0.4, 0.3, 0.3],  # interior, tie
+            [1 / 3, 1 / 3, 1 / 3],  # centre
+        ]
+    )
     faces = [plot_mappings.FACES[i][0].split(",")[0] for i in plot_mappings.faces_of(points)]
     assert faces == ["vertex", "edge", "edge midpoint", "interior", "interior", "centre"]
     assert plot_mappings.faces_of(points)[[3, 4]].tolist() == [0, 1]
@@ -82,9 +84,21 @@ def test_make_plot_attention_puts_every_mapping_side_by_side(export_of, tmp_path
     shared by all exports is drawn when none is given."""
     exports = " ".join(str(export_of(name)) for name in mappings.NAMES)
     done = subprocess.run(
-        ["make", "--no-print-directory", "-o", "setup", "plot-attention", f"EXPORTS={exports}",
-         f"FIGURES_DIR={tmp_path / 'figs'}", f"PY={sys.executable}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        [
+            "make",
+            "--no-print-directory",
+            "-o",
+            "setup",
+            "plot-attention",
+            f"EXPORTS={exports}",
+            f"FIGURES_DIR={tmp_path / 'figs'}",
+            f"PY={sys.executable}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     assert_drawn(tmp_path / "figs" / "attention_100.png")
     image = matplotlib.image.imread(tmp_path / "figs" / "attention_100.png")
@@ -92,35 +106,53 @@ def test_make_plot_attention_puts_every_mapping_side_by_side(export_of, tmp_path
 
 
 def test_zeros_are_grey_equal_neighbours_unbordered_and_oscarmax_clusters_marked():
-    weights = [[0.0, 0.0, 0.3, 0.3, 0.4],
-               [0.25, 0.5, 0.25, 0.0, 0.0]]
+    weights = [[0.0, 0.0, 0.3, 0.3, 0.4], [0.25, 0.5, 0.25, 0.0, 0.0]]
     borders = {tuple(map(tuple, s)) for s in plot_attention.cell_borders(np.array(weights), 0.0)}
     between_rows = ((0, 1), (5, 1))
     # borders only where neighbours differ: 0|0.3 (x=2), 0.3|0.4 (x=4); 0.25|0.5, 0.5|0.25, 0.25|0
-    assert borders == {between_rows, ((2, 0), (2, 1)), ((4, 0), (4, 1)),
-                       ((1, 1), (1, 2)), ((2, 1), (2, 2)), ((3, 1), (3, 2))}
+    assert borders == {
+        between_rows,
+        ((2, 0), (2, 1)),
+        ((4, 0), (4, 1)),
+        ((1, 1), (1, 2)),
+        ((2, 1), (2, 2)),
+        ((3, 1), (3, 2)),
+    }
 
-    record = {"id": 0, "src_tokens": list("abcde"), "tgt_tokens": ["x", "y"], "attention": weights,
-              "mapping": {"name": "oscarmax", "params": {"lam": 0.01}, "device": "cpu"}}
+    record = {
+        "id": 0,
+        "src_tokens": list("abcde"),
+        "tgt_tokens": ["x", "y"],
+        "attention": weights,
+        "mapping": {"name": "oscarmax", "params": {"lam": 0.01}, "device": "cpu"},
+    }
     fig, ax = plt.subplots()
     plot_attention.draw_panel(ax, record, Normalize(0, 0.5), tol=0.0)
     image = ax.get_images()[0].get_array()
-    assert image.mask.tolist() == [[True, True, False, False, False], [False, False, False, True, True]]
+    assert image.mask.tolist() == [
+        [True, True, False, False, False],
+        [False, False, False, True, True],
+    ]
     marks = sorted((t.get_text(), t.get_position()) for t in ax.texts)
     assert marks == [("•", (0.5, 1.5)), ("•", (2.5, 0.5)), ("•", (2.5, 1.5)), ("•", (3.5, 0.5))]
     plt.close(fig)
 
     fig, ax = plt.subplots()  # the same weights from fusedmax: groups shown by borders only
-    plot_attention.draw_panel(ax, {**record, "mapping": {"name": "fusedmax", "params": {}}},
-                              Normalize(0, 0.5), tol=0.0)
+    plot_attention.draw_panel(
+        ax, {**record, "mapping": {"name": "fusedmax", "params": {}}}, Normalize(0, 0.5), tol=0.0
+    )
     assert len(ax.texts) == 0
     plt.close(fig)
 
 
 def test_several_clusters_in_a_row_get_different_symbols():
-    record = {"id": 0, "src_tokens": list("abcd"), "tgt_tokens": ["x"],
-              "attention": [[0.2, 0.3, 0.2, 0.3]],
-              "mapping": {"name": "oscarmax", "params": {}, "device": "cpu"}}
+    record = {
+        "id": 0,
+        "src_tokens": list("abcd"),
+        "tgt_tokens": ["x"],
+        "attention": [[0.2, 0.3, 0.2, 0.3]],
+        "mapping": {"name": "oscarmax", "params": {}, "device": "cpu"},
+    }
     fig, ax = plt.subplots()
     plot_attention.draw_panel(ax, record, Normalize(0, 0.3), tol=0.0)
     symbol_at = {t.get_position()[0]: t.get_text() for t in ax.texts}

@@ -1,4 +1,5 @@
 """Tiny generated data and helpers to run fairseq's command-line entry points."""
+
 import json
 import logging
 import os
@@ -8,13 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import fairseq  # noqa: F401
-import regattn_fairseq
-
-# Other test folders may have imported the plugin before fairseq, in which case neither its
-# import nor --user-dir registered anything.
-regattn_fairseq.register_with_fairseq()
 from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_cli import generate as generate_cli
@@ -30,27 +24,103 @@ VOCAB = [f"w{i}" for i in range(12)]
 
 # model flags small enough for a few CPU updates in seconds
 MODEL_ARGS = {
-    "regattn_lstm": ["--arch", "regattn_lstm_small", "--encoder-embed-dim", "32",
-                     "--encoder-hidden-size", "32", "--decoder-embed-dim", "32",
-                     "--decoder-hidden-size", "32", "--dropout", "0.0"],
-    "regattn_transformer": ["--arch", "regattn_transformer_small", "--encoder-embed-dim", "32",
-                            "--encoder-ffn-embed-dim", "64", "--decoder-embed-dim", "32",
-                            "--decoder-ffn-embed-dim", "64", "--encoder-layers", "1",
-                            "--decoder-layers", "1", "--dropout", "0.0"],
-    "regattn_snli": ["--arch", "regattn_snli_small", "--embed-dim", "32", "--hidden-size", "32",
-                     "--dropout", "0.0"],
+    "regattn_lstm": [
+        "--arch",
+        "regattn_lstm_small",
+        "--encoder-embed-dim",
+        "32",
+        "--encoder-hidden-size",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-hidden-size",
+        "32",
+        "--dropout",
+        "0.0",
+    ],
+    "regattn_transformer": [
+        "--arch",
+        "regattn_transformer_small",
+        "--encoder-embed-dim",
+        "32",
+        "--encoder-ffn-embed-dim",
+        "64",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-ffn-embed-dim",
+        "64",
+        "--encoder-layers",
+        "1",
+        "--decoder-layers",
+        "1",
+        "--dropout",
+        "0.0",
+    ],
+    "regattn_snli": [
+        "--arch",
+        "regattn_snli_small",
+        "--embed-dim",
+        "32",
+        "--hidden-size",
+        "32",
+        "--dropout",
+        "0.0",
+    ],
 }
-SEQ2SEQ_TRAIN_ARGS = ["--task", "translation", "--source-lang", "src", "--target-lang", "tgt",
-                      "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "0.01",
-                      "--batch-size", "16", "--max-epoch", "3"]
-SNLI_TRAIN_ARGS = ["--task", "regattn_snli", "--criterion", "regattn_snli_cross_entropy",
-                   "--optimizer", "adam", "--lr", "0.01", "--batch-size", "16", "--max-epoch", "3"]
+SEQ2SEQ_TRAIN_ARGS = [
+    "--task",
+    "translation",
+    "--source-lang",
+    "src",
+    "--target-lang",
+    "tgt",
+    "--criterion",
+    "cross_entropy",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.01",
+    "--batch-size",
+    "16",
+    "--max-epoch",
+    "3",
+]
+SNLI_TRAIN_ARGS = [
+    "--task",
+    "regattn_snli",
+    "--criterion",
+    "regattn_snli_cross_entropy",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.01",
+    "--batch-size",
+    "16",
+    "--max-epoch",
+    "3",
+]
 # fairseq drops a last batch smaller than --required-batch-size-multiple (default 8), which
 # would silently skip tiny validation/test sets
 BATCH_ARGS = ["--required-batch-size-multiple", "1"]
-COMMON_ARGS = [*BATCH_ARGS, "--user-dir", USER_DIR, "--seed", "1", "--num-workers", "0", "--cpu",
-               "--log-format", "json", "--log-interval", "1", "--no-progress-bar",
-               "--no-epoch-checkpoints", "--no-last-checkpoints", "--save-interval-updates", "0"]
+COMMON_ARGS = [
+    *BATCH_ARGS,
+    "--user-dir",
+    USER_DIR,
+    "--seed",
+    "1",
+    "--num-workers",
+    "0",
+    "--cpu",
+    "--log-format",
+    "json",
+    "--log-interval",
+    "1",
+    "--no-progress-bar",
+    "--no-epoch-checkpoints",
+    "--no-last-checkpoints",
+    "--save-interval-updates",
+    "0",
+]
 
 
 def _write_lines(path, lines):
@@ -72,9 +142,25 @@ def translation_data(tmp_path_factory):
         src = [[rng.choice(VOCAB) for _ in range(rng.randint(3, 8))] for _ in range(n)]
         _write_lines(raw / f"{split}.src", [" ".join(s) for s in src])
         _write_lines(raw / f"{split}.tgt", [" ".join(w.replace("w", "v") for w in s) for s in src])
-    _preprocess(["--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(raw / "train"),
-                 "--validpref", str(raw / "valid"), "--testpref", str(raw / "test"),
-                 "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1"])
+    _preprocess(
+        [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(raw / "train"),
+            "--validpref",
+            str(raw / "valid"),
+            "--testpref",
+            str(raw / "test"),
+            "--destdir",
+            str(root / "bin"),
+            "--joined-dictionary",
+            "--workers",
+            "1",
+        ]
+    )
     return root / "bin"
 
 
@@ -99,14 +185,38 @@ def snli_data(tmp_path_factory):
         _write_lines(raw / f"{split}.hypothesis", hypotheses)
         (root / "bin" / "label").mkdir(parents=True, exist_ok=True)
         _write_lines(root / "bin" / "label" / f"{split}.label", gold)
-    _preprocess(["--only-source", "--trainpref", str(raw / "train.premise"),
-                 "--validpref", str(raw / "valid.premise"), "--testpref", str(raw / "test.premise"),
-                 "--destdir", str(root / "bin" / "input0"), "--workers", "1"])
-    _preprocess(["--only-source", "--trainpref", str(raw / "train.hypothesis"),
-                 "--validpref", str(raw / "valid.hypothesis"),
-                 "--testpref", str(raw / "test.hypothesis"),
-                 "--srcdict", str(root / "bin" / "input0" / "dict.txt"),
-                 "--destdir", str(root / "bin" / "input1"), "--workers", "1"])
+    _preprocess(
+        [
+            "--only-source",
+            "--trainpref",
+            str(raw / "train.premise"),
+            "--validpref",
+            str(raw / "valid.premise"),
+            "--testpref",
+            str(raw / "test.premise"),
+            "--destdir",
+            str(root / "bin" / "input0"),
+            "--workers",
+            "1",
+        ]
+    )
+    _preprocess(
+        [
+            "--only-source",
+            "--trainpref",
+            str(raw / "train.hypothesis"),
+            "--validpref",
+            str(raw / "valid.hypothesis"),
+            "--testpref",
+            str(raw / "test.hypothesis"),
+            "--srcdict",
+            str(root / "bin" / "input0" / "dict.txt"),
+            "--destdir",
+            str(root / "bin" / "input1"),
+            "--workers",
+            "1",
+        ]
+    )
     return root / "bin"
 
 
@@ -161,8 +271,10 @@ def run_cli(cmd, cwd=None, check=True, timeout=300):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -174,7 +286,8 @@ def build_model(data, model_args, extra=()):
     task_args = SNLI_TRAIN_ARGS if is_snli else SEQ2SEQ_TRAIN_ARGS
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
-        parser, [str(data), *task_args, *COMMON_ARGS, *model_args, *extra])
+        parser, [str(data), *task_args, *COMMON_ARGS, *model_args, *extra]
+    )
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     return task, task.build_model(cfg.model)

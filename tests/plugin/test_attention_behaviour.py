@@ -1,14 +1,14 @@
 """What the mapping does inside the models: it is used in training mode (fairseq's fused
 attention path does not take over), padding does not change it, and incremental decoding /
 beam search compute the same as a full forward pass."""
+
 import pytest
 import torch
+from conftest import MODEL_ARGS, build_model, translation_batch
 from fairseq.sequence_generator import SequenceGenerator
 
 from regattn_fairseq.fairseq_adapter import decoder_attention
 from regattn_fairseq.modules import AttentionNormalizer
-
-from conftest import MODEL_ARGS, build_model, translation_batch
 
 
 def _record_normalizer_outputs(model):
@@ -17,6 +17,7 @@ def _record_normalizer_outputs(model):
     def hook(name):
         def record(module, inputs, output):
             calls.setdefault(name, []).append((output.detach(), inputs[1]))
+
         return record
 
     for name, module in model.named_modules():
@@ -27,9 +28,11 @@ def _record_normalizer_outputs(model):
 
 def test_transformer_attention_is_sparse_in_training_mode(translation_data):
     torch.manual_seed(0)
-    task, model = build_model(translation_data, MODEL_ARGS["regattn_transformer"],
-                              ["--attention", "sparsemax", "--encoder-layers", "2",
-                               "--decoder-layers", "2"])
+    task, model = build_model(
+        translation_data,
+        MODEL_ARGS["regattn_transformer"],
+        ["--attention", "sparsemax", "--encoder-layers", "2", "--decoder-layers", "2"],
+    )
     calls = _record_normalizer_outputs(model)
     model.train()
     sample = translation_batch(task, split="train", size=8)
@@ -37,8 +40,11 @@ def test_transformer_attention_is_sparse_in_training_mode(translation_data):
     logits.sum().backward()
 
     expected = {f"encoder.layers.{i}.self_attn.normalizer" for i in range(2)}
-    expected |= {f"decoder.layers.{i}.{block}.normalizer"
-                 for i in range(2) for block in ("self_attn", "encoder_attn")}
+    expected |= {
+        f"decoder.layers.{i}.{block}.normalizer"
+        for i in range(2)
+        for block in ("self_attn", "encoder_attn")
+    }
     assert set(calls) == expected
     for name, [(probs, mask)] in calls.items():
         torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
@@ -60,7 +66,8 @@ def _single_vs_batch(task, batch_size=4):
 @pytest.mark.parametrize("model_name", ["regattn_lstm", "regattn_transformer"])
 @pytest.mark.parametrize("mapping", ["fusedmax", "oscarmax", "entmax"])
 def test_left_padding_gives_the_attention_of_the_unpadded_sentence(
-        model_name, mapping, translation_data):
+    model_name, mapping, translation_data
+):
     torch.manual_seed(0)
     task, model = build_model(translation_data, MODEL_ARGS[model_name], ["--attention", mapping])
     model.eval()
@@ -100,11 +107,14 @@ def test_snli_padding_gives_the_attention_of_the_unpadded_pair(snli_data):
             torch.testing.assert_close(batch_logits[b], logits[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model_name,extra", [
-    ("regattn_lstm", ["--attention", "fusedmax"]),
-    ("regattn_transformer", ["--attention", "fusedmax"]),
-    ("regattn_transformer", ["--attention", "entmax", "--attention-alpha", "learned"]),
-])
+@pytest.mark.parametrize(
+    "model_name,extra",
+    [
+        ("regattn_lstm", ["--attention", "fusedmax"]),
+        ("regattn_transformer", ["--attention", "fusedmax"]),
+        ("regattn_transformer", ["--attention", "entmax", "--attention-alpha", "learned"]),
+    ],
+)
 def test_beam_search_scores_match_a_full_forward_pass(model_name, extra, translation_data):
     """Beam search decodes incrementally with beam-expanded states (and, in the Transformer,
     the shared-source cross-attention branch); rescoring its hypotheses with one teacher-forced
@@ -117,29 +127,34 @@ def test_beam_search_scores_match_a_full_forward_pass(model_name, extra, transla
     with torch.no_grad():
         hypos = generator.generate([model], sample)
         for i, sentence_hypos in enumerate(hypos):
-            src = sample["net_input"]["src_tokens"][i:i + 1]
+            src = sample["net_input"]["src_tokens"][i : i + 1]
             src = src[src != task.source_dictionary.pad()].unsqueeze(0)
             for hypo in sentence_hypos:
                 tokens = hypo["tokens"].unsqueeze(0)
-                prev = torch.cat([tokens.new_full((1, 1), task.target_dictionary.eos()),
-                                  tokens[:, :-1]], dim=1)
+                prev = torch.cat(
+                    [tokens.new_full((1, 1), task.target_dictionary.eos()), tokens[:, :-1]], dim=1
+                )
                 logits, _ = model(src, torch.tensor([src.size(1)]), prev)
                 lprobs = model.get_normalized_probs((logits, None), log_probs=True)
                 scores = lprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)[0]
-                torch.testing.assert_close(scores, hypo["positional_scores"],
-                                           rtol=1e-4, atol=1e-4)
+                torch.testing.assert_close(scores, hypo["positional_scores"], rtol=1e-4, atol=1e-4)
 
 
 def test_learned_alpha_is_one_trained_parameter_per_head_and_layer(translation_data):
     torch.manual_seed(0)
-    task, model = build_model(translation_data, MODEL_ARGS["regattn_transformer"],
-                              ["--attention", "entmax", "--attention-alpha", "learned"])
+    task, model = build_model(
+        translation_data,
+        MODEL_ARGS["regattn_transformer"],
+        ["--attention", "entmax", "--attention-alpha", "learned"],
+    )
     alphas = {n: p for n, p in model.named_parameters() if n.endswith("alpha_logit")}
-    assert sorted(alphas) == sorted([
-        "encoder.layers.0.self_attn.normalizer.alpha_logit",
-        "decoder.layers.0.self_attn.normalizer.alpha_logit",
-        "decoder.layers.0.encoder_attn.normalizer.alpha_logit",
-    ])
+    assert sorted(alphas) == sorted(
+        [
+            "encoder.layers.0.self_attn.normalizer.alpha_logit",
+            "decoder.layers.0.self_attn.normalizer.alpha_logit",
+            "decoder.layers.0.encoder_attn.normalizer.alpha_logit",
+        ]
+    )
     assert all(p.shape == (4,) for p in alphas.values())
     model.train()
     logits, _ = model(**translation_batch(task, split="train", size=8)["net_input"])
@@ -154,8 +169,9 @@ def test_cpu_offload_matches_on_gpu(model_name, translation_data, snli_data):
     outputs = []
     for device in ("same", "cpu"):
         torch.manual_seed(0)
-        task, model = build_model(data, MODEL_ARGS[model_name],
-                                  ["--attention", "fusedmax", "--attention-device", device])
+        task, model = build_model(
+            data, MODEL_ARGS[model_name], ["--attention", "fusedmax", "--attention-device", device]
+        )
         model = model.cuda().train()
         task.load_dataset("test")
         dataset = task.dataset("test")
@@ -166,5 +182,5 @@ def test_cpu_offload_matches_on_gpu(model_name, translation_data, snli_data):
         grads = [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
         outputs.append((logits.detach(), grads))
     torch.testing.assert_close(outputs[0][0], outputs[1][0], rtol=1e-4, atol=1e-5)
-    for same, offloaded in zip(outputs[0][1], outputs[1][1]):
+    for same, offloaded in zip(outputs[0][1], outputs[1][1], strict=True):
         torch.testing.assert_close(same, offloaded, rtol=1e-3, atol=1e-5)

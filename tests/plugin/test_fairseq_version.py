@@ -1,4 +1,5 @@
 """fairseq_adapter refuses, at import, a fairseq version its contract tests did not pass on."""
+
 import importlib.util
 
 import fairseq

@@ -1,13 +1,13 @@
 """Learned alpha = 1.01 + 0.99 * sigmoid(z) lies in [1.01, 2] for any z, in float32 and
 bfloat16, so entmax stays defined and its gradients finite however far training pushes z."""
+
 import pytest
 import torch
+from conftest import MODEL_ARGS, build_model, translation_batch
 
 from regattn_fairseq.models.regattn_transformer import RegattnTransformerConfig
 from regattn_fairseq.modules import AttentionNormalizer, attention_spec_from_cfg
 from regattn_fairseq.modules.attention_normalizer import ALPHA_INIT
-
-from conftest import MODEL_ARGS, build_model, translation_batch
 
 LOWEST = torch.tensor(1.01)  # float32(1.01), the smallest alpha
 HEADS = 6
@@ -16,7 +16,8 @@ HEADS = 6
 def _normalizer(logits=None, dtype=torch.float32):
     cfg = RegattnTransformerConfig(attention="entmax", attention_alpha="learned")
     normalizer = AttentionNormalizer(
-        attention_spec_from_cfg(cfg, "regattn_transformer", allow_learned_alpha=True), HEADS)
+        attention_spec_from_cfg(cfg, "regattn_transformer", allow_learned_alpha=True), HEADS
+    )
     if logits is not None:
         with torch.no_grad():
             normalizer.alpha_logit.copy_(torch.tensor(logits))
@@ -51,8 +52,12 @@ def test_forward_and_backward_are_finite_for_extreme_logits(dtype):
     mask[0, :, :, :2] = False
     probs = normalizer(scores, mask)
     assert probs.dtype == dtype and torch.isfinite(probs).all()
-    torch.testing.assert_close(probs.float().sum(-1), torch.ones(2, HEADS, 3),
-                               rtol=0, atol=2e-2 if dtype == torch.bfloat16 else 1e-5)
+    torch.testing.assert_close(
+        probs.float().sum(-1),
+        torch.ones(2, HEADS, 3),
+        rtol=0,
+        atol=2e-2 if dtype == torch.bfloat16 else 1e-5,
+    )
     (probs.float() * torch.randn(probs.shape)).sum().backward()
     assert torch.isfinite(scores.grad).all()
     assert torch.isfinite(normalizer.alpha_logit.grad).all()
@@ -60,8 +65,11 @@ def test_forward_and_backward_are_finite_for_extreme_logits(dtype):
 
 def test_transformer_with_extreme_learned_alphas_trains(translation_data):
     torch.manual_seed(0)
-    task, model = build_model(translation_data, MODEL_ARGS["regattn_transformer"],
-                              ["--attention", "entmax", "--attention-alpha", "learned"])
+    task, model = build_model(
+        translation_data,
+        MODEL_ARGS["regattn_transformer"],
+        ["--attention", "entmax", "--attention-alpha", "learned"],
+    )
     alpha_logits = [p for n, p in model.named_parameters() if n.endswith("alpha_logit")]
     with torch.no_grad():
         for z in alpha_logits:

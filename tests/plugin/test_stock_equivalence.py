@@ -2,17 +2,11 @@
 internals: with --attention softmax the regattn seq2seq models compute what fairseq's own `lstm`
 and `transformer` compute (same parameter names: the weights are copied by load_state_dict),
 and each adapter function is exercised here against stock fairseq."""
+
 import argparse
 
 import pytest
 import torch
-from fairseq import checkpoint_utils
-from fairseq.sequence_generator import SequenceGenerator
-
-from regattn_fairseq import fairseq_adapter
-from regattn_fairseq.hydra_callbacks import FreshCheckpointBest
-from regattn_fairseq.modules import AttentionNormalizer, RegattnLSTMAttentionLayer
-
 from conftest import (
     COMMON_ARGS,
     MODEL_ARGS,
@@ -21,14 +15,40 @@ from conftest import (
     train_in_process,
     translation_batch,
 )
+from fairseq import checkpoint_utils
+from fairseq.sequence_generator import SequenceGenerator
+
+from regattn_fairseq import fairseq_adapter
+from regattn_fairseq.hydra_callbacks import FreshCheckpointBest
+from regattn_fairseq.modules import AttentionNormalizer, RegattnLSTMAttentionLayer
 
 # the stock architectures matching the tiny regattn ones in MODEL_ARGS
 STOCK_ARGS = {
-    "regattn_lstm": ["--arch", "lstm", "--encoder-embed-dim", "32", "--encoder-hidden-size", "32",
-                     "--decoder-embed-dim", "32", "--decoder-hidden-size", "32",
-                     "--decoder-out-embed-dim", "32", "--dropout", "0.0"],
-    "regattn_transformer": ["--arch", "transformer", *MODEL_ARGS["regattn_transformer"][2:],
-                            "--encoder-attention-heads", "4", "--decoder-attention-heads", "4"],
+    "regattn_lstm": [
+        "--arch",
+        "lstm",
+        "--encoder-embed-dim",
+        "32",
+        "--encoder-hidden-size",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-hidden-size",
+        "32",
+        "--decoder-out-embed-dim",
+        "32",
+        "--dropout",
+        "0.0",
+    ],
+    "regattn_transformer": [
+        "--arch",
+        "transformer",
+        *MODEL_ARGS["regattn_transformer"][2:],
+        "--encoder-attention-heads",
+        "4",
+        "--decoder-attention-heads",
+        "4",
+    ],
 }
 
 
@@ -58,17 +78,28 @@ def _check_equal_outputs(model_name, data):
         # the regattn attention did run (an unreplaced stock layer would match too)
         assert normalizer_calls
         torch.testing.assert_close(ours_logits, stock_logits, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(fairseq_adapter.decoder_attention(ours_extra),
-                                   fairseq_adapter.decoder_attention(stock_extra),
-                                   rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            fairseq_adapter.decoder_attention(ours_extra),
+            fairseq_adapter.decoder_attention(stock_extra),
+            rtol=1e-5,
+            atol=1e-6,
+        )
 
         # beam search: incremental decoding, reordered states, beam-expanded cross-attention
-        hypos = [SequenceGenerator([m], task.target_dictionary, beam_size=3, max_len_b=10)
-                 .generate([m], sample) for m in (ours, stock)]
-    for ours_hypo, stock_hypo in zip(*hypos):
+        hypos = [
+            SequenceGenerator([m], task.target_dictionary, beam_size=3, max_len_b=10).generate(
+                [m], sample
+            )
+            for m in (ours, stock)
+        ]
+    for ours_hypo, stock_hypo in zip(*hypos, strict=True):
         assert ours_hypo[0]["tokens"].tolist() == stock_hypo[0]["tokens"].tolist()
-        torch.testing.assert_close(ours_hypo[0]["positional_scores"],
-                                   stock_hypo[0]["positional_scores"], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            ours_hypo[0]["positional_scores"],
+            stock_hypo[0]["positional_scores"],
+            rtol=1e-4,
+            atol=1e-5,
+        )
 
 
 def test_lstm_softmax_matches_fairseq_lstm(translation_data):
@@ -81,8 +112,9 @@ def test_lstm_attention_is_replaced_in_place(translation_data):
     assert isinstance(ours.decoder.attention, RegattnLSTMAttentionLayer)
     with pytest.raises(RuntimeError, match="parameters"):
         fairseq_adapter.replace_lstm_attention(  # a layer whose shapes differ from fairseq's
-            stock.decoder, RegattnLSTMAttentionLayer(
-                16, 32, 32, normalizer=ours.decoder.attention.normalizer))
+            stock.decoder,
+            RegattnLSTMAttentionLayer(16, 32, 32, normalizer=ours.decoder.attention.normalizer),
+        )
 
 
 def test_transformer_softmax_matches_fairseq_transformer(translation_data):
@@ -105,7 +137,7 @@ def test_transformer_softmax_matches_fairseq_in_training_mode(extra, translation
     assert normalizer_calls
     torch.testing.assert_close(ours_logits, stock_logits, rtol=1e-5, atol=1e-5)
     ours_logits.sum().backward(), stock_logits.sum().backward()
-    for (name, p), q in zip(ours.named_parameters(), stock.parameters()):
+    for (name, p), q in zip(ours.named_parameters(), stock.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
@@ -122,7 +154,8 @@ def test_masked_attention_scores_mask_is_the_masks_fairseq_was_given(translation
     future = stock.decoder.buffered_future_mask(x)
     with torch.no_grad():
         scores, mask, v = fairseq_adapter.masked_attention_scores(
-            attention, x, x, x, padding, None, False, future)
+            attention, x, x, x, padding, None, False, future
+        )
     heads = attention.num_heads
     expected = (~padding[:, None, None, :]) & torch.ones(tgt_len, tgt_len).tril().bool()
     assert mask.shape == scores.shape == (bsz, heads, tgt_len, tgt_len)
@@ -135,10 +168,20 @@ def test_training_records_the_best_loss_and_checkpoints_load(translation_data, t
     """reset_best_checkpoint_loss (through the Hydra callback) removes what fairseq's training
     sets; allow_namespace_in_checkpoints lets fairseq's loader read the checkpoint, which holds
     an argparse.Namespace."""
-    records = train_in_process([
-        str(translation_data), *SEQ2SEQ_TRAIN_ARGS, *COMMON_ARGS,
-        *MODEL_ARGS["regattn_transformer"], "--attention", "softmax", "--max-epoch", "1",
-        "--save-dir", str(tmp_path)])
+    records = train_in_process(
+        [
+            str(translation_data),
+            *SEQ2SEQ_TRAIN_ARGS,
+            *COMMON_ARGS,
+            *MODEL_ARGS["regattn_transformer"],
+            "--attention",
+            "softmax",
+            "--max-epoch",
+            "1",
+            "--save-dir",
+            str(tmp_path),
+        ]
+    )
     valid_losses = [float(r["valid_loss"]) for r in records if "valid_loss" in r]
     assert checkpoint_utils.save_checkpoint.best == pytest.approx(min(valid_losses), abs=1e-3)
     FreshCheckpointBest().on_job_start(config=None)

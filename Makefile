@@ -72,16 +72,17 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)
 
 # ---------------------------------------------------------------------------------------------
-# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/ (entry points scripts/reproduce.py, scripts/sweep.py)
+# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/ (entry
+# points scripts/reproduce.py, scripts/sweep.py)
 # (configs/reproduce/, configs/sweep/); these targets only pass the variables through.
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
 #   DATA_SOURCE  offline | online (default: per dataset and scale, see configs/prepare/)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
 SCALE       ?= small
-DATA_DIR    ?= $(abspath ..)/shared/data
-WORK_DIR    ?= $(CURDIR)
-RESULTS_DIR ?= $(CURDIR)/results
-REPRO_ARGS   = --scale $(SCALE) --data-dir $(DATA_DIR) --work-dir $(WORK_DIR) --results-dir $(RESULTS_DIR) \
+# Unset path variables are left to the programs, whose defaults live in one place
+# (regattn_fairseq/experiments/paths.py).
+REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
+               $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE))
 
 .PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha sweep-gamma
@@ -112,18 +113,18 @@ sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30
 # Code: regattn_fairseq/experiments/{mapping_plots,attention_plots}.py, regattn/analysis.py.
 #   EXPORTS   attention exports of scripts/export_attention.py (JSON lines), one per model
 #   SENTENCE  the sentence id to draw (default: the first one every export has)
-FIGURES_DIR ?= $(RESULTS_DIR)/figures
+FIGURES_DIR ?= $(if $(RESULTS_DIR),$(RESULTS_DIR)/figures)
 EXPORTS     ?=
 SENTENCE    ?=
 
 .PHONY: plot-mappings plot-attention attention-stats
 
 plot-mappings: setup ## the paper's Figure 2 and each mapping on the 2-simplex -> results/figures/mappings_{fig2,simplex}.{png,pdf}
-	MPLBACKEND=Agg $(PY) scripts/plot_mappings.py --out-dir $(FIGURES_DIR)
+	MPLBACKEND=Agg $(PY) scripts/plot_mappings.py $(if $(FIGURES_DIR),--out-dir $(FIGURES_DIR))
 
 plot-attention: setup ## one sentence's attention, a panel per model -> results/figures/attention_<id>.{png,pdf} (EXPORTS=..., SENTENCE=id)
 	@test -n "$(EXPORTS)" || { echo 'usage: make plot-attention EXPORTS="softmax.jsonl fusedmax.jsonl ..." [SENTENCE=id]'; exit 2; }
-	MPLBACKEND=Agg $(PY) scripts/plot_attention.py $(EXPORTS) $(if $(SENTENCE),--id $(SENTENCE)) --out-dir $(FIGURES_DIR)
+	MPLBACKEND=Agg $(PY) scripts/plot_attention.py $(EXPORTS) $(if $(SENTENCE),--id $(SENTENCE)) $(if $(FIGURES_DIR),--out-dir $(FIGURES_DIR))
 
 attention-stats: setup ## zeros, support and equal-weight groups of attention exports -> <export>.stats.json beside each (EXPORTS=...)
 	@test -n "$(EXPORTS)" || { echo 'usage: make attention-stats EXPORTS="softmax.jsonl fusedmax.jsonl ..."'; exit 2; }

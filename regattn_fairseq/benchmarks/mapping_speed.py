@@ -14,6 +14,7 @@ markdown table results/bench/mappings_cpu.md is regenerated from the latest full
     python bench/bench_mappings.py --quick          # small shapes, short timings (smoke test)
     python bench/bench_mappings.py --shapes 2048x64 --repeats 5 --min-run-time 0.5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,11 @@ from pathlib import Path
 import torch
 from torch.utils.benchmark import Timer
 
-from .run_record import REPO, append_run, commit_label, environment
 from regattn import mappings
+from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR
+
+from .run_record import append_run, commit_label, environment
+
 DEFAULT_SHAPES = "4096x50,16384x30,1024x400"
 QUICK_SHAPES = "256x50,128x400"
 BASELINE = "torch.softmax"
@@ -70,10 +74,12 @@ def _torchsparseattn_methods():
             prox_tv1d(row, 0.1)
         return out
 
-    note = ("torchsparseattn 0.2 builds only with `pip install --no-build-isolation` (its setup.py "
-            "imports numpy) and its autograd Functions fail on torch>=2 (\"Legacy autograd function "
-            "with non-static forward method\"), so only its Cython prox_tv1d forward is timed (a Python "
-            "loop over numpy rows, as in its own FusedProxFunction), against regattn's prox_tv1d")
+    note = (
+        "torchsparseattn 0.2 builds only with `pip install --no-build-isolation` (its setup.py "
+        'imports numpy) and its autograd Functions fail on torch>=2 ("Legacy autograd function '
+        'with non-static forward method"), so only its Cython prox_tv1d forward is timed (a Python '
+        "loop over numpy rows, as in its own FusedProxFunction), against regattn's prox_tv1d"
+    )
     return {"torchsparseattn: prox_tv1d (lam=0.1)": rows_prox}, note
 
 
@@ -113,8 +119,12 @@ def run(shapes, repeats, min_run_time, seed, device):
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(rows, d, generator=g).to(device)
         grad_out = torch.randn(rows, d, generator=g).to(device)
-        cases = [(name, mode) for mode in ("fwd", "fwd+bwd") for name in methods
-                 if not (mode == "fwd+bwd" and name in forward_only)]
+        cases = [
+            (name, mode)
+            for mode in ("fwd", "fwd+bwd")
+            for name in methods
+            if not (mode == "fwd+bwd" and name in forward_only)
+        ]
         timers = {c: timer(methods[c[0]], x, grad_out, c[1] == "fwd+bwd") for c in cases}
         blocks = {c: [] for c in cases}
         for _ in range(repeats):  # round-robin over the methods
@@ -122,14 +132,21 @@ def run(shapes, repeats, min_run_time, seed, device):
                 m = timers[c].blocked_autorange(min_run_time=min_run_time)
                 blocks[c].extend(m.times)
         for name, mode in cases:
-            results.append({
-                "shape": [rows, d], "method": name, "mode": mode,
-                "median_ms": 1e3 * statistics.median(blocks[(name, mode)]),
-                "min_ms": 1e3 * min(blocks[(name, mode)]),
-                "blocks": len(blocks[(name, mode)]),
-            })
-        base = {r["mode"]: r["median_ms"] for r in results
-                if r["shape"] == [rows, d] and r["method"] == BASELINE}
+            results.append(
+                {
+                    "shape": [rows, d],
+                    "method": name,
+                    "mode": mode,
+                    "median_ms": 1e3 * statistics.median(blocks[(name, mode)]),
+                    "min_ms": 1e3 * min(blocks[(name, mode)]),
+                    "blocks": len(blocks[(name, mode)]),
+                }
+            )
+        base = {
+            r["mode"]: r["median_ms"]
+            for r in results
+            if r["shape"] == [rows, d] and r["method"] == BASELINE
+        }
         for r in results:
             if r["shape"] == [rows, d]:
                 r["ratio_to_torch_softmax"] = r["median_ms"] / base[r["mode"]]
@@ -147,12 +164,14 @@ def markdown(run_record):
     lines = [
         f"# Attention mappings on {env.get('device', 'CPU')} ({run_record['date']})",
         "",
-        f"median ms (ratio to `torch.softmax` in the same mode, same run). commit `{commit_label(env)}`, "
+        "median ms (ratio to `torch.softmax` in the same mode, same run). "
+        f"commit `{commit_label(env)}`, "
         f"torch {env['torch']}, {env['cpu_model']}, {env['threads']} threads"
         + (f" (load average {load[0][0]:.1f} before the run), " if load else ", ")
-        + 
-        f"{run_record['args']['repeats']} repeats x min_run_time {run_record['args']['min_run_time']} s"
-        + (" (--quick)" if run_record["args"]["quick"] else "") + ".",
+        + f"{run_record['args']['repeats']} repeats x min_run_time "
+        + f"{run_record['args']['min_run_time']} s"
+        + (" (--quick)" if run_record["args"]["quick"] else "")
+        + ".",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -162,13 +181,24 @@ def markdown(run_record):
         for shape in shapes:
             for mode in ("fwd", "fwd+bwd"):
                 r = by_key.get((shape, method, mode))
-                cells.append("—" if r is None else f"{r['median_ms']:.3g} ({r['ratio_to_torch_softmax']:.1f}x)")
+                cells.append(
+                    "—"
+                    if r is None
+                    else f"{r['median_ms']:.3g} ({r['ratio_to_torch_softmax']:.1f}x)"
+                )
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "float32, rows x d = (batch·heads·queries) x keys, softmax over d; "
-              "fwd+bwd = torch.autograd.grad of the output against a fixed random cotangent; "
-              "— = forward only."]
+    lines += [
+        "",
+        "float32, rows x d = (batch·heads·queries) x keys, softmax over d; "
+        "fwd+bwd = torch.autograd.grad of the output against a fixed random cotangent; "
+        "— = forward only.",
+    ]
     lines += [f"- {n}" for n in run_record["notes"]]
-    lines += ["", f"All runs (raw block counts, environment): `results/bench/{run_record.get('file_stem', 'mappings_cpu')}.json`."]
+    lines += [
+        "",
+        "All runs (raw block counts, environment): "
+        f"`results/bench/{run_record.get('file_stem', 'mappings_cpu')}.json`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -178,13 +208,23 @@ def _parse_shapes(text):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default=None, help=f"comma-separated ROWSxD (default {DEFAULT_SHAPES})")
-    parser.add_argument("--repeats", type=int, default=3, help="round-robin passes over the methods")
-    parser.add_argument("--min-run-time", type=float, default=0.2, help="seconds per blocked_autorange")
-    parser.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, 1 repeat, 0.05 s")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(
+        "--shapes", default=None, help=f"comma-separated ROWSxD (default {DEFAULT_SHAPES})"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="round-robin passes over the methods"
+    )
+    parser.add_argument(
+        "--min-run-time", type=float, default=0.2, help="seconds per blocked_autorange"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, 1 repeat, 0.05 s"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")
+    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.min_run_time = 1, 0.05
@@ -196,13 +236,23 @@ def main():
     env = environment()
     results, notes = run(shapes, args.repeats, args.min_run_time, args.seed, device)
     record = {
-        "args": {"shapes": shapes, "repeats": args.repeats, "min_run_time": args.min_run_time,
-                 "quick": args.quick, "seed": args.seed},
+        "args": {
+            "shapes": shapes,
+            "repeats": args.repeats,
+            "min_run_time": args.min_run_time,
+            "quick": args.quick,
+            "seed": args.seed,
+        },
         "env": environment(before=env),
         "notes": notes,
         "results": results,
     }
-    print(append_run(args.out_dir, f"mappings_{record['env']['device_kind']}", record, markdown).read_text())
+    print(
+        append_run(
+            args.out_dir, f"mappings_{record['env']['device_kind']}", record, markdown
+        ).read_text()
+    )
+
 
 if __name__ == "__main__":
     main()

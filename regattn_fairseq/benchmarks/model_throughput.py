@@ -20,6 +20,7 @@ results/bench/model_<device>.md is regenerated from the latest full run.
     python bench/bench_model.py                 # both models, every mapping
     python bench/bench_model.py --quick         # fewer steps (smoke test)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from .run_record import REPO, append_run, commit_label, environment
+from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
+
+from .run_record import append_run, commit_label, environment
 
 VOCAB = 8000
 MAPPINGS = {  # label -> fairseq options
@@ -43,13 +46,15 @@ MAPPINGS = {  # label -> fairseq options
     "1.5-entmax": ["--attention", "entmax", "--attention-alpha", "1.5"],
     "α-entmax (α=1.3)": ["--attention", "entmax", "--attention-alpha", "1.3"],
 }
-TRANSFORMER_ONLY = {"α-entmax (learned α)": ["--attention", "entmax", "--attention-alpha", "learned"]}
+TRANSFORMER_ONLY = {
+    "α-entmax (learned α)": ["--attention", "entmax", "--attention-alpha", "learned"]
+}
 
 
 def _scale_options(group: str, scale: str) -> tuple[str, list[str]]:
     """The architecture and model options of configs/scale/<group>/<scale>.yaml as CLI flags,
     so that the benchmark times the models the reproduction trains."""
-    model = dict(OmegaConf.load(REPO / "configs" / "scale" / group / f"{scale}.yaml").model)
+    model = dict(OmegaConf.load(CONFIG_DIR / "scale" / group / f"{scale}.yaml").model)
     arch = model.pop("_name")
     flags = []
     for key, value in model.items():
@@ -72,11 +77,30 @@ def build(data_dir: Path, arch: str, model_flags: list[str], attention: list[str
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        str(data_dir), "--task", "translation", "-s", "src", "-t", "tgt",
-        "--user-dir", str(REPO / "regattn_fairseq"), "--arch", arch, *model_flags, *attention,
-        "--optimizer", "adam", "--lr", "1e-3", "--dropout", "0.1",
-    ])
+    args = options.parse_args_and_arch(
+        parser,
+        [
+            str(data_dir),
+            "--task",
+            "translation",
+            "-s",
+            "src",
+            "-t",
+            "tgt",
+            "--user-dir",
+            str(USER_DIR),
+            "--arch",
+            arch,
+            *model_flags,
+            *attention,
+            "--optimizer",
+            "adam",
+            "--lr",
+            "1e-3",
+            "--dropout",
+            "0.1",
+        ],
+    )
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     return task, task.build_model(cfg.model)
@@ -86,8 +110,11 @@ def synthetic_batch(dictionary, batch: int, src: int, tgt: int, generator: torch
     """A collated translation batch as fairseq's collater makes it: sorted by decreasing
     source length (the LSTM packs sequences), left-padded sources, eos-terminated targets;
     lengths drawn within +-30% of the nominal ones."""
+
     def lengths(nominal):
-        return torch.randint(int(0.7 * nominal), int(1.3 * nominal) + 1, (batch,), generator=generator)
+        return torch.randint(
+            int(0.7 * nominal), int(1.3 * nominal) + 1, (batch,), generator=generator
+        )
 
     def tokens(n):
         return torch.randint(dictionary.nspecial, len(dictionary), (n,), generator=generator)
@@ -100,9 +127,12 @@ def synthetic_batch(dictionary, batch: int, src: int, tgt: int, generator: torch
         s, t = int(src_len[i]), int(tgt_len[i])
         src_tokens[i, -s:] = torch.cat([tokens(s - 1), torch.tensor([dictionary.eos()])])
         target[i, :t] = torch.cat([tokens(t - 1), torch.tensor([dictionary.eos()])])
-        prev[i, :t] = torch.cat([torch.tensor([dictionary.eos()]), target[i, :t - 1]])
-    return {"net_input": {"src_tokens": src_tokens, "src_lengths": src_len, "prev_output_tokens": prev},
-            "target": target, "ntokens": int(tgt_len.sum())}
+        prev[i, :t] = torch.cat([torch.tensor([dictionary.eos()]), target[i, : t - 1]])
+    return {
+        "net_input": {"src_tokens": src_tokens, "src_lengths": src_len, "prev_output_tokens": prev},
+        "target": target,
+        "ntokens": int(tgt_len.sum()),
+    }
 
 
 def make_step(model, batch: dict, pad: int):
@@ -113,8 +143,11 @@ def make_step(model, batch: dict, pad: int):
         optimizer.zero_grad(set_to_none=True)
         logits, _ = model(**batch["net_input"])
         loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.size(-1)), batch["target"].reshape(-1),
-            ignore_index=pad, reduction="sum")
+            logits.reshape(-1, logits.size(-1)),
+            batch["target"].reshape(-1),
+            ignore_index=pad,
+            reduction="sum",
+        )
         loss.backward()
         optimizer.step()
 
@@ -132,8 +165,13 @@ def run(models: list[str], steps: int, repeats: int, seed: int, data_dir: Path) 
             torch.manual_seed(seed)
             task, model = build(data_dir, arch, flags, attention)
             if batch is None:
-                batch = synthetic_batch(task.target_dictionary, spec["batch"], spec["src"], spec["tgt"],
-                                        torch.Generator().manual_seed(seed))
+                batch = synthetic_batch(
+                    task.target_dictionary,
+                    spec["batch"],
+                    spec["src"],
+                    spec["tgt"],
+                    torch.Generator().manual_seed(seed),
+                )
             steps_of[label] = make_step(model, batch, task.target_dictionary.pad())
             steps_of[label]()  # warm-up (allocations, first-call dispatch)
         times = {label: [] for label in labels}
@@ -146,36 +184,54 @@ def run(models: list[str], steps: int, repeats: int, seed: int, data_dir: Path) 
         base = statistics.median(times["softmax"])
         for label in labels:
             median = statistics.median(times[label])
-            results.append({
-                "model": model_name, "arch": arch, "model_options": flags, "attention": label,
-                "batch": {k: spec[k] for k in ("batch", "src", "tgt")}, "target_tokens": batch["ntokens"],
-                "median_step_ms": 1e3 * median, "tokens_per_s": batch["ntokens"] / median,
-                "throughput_ratio_to_softmax": base / median, "samples": len(times[label]),
-            })
+            results.append(
+                {
+                    "model": model_name,
+                    "arch": arch,
+                    "model_options": flags,
+                    "attention": label,
+                    "batch": {k: spec[k] for k in ("batch", "src", "tgt")},
+                    "target_tokens": batch["ntokens"],
+                    "median_step_ms": 1e3 * median,
+                    "tokens_per_s": batch["ntokens"] / median,
+                    "throughput_ratio_to_softmax": base / median,
+                    "samples": len(times[label]),
+                }
+            )
         print(f"done {model_name}", flush=True)
     return results
 
 
 def markdown(record: dict) -> str:
     env = record["env"]
-    lines = [f"# Training throughput per attention mapping ({record['date']}, {env['device']})", "",
-             f"Target tokens/s of a full training step (forward, cross-entropy, backward, Adam), "
-             f"median of {record['args']['repeats']} round-robin blocks of {record['args']['steps']} "
-             f"steps; ratio = throughput / softmax's throughput in the same run (1.0 = as fast as "
-             f"softmax). commit `{commit_label(env)}`, torch {env['torch']}, {env['cpu_model']}, "
-             f"{env['threads']} threads (load average {env['loadavg_1_5_15_before_after'][0][0]:.1f} "
-             f"before the run).", ""]
+    lines = [
+        f"# Training throughput per attention mapping ({record['date']}, {env['device']})",
+        "",
+        f"Target tokens/s of a full training step (forward, cross-entropy, backward, Adam), "
+        f"median of {record['args']['repeats']} round-robin blocks of {record['args']['steps']} "
+        f"steps; ratio = throughput / softmax's throughput in the same run (1.0 = as fast as "
+        f"softmax). commit `{commit_label(env)}`, torch {env['torch']}, {env['cpu_model']}, "
+        f"{env['threads']} threads (load average {env['loadavg_1_5_15_before_after'][0][0]:.1f} "
+        f"before the run).",
+        "",
+    ]
     for model in dict.fromkeys(r["model"] for r in record["results"]):
         rows = [r for r in record["results"] if r["model"] == model]
         first = rows[0]
-        lines += [f"## {model}: `{first['arch']} {' '.join(first['model_options'])}`", "",
-                  f"batches of {first['batch']['batch']} pairs, source ~{first['batch']['src']} and "
-                  f"target ~{first['batch']['tgt']} tokens ({first['target_tokens']} target tokens)", "",
-                  "| attention | ms / step | target tokens/s | throughput vs softmax |",
-                  "|---|---|---|---|"]
+        lines += [
+            f"## {model}: `{first['arch']} {' '.join(first['model_options'])}`",
+            "",
+            f"batches of {first['batch']['batch']} pairs, source ~{first['batch']['src']} and "
+            f"target ~{first['batch']['tgt']} tokens ({first['target_tokens']} target tokens)",
+            "",
+            "| attention | ms / step | target tokens/s | throughput vs softmax |",
+            "|---|---|---|---|",
+        ]
         for r in rows:
-            lines.append(f"| {r['attention']} | {r['median_step_ms']:.1f} | {r['tokens_per_s']:.0f} | "
-                         f"{r['throughput_ratio_to_softmax']:.2f} |")
+            lines.append(
+                f"| {r['attention']} | {r['median_step_ms']:.1f} | {r['tokens_per_s']:.0f} | "
+                f"{r['throughput_ratio_to_softmax']:.2f} |"
+            )
         lines.append("")
     lines.append(f"All runs: `results/bench/{record['file_stem']}.json`.")
     return "\n".join(lines) + "\n"
@@ -185,11 +241,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
-    parser.add_argument("--repeats", type=int, default=5, help="round-robin passes over the mappings")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="round-robin passes over the mappings"
+    )
     parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")
+    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     args = parser.parse_args()
     if args.quick:
         args.steps, args.repeats = 1, 1
@@ -204,9 +262,17 @@ def main():
         env = environment()
         results = run(args.models, args.steps, args.repeats, args.seed, data_dir)
     env = environment(before=env)
-    record = {"args": {"models": args.models, "steps": args.steps, "repeats": args.repeats,
-                       "quick": args.quick, "seed": args.seed},
-              "env": env, "results": results}
+    record = {
+        "args": {
+            "models": args.models,
+            "steps": args.steps,
+            "repeats": args.repeats,
+            "quick": args.quick,
+            "seed": args.seed,
+        },
+        "env": env,
+        "results": results,
+    }
     print(append_run(args.out_dir, f"model_{env['device_kind']}", record, markdown))
 
 

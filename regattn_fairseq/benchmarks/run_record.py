@@ -1,6 +1,7 @@
 """What every benchmark records next to its numbers, and how runs are kept: each run is
 appended to results/bench/<stem>.json (never overwritten) and results/bench/<stem>.md is
 regenerated from the latest full (non --quick) run."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,10 +12,9 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.paths import REPO_ROOT as REPO
 from regattn_fairseq.experiments.provenance import cpu_model, git_state
 
-__all__ = ["REPO", "append_run", "commit_label", "cpu_model", "environment"]
+__all__ = ["append_run", "commit_label", "cpu_model", "environment"]
 
 
 def commit_label(env: dict) -> str:
@@ -61,8 +61,12 @@ def environment(before: dict | None = None) -> dict:
     cuda = torch.cuda.is_available()
     env = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        **git_state(), "torch": torch.__version__, "python": platform.python_version(),
-        "cpu_model": cpu_model(), "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+        **git_state(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
         "device": torch.cuda.get_device_name() if cuda else f"CPU ({cpu_model()})",
         "device_kind": "gpu" if cuda else "cpu",
         "loadavg_1_5_15_before_after": [list(load), None],

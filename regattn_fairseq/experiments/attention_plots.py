@@ -17,6 +17,7 @@ mapping). Output: <out-dir>/attention_<id>.{png,pdf}.
     MPLBACKEND=Agg python scripts/plot_attention.py softmax.jsonl fusedmax.jsonl oscarmax.jsonl \
         --id 12 --out-dir results/figures
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,10 @@ def select_sentence(exports: list[list[dict]], sentence_id: str | None) -> str:
     shared = set.intersection(*(set(ids) for ids in ids_per_export))
     if sentence_id is not None:
         if sentence_id not in shared:
-            raise SystemExit(f"sentence id {sentence_id} is not in every export "
-                             f"({len(shared)} ids are shared, e.g. {sorted(shared)[:5]})")
+            raise SystemExit(
+                f"sentence id {sentence_id} is not in every export "
+                f"({len(shared)} ids are shared, e.g. {sorted(shared)[:5]})"
+            )
         return sentence_id
     for candidate in ids_per_export[0]:
         if candidate in shared:
@@ -66,7 +69,7 @@ def cell_borders(weights: np.ndarray, tol: float) -> list:
     between adjacent positions of a row whose weights differ, and between rows."""
     rows, columns = weights.shape
     segments = [[(0, r), (columns, r)] for r in range(1, rows)]
-    for r, c in zip(*np.nonzero(np.abs(np.diff(weights, axis=1)) > tol)):
+    for r, c in zip(*np.nonzero(np.abs(np.diff(weights, axis=1)) > tol), strict=True):
         segments.append([(c + 1, r), (c + 1, r + 1)])
     return segments
 
@@ -83,21 +86,29 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
     """One sentence's attention matrix on `ax`."""
     weights = np.array([analysis.as_row(row, tol) for row in record["attention"]])
     rows, columns = weights.shape
-    ax.imshow(np.ma.masked_less_equal(weights, tol), cmap=WEIGHT_COLOURS, norm=norm,
-              extent=(0, columns, rows, 0), aspect="equal", interpolation="nearest")
-    ax.add_collection(LineCollection(cell_borders(weights, tol), colors=BORDER_COLOUR,
-                                     linewidths=0.6))
+    ax.imshow(
+        np.ma.masked_less_equal(weights, tol),
+        cmap=WEIGHT_COLOURS,
+        norm=norm,
+        extent=(0, columns, rows, 0),
+        aspect="equal",
+        interpolation="nearest",
+    )
+    ax.add_collection(
+        LineCollection(cell_borders(weights, tol), colors=BORDER_COLOUR, linewidths=0.6)
+    )
 
     mapping = record["mapping"]
     if mapping["name"] in CLUSTER_MAPPINGS:
         for r, row in enumerate(weights):
             clusters = analysis.equal_weight_clusters(row, tol)
-            for cluster, symbol in zip(clusters, CLUSTER_SYMBOLS * len(clusters)):
+            for cluster, symbol in zip(clusters, CLUSTER_SYMBOLS * len(clusters), strict=False):
                 # white on dark cells, black on light ones
                 colour = "white" if norm(row[cluster[0]]) > 0.55 else "black"
                 for c in cluster:
-                    ax.text(c + 0.5, r + 0.5, symbol, ha="center", va="center", fontsize=7,
-                            color=colour)
+                    ax.text(
+                        c + 0.5, r + 0.5, symbol, ha="center", va="center", fontsize=7, color=colour
+                    )
 
     ax.set_xticks(np.arange(columns) + 0.5, record["src_tokens"], rotation=90, fontsize=8)
     ax.set_yticks(np.arange(rows) + 0.5, row_labels(record), fontsize=8)
@@ -110,8 +121,13 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
     ax.set_title(title, fontsize=9)
 
 
-def plot_sentence(exports: list[list[dict]], sentence_id: str, out_dir: Path,
-                  tol: float = 0.0, name: str = "attention") -> list[Path]:
+def plot_sentence(
+    exports: list[list[dict]],
+    sentence_id: str,
+    out_dir: Path,
+    tol: float = 0.0,
+    name: str = "attention",
+) -> list[Path]:
     """Draw sentence `sentence_id` of every export side by side; write
     <out_dir>/<name>_<id>.{png,pdf}."""
     records = [next(r for r in records if str(r["id"]) == sentence_id) for records in exports]
@@ -122,24 +138,43 @@ def plot_sentence(exports: list[list[dict]], sentence_id: str, out_dir: Path,
     rows = max(len(record["attention"]) for record in records)
     # room for the tick labels, about 0.075 inch per character at 8 pt
     row_label_inches = 0.075 * max(len(label) for record in records for label in row_labels(record))
-    column_label_inches = 0.075 * max(len(token) for record in records for token in record["src_tokens"])
+    column_label_inches = 0.075 * max(
+        len(token) for record in records for token in record["src_tokens"]
+    )
     fig_width = sum(CELL_INCHES * width + row_label_inches + 0.2 for width in widths) + 1.0
     fig_height = CELL_INCHES * rows + column_label_inches + 1.3
-    fig, axes = plt.subplots(1, len(records), figsize=(fig_width, fig_height), layout="constrained",
-                             gridspec_kw={"width_ratios": widths}, squeeze=False)
-    for ax, record in zip(axes[0], records):
+    fig, axes = plt.subplots(
+        1,
+        len(records),
+        figsize=(fig_width, fig_height),
+        layout="constrained",
+        gridspec_kw={"width_ratios": widths},
+        squeeze=False,
+    )
+    for ax, record in zip(axes[0], records, strict=True):
         draw_panel(ax, record, norm, tol)
 
-    colourbar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=WEIGHT_COLOURS), ax=axes[0],
-                             fraction=0.03, pad=0.01, shrink=0.9)
+    colourbar = fig.colorbar(
+        plt.cm.ScalarMappable(norm=norm, cmap=WEIGHT_COLOURS),
+        ax=axes[0],
+        fraction=0.03,
+        pad=0.01,
+        shrink=0.9,
+    )
     colourbar.set_label("attention weight", fontsize=8)
     colourbar.ax.tick_params(labelsize=7)
-    fig.supxlabel("grey: weight exactly 0  ·  no border: adjacent positions with equal weight  ·  "
-                  "• ▴ ▪ ◆: oscarmax clusters (positions of one row sharing a nonzero weight; "
-                  "one symbol per cluster)",
-                  fontsize=8, color="0.3")
-    fig.suptitle(f"sentence {sentence_id}: attention at each output step (rows) over the source "
-                 f"tokens (columns)", fontsize=10)
+    fig.supxlabel(
+        "grey: weight exactly 0  ·  no border: adjacent positions with equal weight  ·  "
+        "• ▴ ▪ ◆: oscarmax clusters (positions of one row sharing a nonzero weight; "
+        "one symbol per cluster)",
+        fontsize=8,
+        color="0.3",
+    )
+    fig.suptitle(
+        f"sentence {sentence_id}: attention at each output step (rows) over the source "
+        f"tokens (columns)",
+        fontsize=10,
+    )
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}_{sentence_id}.{fmt}" for fmt in FORMATS]
@@ -151,17 +186,29 @@ def plot_sentence(exports: list[list[dict]], sentence_id: str, out_dir: Path,
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("exports", nargs="+", type=Path, metavar="EXPORT.jsonl",
-                        help="attention exports (scripts/export_attention.py), one per panel")
-    parser.add_argument("--id", dest="sentence_id", help="sentence id to draw "
-                        "(default: the first one that every export has)")
+    parser.add_argument(
+        "exports",
+        nargs="+",
+        type=Path,
+        metavar="EXPORT.jsonl",
+        help="attention exports (scripts/export_attention.py), one per panel",
+    )
+    parser.add_argument(
+        "--id",
+        dest="sentence_id",
+        help="sentence id to draw (default: the first one that every export has)",
+    )
     parser.add_argument("--out-dir", type=Path, default=FIGURES_DIR)
-    parser.add_argument("--tol", type=float, default=0.0,
-                        help="weights <= tol are drawn as zeros and weights within tol as equal "
-                             "(default 0: exact, the paper's convention)")
+    parser.add_argument(
+        "--tol",
+        type=float,
+        default=0.0,
+        help="weights <= tol are drawn as zeros and weights within tol as equal "
+        "(default 0: exact, the paper's convention)",
+    )
     args = parser.parse_args(argv)
     exports = [analysis.read_export(path) for path in args.exports]
-    for path, records in zip(args.exports, exports):
+    for path, records in zip(args.exports, exports, strict=True):
         if not records:
             parser.error(f"{path} holds no sentences")
     sentence_id = select_sentence(exports, args.sentence_id)

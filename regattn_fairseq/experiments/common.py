@@ -18,7 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from .paths import CONFIG_DIR, DATA_DIR_ENV, DEFAULT_DATA_DIR, REPO_ROOT
 
 # The attention mappings are the options of the `attention` config group.
-MAPPINGS = tuple(sorted(p.stem for p in (CONFIG_DIR / "attention").glob("*.yaml") if p.stem != "base"))
+MAPPINGS = tuple(
+    sorted(p.stem for p in (CONFIG_DIR / "attention").glob("*.yaml") if p.stem != "base")
+)
 SCALES = ("paper", "small", "smoke")
 # Console scripts the suite runs, and the distribution that installs each.
 TOOL_PACKAGES = {
@@ -106,7 +108,9 @@ def tool_path(name: str) -> str:
         the script is not installed in this environment; the message names it,
         the folders searched and how to install it.
     """
-    folders = list(dict.fromkeys([Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]))
+    folders = list(
+        dict.fromkeys([Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))])
+    )
     for folder in folders:
         candidate = folder / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
@@ -161,7 +165,9 @@ def run_logged(cmd: list[str], log_path: Path, cwd: Path | None = None, echo: bo
         proc.wait()
     if proc.returncode != 0:
         tail = "".join(lines[-15:])
-        raise ReproError(f"command failed ({proc.returncode}), log {log_path}:\n{' '.join(cmd)}\n{tail}")
+        raise ReproError(
+            f"command failed ({proc.returncode}), log {log_path}:\n{' '.join(cmd)}\n{tail}"
+        )
     return "".join(lines)
 
 

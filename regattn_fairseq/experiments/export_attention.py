@@ -14,6 +14,7 @@ hypothesis' attention over the premise, and "label"/"prediction" are added.
   python scripts/export_attention.py DATA --user-dir regattn_fairseq --path ckpt.pt \
       --task translation -s de -t en --gen-subset test --beam 5 --attention-output attn.jsonl
 """
+
 import ast
 import json
 
@@ -39,11 +40,16 @@ def _seq2seq_records(task, model, generator, sample, device):
         src = _strip_pad(sample["net_input"]["src_tokens"][i], src_dict.pad()).unsqueeze(0)
         tgt = hypos[i][0]["tokens"].unsqueeze(0)
         prev = torch.cat([tgt.new_full((1, 1), tgt_dict.eos()), tgt[:, :-1]], dim=1)
-        _, extra = model(src.to(device), torch.tensor([src.size(1)], device=device),
-                         prev.to(device))
+        _, extra = model(
+            src.to(device), torch.tensor([src.size(1)], device=device), prev.to(device)
+        )
         attn = decoder_attention(extra)  # 1 x tgt x src
-        yield {"id": sample_id, "src_tokens": _words(src_dict, src[0]),
-               "tgt_tokens": _words(tgt_dict, tgt[0]), "attention": attn[0].tolist()}
+        yield {
+            "id": sample_id,
+            "src_tokens": _words(src_dict, src[0]),
+            "tgt_tokens": _words(tgt_dict, tgt[0]),
+            "attention": attn[0].tolist(),
+        }
 
 
 def _snli_records(task, model, sample):
@@ -52,28 +58,38 @@ def _snli_records(task, model, sample):
     for i, sample_id in enumerate(sample["id"].tolist()):
         premise_len = int(net_input["premise_lengths"][i])
         hypothesis_len = int(net_input["hypothesis_lengths"][i])
-        yield {"id": sample_id,
-               "src_tokens": _words(task.source_dictionary,
-                                    net_input["premise_tokens"][i, :premise_len]),
-               "tgt_tokens": _words(task.source_dictionary,
-                                    net_input["hypothesis_tokens"][i, :hypothesis_len]),
-               "attention": [extra["attn"][i, :premise_len].tolist()],
-               "label": task.labels[int(sample["target"][i])],
-               "prediction": task.labels[int(logits[i].argmax())]}
+        yield {
+            "id": sample_id,
+            "src_tokens": _words(
+                task.source_dictionary, net_input["premise_tokens"][i, :premise_len]
+            ),
+            "tgt_tokens": _words(
+                task.source_dictionary, net_input["hypothesis_tokens"][i, :hypothesis_len]
+            ),
+            "attention": [extra["attn"][i, :premise_len].tolist()],
+            "label": task.labels[int(sample["target"][i])],
+            "prediction": task.labels[int(logits[i].argmax())],
+        }
 
 
 def main(argv=None):
     parser = options.get_generation_parser()
-    parser.add_argument("--attention-output", required=True, metavar="FILE",
-                        help="JSON-lines file to write the attention matrices to")
+    parser.add_argument(
+        "--attention-output",
+        required=True,
+        metavar="FILE",
+        help="JSON-lines file to write the attention matrices to",
+    )
     args = options.parse_args_and_arch(parser, argv)
     cfg = convert_namespace_to_omegaconf(args)
     utils.import_user_module(cfg.common)
 
     task = tasks.setup_task(cfg.task)
     models, _ = checkpoint_utils.load_model_ensemble(
-        [cfg.common_eval.path], arg_overrides=ast.literal_eval(cfg.common_eval.model_overrides),
-        task=task)
+        [cfg.common_eval.path],
+        arg_overrides=ast.literal_eval(cfg.common_eval.model_overrides),
+        task=task,
+    )
     model = models[0].eval()
     device = torch.device("cuda" if torch.cuda.is_available() and not cfg.common.cpu else "cpu")
     model.to(device)
@@ -82,7 +98,8 @@ def main(argv=None):
     split = cfg.dataset.gen_subset
     task.load_dataset(split)
     batches = task.get_batch_iterator(
-        dataset=task.dataset(split), max_tokens=cfg.dataset.max_tokens,
+        dataset=task.dataset(split),
+        max_tokens=cfg.dataset.max_tokens,
         max_sentences=cfg.dataset.batch_size,
         max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
         # fairseq drops a last batch smaller than this multiple: keep every sentence
@@ -95,8 +112,11 @@ def main(argv=None):
     with open(args.attention_output, "w", encoding="utf-8") as out, torch.no_grad():
         for sample in batches:
             sample = utils.move_to_cuda(sample) if device.type == "cuda" else sample
-            records = (_snli_records(task, model, sample) if is_snli
-                       else _seq2seq_records(task, model, generator, sample, device))
+            records = (
+                _snli_records(task, model, sample)
+                if is_snli
+                else _seq2seq_records(task, model, generator, sample, device)
+            )
             for record in records:
                 out.write(json.dumps({**record, "mapping": mapping}) + "\n")
 

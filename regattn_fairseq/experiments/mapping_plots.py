@@ -13,6 +13,7 @@ SIMPLEX_PARAMS); the legends and titles name the parameters used.
 
     MPLBACKEND=Agg python scripts/plot_mappings.py --out-dir results/figures
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,10 +87,19 @@ def plot_figure2(out_dir: Path) -> list[Path]:
         ax_map.plot(t, first_weight, linewidth=1.6, **STYLES[name])
         zoom.plot(t, first_weight, linewidth=1.4, **STYLES[name])
 
-    ax_max.set(xlabel="t", ylabel="max$_\\Omega$([t, 0]) + γΩ(e$_1$)", xlim=T_RANGE,
-               title="smoothed max (shifted by a constant)")
-    ax_map.set(xlabel="t", ylabel="Π$_\\Omega$([t, 0])$_1$", xlim=T_RANGE, ylim=(-0.03, 1.03),
-               title="first attention weight")
+    ax_max.set(
+        xlabel="t",
+        ylabel="max$_\\Omega$([t, 0]) + γΩ(e$_1$)",
+        xlim=T_RANGE,
+        title="smoothed max (shifted by a constant)",
+    )
+    ax_map.set(
+        xlabel="t",
+        ylabel="Π$_\\Omega$([t, 0])$_1$",
+        xlim=T_RANGE,
+        ylim=(-0.03, 1.03),
+        title="first attention weight",
+    )
     # where the sparse mappings reach the vertex [1, 0]: sq-pnorm-max's smoother transition
     zoom.set(xlim=(0.6, 1.15), ylim=(0.86, 1.01))
     zoom.tick_params(labelsize=7)
@@ -97,8 +107,15 @@ def plot_figure2(out_dir: Path) -> list[Path]:
     for ax in (ax_max, ax_map):
         ax.grid(alpha=0.3)
     handles, labels = ax_max.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False, fontsize=9,
-               bbox_to_anchor=(0.5, -0.13))
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=4,
+        frameon=False,
+        fontsize=9,
+        bbox_to_anchor=(0.5, -0.13),
+    )
     fig.suptitle("Figure 2 of Niculae & Blondel (2017): x = [t, 0] for every mapping", y=1.0)
     return save(fig, out_dir, "mappings_fig2")
 
@@ -126,9 +143,9 @@ def score_grid(radius: float = 3.0, step: float = 0.06) -> torch.Tensor:
     plane holds every case. The grid is offset by half a step and the ties x_i = x_j are lines
     at irrational slopes to it, so no input has two equal scores: ties in the outputs are the
     mappings' doing."""
-    a = (np.arange(-radius, radius, step) + step / 2)
+    a = np.arange(-radius, radius, step) + step / 2
     aa, bb = np.meshgrid(a, a)
-    inside = aa ** 2 + bb ** 2 <= radius ** 2
+    inside = aa**2 + bb**2 <= radius**2
     u = np.array([1.0, -1.0, 0.0]) / math.sqrt(2)
     v = np.array([1.0, 1.0, -2.0]) / math.sqrt(6)
     return torch.from_numpy(aa[inside, None] * u + bb[inside, None] * v)
@@ -140,7 +157,8 @@ def faces_of(weights: np.ndarray) -> np.ndarray:
     nonzero = weights > 0
     equal_nonzero_pairs = sum(
         (weights[:, i] == weights[:, j]) & nonzero[:, i] & nonzero[:, j]
-        for i, j in ((0, 1), (0, 2), (1, 2)))
+        for i, j in ((0, 1), (0, 2), (1, 2))
+    )
     interior = np.select([equal_nonzero_pairs == 3, equal_nonzero_pairs == 1], [2, 1], 0)
     edge = np.where(equal_nonzero_pairs == 1, 4, 3)
     return np.select([support == 1, support == 2], [5, edge], interior)
@@ -153,7 +171,7 @@ def share_text(share: float) -> str:
 def plot_simplex(out_dir: Path) -> list[Path]:
     scores = score_grid()
     fig, axes = plt.subplots(2, 3, figsize=(12, 8.6))
-    for ax, name in zip(axes.flat, mappings.NAMES):
+    for ax, name in zip(axes.flat, mappings.NAMES, strict=True):
         params = {**mappings.defaults_of(name), **SIMPLEX_PARAMS.get(name, {})}
         weights = mappings.build(name, **params)(scores).numpy()
         faces = faces_of(weights)
@@ -162,26 +180,50 @@ def plot_simplex(out_dir: Path) -> list[Path]:
         shares = []
         for index, (face, colour, size) in enumerate(FACES):
             on_face = faces == index
-            ax.scatter(*points[on_face].T, s=size, color=colour, linewidths=0, label=face,
-                       zorder=2 + index)
+            ax.scatter(
+                *points[on_face].T, s=size, color=colour, linewidths=0, label=face, zorder=2 + index
+            )
             if on_face.any():
-                shares.append(f"{face.split(',')[0]}{' (tie)' if 'equal' in face else ''}: "
-                              f"{share_text(on_face.mean())}")
-        for corner, text, offset in zip(CORNERS, ("e$_1$", "e$_2$", "e$_3$"),
-                                        ((-0.05, -0.05), (0.05, -0.05), (0.0, 0.05))):
+                shares.append(
+                    f"{face.split(',')[0]}{' (tie)' if 'equal' in face else ''}: "
+                    f"{share_text(on_face.mean())}"
+                )
+        for corner, text, offset in zip(
+            CORNERS,
+            ("e$_1$", "e$_2$", "e$_3$"),
+            ((-0.05, -0.05), (0.05, -0.05), (0.0, 0.05)),
+            strict=True,
+        ):
             ax.annotate(text, corner, xytext=corner + offset, ha="center", va="center")
-        ax.text(0.99, 0.99, "\n".join(shares), transform=ax.transAxes, ha="right", va="top",
-                fontsize=7.5, color="0.25")
+        ax.text(
+            0.99,
+            0.99,
+            "\n".join(shares),
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=7.5,
+            color="0.25",
+        )
         ax.set_title(analysis.describe_mapping(name, params), fontsize=10)
         ax.set_aspect("equal")
         ax.set_xlim(-0.12, 1.12)
         ax.set_ylim(-0.1, 0.98)
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, markerscale=3,
-               title="where Π_Ω(x) lands (top right of each panel: share of the inputs landing there)")
-    fig.suptitle(f"Π_Ω(x) on the simplex for {len(scores)} score vectors x ∈ R³ with ‖x − mean(x)‖ ≤ 3",
-                 y=0.97)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=3,
+        frameon=False,
+        markerscale=3,
+        title="where Π_Ω(x) lands (top right of each panel: share of the inputs landing there)",
+    )
+    fig.suptitle(
+        f"Π_Ω(x) on the simplex for {len(scores)} score vectors x ∈ R³ with ‖x − mean(x)‖ ≤ 3",
+        y=0.97,
+    )
     fig.subplots_adjust(bottom=0.12, top=0.92, wspace=0.02, hspace=0.12)
     return save(fig, out_dir, "mappings_simplex")
 

@@ -18,6 +18,8 @@ DEFAULT_WORK_DIR : where data/ (prepared data) and checkpoints/ go by default.
 RESULTS_DIR : result tables (results/<table>.md, results/raw/*.jsonl).
 BENCH_RESULTS_DIR : benchmark runs (results/bench/).
 FIGURES_DIR : figures (results/figures/).
+ROUGE_EXCEPTIONS_DIR : the WordNet 2.0 exception lists of ROUGE-1.5.5's -m stemming (package
+    data, shipped with the package).
 """
 
 from __future__ import annotations
@@ -34,3 +36,4 @@ DEFAULT_WORK_DIR = REPO_ROOT
 RESULTS_DIR = REPO_ROOT / "results"
 BENCH_RESULTS_DIR = RESULTS_DIR / "bench"
 FIGURES_DIR = RESULTS_DIR / "figures"
+ROUGE_EXCEPTIONS_DIR = Path(__file__).resolve().parent / "rouge_data" / "wordnet-2.0-exceptions"

@@ -16,15 +16,32 @@ from regattn_fairseq.experiments.prepare import prepare
 
 def main() -> None:
     datasets = sorted(p.stem for p in PREPARE_CONFIG_DIR.glob("*.yaml"))
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("dataset", choices=datasets)
     parser.add_argument("--scale", default="small")
-    parser.add_argument("--source", choices=["offline", "online"], help="default: the scale's config value")
-    parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
-    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="prepared data goes to WORK_DIR/data/")
+    parser.add_argument(
+        "--source", choices=["offline", "online"], help="default: the scale's config value"
+    )
+    parser.add_argument(
+        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=DEFAULT_WORK_DIR,
+        help="prepared data goes to WORK_DIR/data/",
+    )
     args = parser.parse_args()
     try:
-        prepared = prepare(args.dataset, args.scale, data_dir=args.data_dir, source=args.source, work_dir=args.work_dir)
+        prepared = prepare(
+            args.dataset,
+            args.scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            work_dir=args.work_dir,
+        )
     except ReproError as error:
         sys.exit(f"error: {error}")
     print(prepared.root)

@@ -25,17 +25,34 @@ from regattn_fairseq.experiments.results import plot_attention_figure, write_out
 
 def parse_args() -> argparse.Namespace:
     tables = sorted(p.stem for p in (CONFIG_DIR / "reproduce").glob("*.yaml"))
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("table", choices=tables)
     parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
     parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
-    parser.add_argument("--seeds", nargs="+", type=int, help="default: the table's seeds for the scale")
-    parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
-    parser.add_argument("--source", choices=["offline", "online"], help="data source (default: per dataset and scale)")
-    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where data/ and checkpoints/ go")
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, help="default: the table's seeds for the scale"
+    )
+    parser.add_argument(
+        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
+    )
+    parser.add_argument(
+        "--source",
+        choices=["offline", "online"],
+        help="data source (default: per dataset and scale)",
+    )
+    parser.add_argument(
+        "--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where data/ and checkpoints/ go"
+    )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Hydra override for every training run (repeatable)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Hydra override for every training run (repeatable)",
+    )
     return parser.parse_args()
 
 
@@ -50,8 +67,14 @@ def run() -> None:
 
     # Prepare every dataset before training anything: missing data fails in seconds.
     prepared = {
-        e.name: prepare(e.dataset, scale, data_dir=args.data_dir, source=args.source,
-                        work_dir=work_dir, overrides=e.get("dataset_options"))
+        e.name: prepare(
+            e.dataset,
+            scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            work_dir=work_dir,
+            overrides=e.get("dataset_options"),
+        )
         for e in experiments
     }
     for experiment in experiments:
@@ -59,18 +82,38 @@ def run() -> None:
         exports = []  # first evaluation set, first seed: one panel per mapping in the figure
         for mapping in mappings:
             for seed in seeds:
-                run_dir = (work_dir / "checkpoints" / spec.table / experiment.name /
-                           f"{scale}-{data.manifest['source']}" / mapping / f"seed{seed}")
+                run_dir = (
+                    work_dir
+                    / "checkpoints"
+                    / spec.table
+                    / experiment.name
+                    / f"{scale}-{data.manifest['source']}"
+                    / mapping
+                    / f"seed{seed}"
+                )
                 model = runs.train(experiment, scale, mapping, seed, data, run_dir, args.override)
-                rows = runs.result_rows(spec.table, experiment, scale, mapping, seed, data, model,
-                                        spec.decode, run_dir / "decode", uuid.uuid4().hex[:12])
+                rows = runs.result_rows(
+                    spec.table,
+                    experiment,
+                    scale,
+                    mapping,
+                    seed,
+                    data,
+                    model,
+                    spec.decode,
+                    run_dir / "decode",
+                    uuid.uuid4().hex[:12],
+                )
                 table_file = write_outputs(args.results_dir.resolve(), spec, rows)
                 scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
                 print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
                 if seed == seeds[0]:
                     exports.append(Path(rows[0]["attention"]["export"]))
-        figure = plot_attention_figure(args.results_dir.resolve() / "figures",
-                                       f"{spec.table}_{experiment.name}_{scale}_attention", exports)
+        figure = plot_attention_figure(
+            args.results_dir.resolve() / "figures",
+            f"{spec.table}_{experiment.name}_{scale}_attention",
+            exports,
+        )
         print(f"[figure] {figure[0]}", flush=True)
 
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
+
+from .paths import ROUGE_EXCEPTIONS_DIR
 
 # Bumped whenever a change can move a score; printed in every signature.
 SCORER_VERSION = 2
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 MEASURES = ("recall", "precision", "fmeasure")
-EXCEPTIONS_DIR = Path(__file__).resolve().parent / "rouge_data" / "wordnet-2.0-exceptions"
+
 # ROUGE-1.5.5's default F-measure weight (-p 0.5).
 ALPHA = 0.5
 
@@ -179,13 +180,13 @@ def wordnet_exceptions() -> dict[str, str]:
         the lists are missing from the installed package.
     """
     table = {}
-    for path in sorted(EXCEPTIONS_DIR.glob("*.exc")):
+    for path in sorted(ROUGE_EXCEPTIONS_DIR.glob("*.exc")):
         for line in path.read_text(encoding="ascii").splitlines():
             fields = line.split()
             if len(fields) >= 2:
                 table[fields[0]] = fields[1]
     if not table:
-        raise FileNotFoundError(f"no WordNet exception lists (*.exc) in {EXCEPTIONS_DIR}")
+        raise FileNotFoundError(f"no WordNet exception lists (*.exc) in {ROUGE_EXCEPTIONS_DIR}")
     return table
 
 

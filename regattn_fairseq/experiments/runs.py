@@ -30,11 +30,11 @@ _EVERY_EXAMPLE = ("--required-batch-size-multiple", "1")
 @dataclass
 class TrainedModel:
     checkpoint: Path
-    started: dict                 # provenance of the code that started training (see train())
-    wall_s: float | None          # fairseq's cumulative training wall time (survives resumes)
-    tokens_per_s: float | None    # target tokens per second in the last epoch (fairseq `wps`)
+    started: dict  # provenance of the code that started training (see train())
+    wall_s: float | None  # fairseq's cumulative training wall time (survives resumes)
+    tokens_per_s: float | None  # target tokens per second in the last epoch (fairseq `wps`)
     epochs: int | None
-    config_file: Path             # the composed config fairseq-hydra-train ran with
+    config_file: Path  # the composed config fairseq-hydra-train ran with
     overrides: list[str] = field(default_factory=list)
 
 
@@ -47,7 +47,9 @@ def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) 
     ]
 
 
-def train_command(experiment: DictConfig, overrides: list[str], multirun: bool = False) -> list[str]:
+def train_command(
+    experiment: DictConfig, overrides: list[str], multirun: bool = False
+) -> list[str]:
     """The fairseq-hydra-train command line of an experiment.
 
     Parameters
@@ -70,13 +72,25 @@ def train_command(experiment: DictConfig, overrides: list[str], multirun: bool =
         fairseq-hydra-train is not installed in this environment.
     """
     return [
-        tool_path("fairseq-hydra-train"), *(["--multirun"] if multirun else []),
-        "--config-dir", str(CONFIG_DIR), "--config-name", experiment.train_config, *overrides,
+        tool_path("fairseq-hydra-train"),
+        *(["--multirun"] if multirun else []),
+        "--config-dir",
+        str(CONFIG_DIR),
+        "--config-name",
+        experiment.train_config,
+        *overrides,
     ]
 
 
-def train(experiment: DictConfig, scale: str, mapping: str, seed: int, prepared: PreparedData,
-          run_dir: Path, extra_overrides: list[str]) -> TrainedModel:
+def train(
+    experiment: DictConfig,
+    scale: str,
+    mapping: str,
+    seed: int,
+    prepared: PreparedData,
+    run_dir: Path,
+    extra_overrides: list[str],
+) -> TrainedModel:
     """Train one model in run_dir (resuming from run_dir/checkpoints if a run was interrupted)."""
     overrides = [
         *hydra_overrides(experiment, scale, prepared),
@@ -89,7 +103,9 @@ def train(experiment: DictConfig, scale: str, mapping: str, seed: int, prepared:
     print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
     record_training_start(run_dir)
     run_logged(train_command(experiment, overrides), run_dir / "train.log")
-    return collect_trained(run_dir, run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides)
+    return collect_trained(
+        run_dir, run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides
+    )
 
 
 def record_training_start(run_dir: Path) -> None:
@@ -103,8 +119,9 @@ def record_training_start(run_dir: Path) -> None:
         write_json(started, provenance())
 
 
-def collect_trained(run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Path,
-                    overrides: list[str]) -> TrainedModel:
+def collect_trained(
+    run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Path, overrides: list[str]
+) -> TrainedModel:
     """A finished training run: its best checkpoint and the last epoch's statistics.
 
     Parameters
@@ -148,8 +165,14 @@ def collect_trained(run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Pa
     )
 
 
-def decode(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
-           decode_cfg: DictConfig, remove_bpe: bool) -> tuple[list[str], float]:
+def decode(
+    model: TrainedModel,
+    prepared: PreparedData,
+    subset: str,
+    out_dir: Path,
+    decode_cfg: DictConfig,
+    remove_bpe: bool,
+) -> tuple[list[str], float]:
     """Beam-search the `subset` with fairseq-generate.
 
     Parameters
@@ -178,10 +201,22 @@ def decode(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Pa
         fairseq-generate is missing or failed.
     """
     cmd = [
-        tool_path("fairseq-generate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
-        "--user-dir", str(USER_DIR), "--gen-subset", subset, "--cpu",
-        "--beam", str(decode_cfg.beam), "--batch-size", str(decode_cfg.batch_size),
-        "--results-path", str(out_dir), *_EVERY_EXAMPLE,
+        tool_path("fairseq-generate"),
+        str(prepared.bin_dir),
+        "--path",
+        str(model.checkpoint),
+        "--user-dir",
+        str(USER_DIR),
+        "--gen-subset",
+        subset,
+        "--cpu",
+        "--beam",
+        str(decode_cfg.beam),
+        "--batch-size",
+        str(decode_cfg.batch_size),
+        "--results-path",
+        str(out_dir),
+        *_EVERY_EXAMPLE,
         *(["--remove-bpe"] if remove_bpe else []),
     ]
     start = time.time()
@@ -195,7 +230,9 @@ def decode(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Pa
     return [hypotheses[i] for i in sorted(hypotheses)], elapsed
 
 
-def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path) -> tuple[float, float]:
+def validate_accuracy(
+    model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path
+) -> tuple[float, float]:
     """Classification accuracy of the checkpoint on `subset` (the task's criterion reports it).
 
     Parameters
@@ -220,9 +257,22 @@ def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, 
         fairseq-validate is missing, failed, or logged no accuracy.
     """
     cmd = [
-        tool_path("fairseq-validate"), str(prepared.bin_dir), "--path", str(model.checkpoint),
-        "--user-dir", str(USER_DIR), "--task", "regattn_snli", "--valid-subset", subset,
-        "--cpu", "--log-format", "json", "--batch-size", "64", *_EVERY_EXAMPLE,
+        tool_path("fairseq-validate"),
+        str(prepared.bin_dir),
+        "--path",
+        str(model.checkpoint),
+        "--user-dir",
+        str(USER_DIR),
+        "--task",
+        "regattn_snli",
+        "--valid-subset",
+        subset,
+        "--cpu",
+        "--log-format",
+        "json",
+        "--batch-size",
+        "64",
+        *_EVERY_EXAMPLE,
     ]
     start = time.time()
     output = run_logged(cmd, out_dir / f"validate-{subset}.log", echo=False)
@@ -230,11 +280,19 @@ def validate_accuracy(model: TrainedModel, prepared: PreparedData, subset: str, 
     record = last_record_with(output, f"{subset}_accuracy")  # JSON logs prefix the subset
     if record is not None:
         return float(record[f"{subset}_accuracy"]), elapsed
-    raise ReproError(f"fairseq-validate reported no accuracy (log {out_dir / f'validate-{subset}.log'})")
+    raise ReproError(
+        f"fairseq-validate reported no accuracy (log {out_dir / f'validate-{subset}.log'})"
+    )
 
 
-def export_and_measure_attention(model: TrainedModel, prepared: PreparedData, subset: str, out_dir: Path,
-                         decode_cfg: DictConfig, classifier: bool) -> dict:
+def export_and_measure_attention(
+    model: TrainedModel,
+    prepared: PreparedData,
+    subset: str,
+    out_dir: Path,
+    decode_cfg: DictConfig,
+    classifier: bool,
+) -> dict:
     """Export the model's attention on every example of `subset` and measure it.
 
     The export is regattn_fairseq.experiments.export_attention (the beam-search output's
@@ -266,20 +324,41 @@ def export_and_measure_attention(model: TrainedModel, prepared: PreparedData, su
     ReproError
         the export failed (the message names its log).
     """
-    from regattn.analysis import attention_statistics as statistics_of, read_export, rows_of_export
+    from regattn.analysis import attention_statistics as statistics_of
+    from regattn.analysis import read_export, rows_of_export
 
     export = out_dir / f"attention-{subset}.jsonl"
     task = ["--task", "regattn_snli"] if classifier else ["--beam", str(decode_cfg.beam)]
     cmd = [
-        sys.executable, "-m", "regattn_fairseq.experiments.export_attention", str(prepared.bin_dir),
-        "--path", str(model.checkpoint), "--user-dir", str(USER_DIR), "--gen-subset", subset,
-        "--cpu", "--batch-size", str(decode_cfg.batch_size), *task, "--attention-output", str(export),
+        sys.executable,
+        "-m",
+        "regattn_fairseq.experiments.export_attention",
+        str(prepared.bin_dir),
+        "--path",
+        str(model.checkpoint),
+        "--user-dir",
+        str(USER_DIR),
+        "--gen-subset",
+        subset,
+        "--cpu",
+        "--batch-size",
+        str(decode_cfg.batch_size),
+        *task,
+        "--attention-output",
+        str(export),
     ]
     run_logged(cmd, out_dir / f"export-attention-{subset}.log", echo=False)
     records = read_export(export)
-    stats = {"export": str(export), "sentences": len(records), **statistics_of(rows_of_export(records))}
-    print(f"[attention] {subset}: {100 * stats['mean_zero_fraction']:.1f}% zeros, support "
-          f"{stats['mean_support_size']:.2f}, {stats['mean_runs_per_row']:.2f} runs/row", flush=True)
+    stats = {
+        "export": str(export),
+        "sentences": len(records),
+        **statistics_of(rows_of_export(records)),
+    }
+    print(
+        f"[attention] {subset}: {100 * stats['mean_zero_fraction']:.1f}% zeros, support "
+        f"{stats['mean_support_size']:.2f}, {stats['mean_runs_per_row']:.2f} runs/row",
+        flush=True,
+    )
     return stats
 
 
@@ -287,8 +366,14 @@ def _read(path: str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
-def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str,
-             decode_cfg: DictConfig, out_dir: Path) -> dict:
+def evaluate(
+    model: TrainedModel,
+    prepared: PreparedData,
+    name: str,
+    scorer: str,
+    decode_cfg: DictConfig,
+    out_dir: Path,
+) -> dict:
     """Decode (or classify) one evaluation set and score it.
 
     Parameters
@@ -319,36 +404,46 @@ def evaluate(model: TrainedModel, prepared: PreparedData, name: str, scorer: str
     """
     evaluation = prepared.evaluation(name)
     subset = evaluation["subset"]
-    attention = export_and_measure_attention(model, prepared, subset, out_dir, decode_cfg,
-                                             classifier=scorer == "accuracy")
+    attention = export_and_measure_attention(
+        model, prepared, subset, out_dir, decode_cfg, classifier=scorer == "accuracy"
+    )
     if scorer == "accuracy":
         accuracy, elapsed = validate_accuracy(model, prepared, subset, out_dir)
-        return {"metrics": {"accuracy": round(accuracy, 2)}, "decode_wall_s": round(elapsed, 1),
-                "attention": attention}
+        return {
+            "metrics": {"accuracy": round(accuracy, 2)},
+            "decode_wall_s": round(elapsed, 1),
+            "attention": attention,
+        }
 
-    hypotheses, elapsed = decode(model, prepared, subset, out_dir, decode_cfg,
-                                 remove_bpe=scorer == "bleu")
-    result = {"decode_wall_s": round(elapsed, 1), "hypotheses": str(out_dir / f"{name}.hyp"),
-              "attention": attention}
+    hypotheses, elapsed = decode(
+        model, prepared, subset, out_dir, decode_cfg, remove_bpe=scorer == "bleu"
+    )
+    result = {
+        "decode_wall_s": round(elapsed, 1),
+        "hypotheses": str(out_dir / f"{name}.hyp"),
+        "attention": attention,
+    }
     if scorer == "bleu":
         hypotheses = [moses_detokenize(h, evaluation["detokenize"]) for h in hypotheses]
-        result["metrics"], result["signature"] = scoring.bleu(hypotheses, _read(evaluation["refs"][0]))
-        print(f"[score] {name}: BLEU {result['metrics']['bleu']}  ({result['signature']})", flush=True)
+        result["metrics"], result["signature"] = scoring.bleu(
+            hypotheses, _read(evaluation["refs"][0])
+        )
+        print(
+            f"[score] {name}: BLEU {result['metrics']['bleu']}  ({result['signature']})", flush=True
+        )
     elif scorer in ("rouge_f1", "rouge_recall"):
-        references = list(zip(*(_read(path) for path in evaluation["refs"])))
+        references = list(zip(*(_read(path) for path in evaluation["refs"]), strict=True))
+        measure = "fmeasure" if scorer == "rouge_f1" else "recall"
+        truncate = evaluation.get("truncate_bytes")
         result["metrics"] = scoring.rouge(
-            hypotheses, [list(refs) for refs in references],
-            measure="fmeasure" if scorer == "rouge_f1" else "recall",
-            truncate=evaluation.get("truncate_bytes"),
+            hypotheses, [list(refs) for refs in references], measure=measure, truncate=truncate
         )
-        result["signature"] = (
-            f"rouge-score, Porter stemmer, {'F1' if scorer == 'rouge_f1' else 'recall'}"
-            f"{', hypotheses cut at %d bytes' % evaluation['truncate_bytes'] if evaluation.get('truncate_bytes') else ''}"
-            f", {len(evaluation['refs'])} reference(s) averaged"
-        )
+        result["signature"] = scoring.rouge_signature(measure, truncate, len(evaluation["refs"]))
     elif scorer == "exact_match":
         hypotheses = [decode_target(h) for h in hypotheses]
-        result["metrics"] = scoring.exact_match(hypotheses, _read(evaluation["refs"][0]), _read(evaluation["languages"]))
+        result["metrics"] = scoring.exact_match(
+            hypotheses, _read(evaluation["refs"][0]), _read(evaluation["languages"])
+        )
     else:
         raise ReproError(f"unknown scorer {scorer!r}")
     Path(result["hypotheses"]).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
@@ -371,40 +466,55 @@ def composed_config(model: TrainedModel) -> dict:
     }
 
 
-def result_rows(table: str, experiment: DictConfig, scale: str, mapping: str, seed: int,
-                prepared: PreparedData, model: TrainedModel, decode_cfg: DictConfig,
-                out_dir: Path, run_id: str, sweep_params: dict | None = None) -> list[dict]:
+def result_rows(
+    table: str,
+    experiment: DictConfig,
+    scale: str,
+    mapping: str,
+    seed: int,
+    prepared: PreparedData,
+    model: TrainedModel,
+    decode_cfg: DictConfig,
+    out_dir: Path,
+    run_id: str,
+    sweep_params: dict | None = None,
+) -> list[dict]:
     """Score every evaluation set of a trained model: one provenance-complete row each."""
     rows = []
     config = composed_config(model)
     context = provenance()
     for name, scorer in experiment.evaluations.items():
         result = evaluate(model, prepared, name, scorer, decode_cfg, out_dir)
-        rows.append({
-            "run_id": run_id,
-            "table": table,
-            "experiment": experiment.name,
-            "evaluation": name,
-            "scale": scale,
-            "mapping": mapping,
-            "sweep_params": sweep_params or {},
-            "seed": seed,
-            "metrics": result["metrics"],
-            "signature": result.get("signature"),
-            "data_source": prepared.manifest["source"],
-            "data": {k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
-            "train": {
-                "wall_s": model.wall_s,
-                "tokens_per_s": model.tokens_per_s,
-                "epochs": model.epochs,
-                "checkpoint": str(model.checkpoint),
-                "started": model.started,
-                "overrides": model.overrides,
-                "config": config,
-            },
-            "decode": {"wall_s": result["decode_wall_s"], "hypotheses": result.get("hypotheses"),
-                       **OmegaConf.to_container(decode_cfg)},
-            "attention": result["attention"],
-            **context,
-        })
+        rows.append(
+            {
+                "run_id": run_id,
+                "table": table,
+                "experiment": experiment.name,
+                "evaluation": name,
+                "scale": scale,
+                "mapping": mapping,
+                "sweep_params": sweep_params or {},
+                "seed": seed,
+                "metrics": result["metrics"],
+                "signature": result.get("signature"),
+                "data_source": prepared.manifest["source"],
+                "data": {k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
+                "train": {
+                    "wall_s": model.wall_s,
+                    "tokens_per_s": model.tokens_per_s,
+                    "epochs": model.epochs,
+                    "checkpoint": str(model.checkpoint),
+                    "started": model.started,
+                    "overrides": model.overrides,
+                    "config": config,
+                },
+                "decode": {
+                    "wall_s": result["decode_wall_s"],
+                    "hypotheses": result.get("hypotheses"),
+                    **OmegaConf.to_container(decode_cfg),
+                },
+                "attention": result["attention"],
+                **context,
+            }
+        )
     return rows

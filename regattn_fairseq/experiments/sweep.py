@@ -20,7 +20,13 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments import runs
-from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config, run_logged
+from regattn_fairseq.experiments.common import (
+    ReproError,
+    check_mappings,
+    check_scale,
+    load_config,
+    run_logged,
+)
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.experiments.results import write_outputs
@@ -28,10 +34,14 @@ from regattn_fairseq.experiments.results import write_outputs
 
 def parse_args() -> argparse.Namespace:
     sweeps = sorted(p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml"))
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("sweep", choices=sweeps)
     parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
-    parser.add_argument("--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)")
+    parser.add_argument(
+        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
+    )
     parser.add_argument("--source", choices=["offline", "online"])
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
@@ -51,13 +61,15 @@ def job_name(job: dict) -> str:
 def table_spec(sweep) -> OmegaConf:
     """The sweep seen as a result table (rows keyed by mapping and swept value)."""
     evaluations = list(sweep.experiment.evaluations)
-    return OmegaConf.create({
-        "table": f"sweep_{sweep.name}",
-        "title": sweep.title,
-        "paper_source": sweep.note,
-        "generated_by": f"scripts/sweep.py {sweep.name}",
-        "metrics": {e: [sweep.metric] for e in evaluations},
-    })
+    return OmegaConf.create(
+        {
+            "table": f"sweep_{sweep.name}",
+            "title": sweep.title,
+            "paper_source": sweep.note,
+            "generated_by": f"scripts/sweep.py {sweep.name}",
+            "metrics": {e: [sweep.metric] for e in evaluations},
+        }
+    )
 
 
 def run() -> None:
@@ -68,8 +80,12 @@ def run() -> None:
     check_mappings(params.attention)
     work_dir = args.work_dir.resolve()
     experiment = sweep.experiment
-    prepared = prepare(experiment.dataset, scale, data_dir=args.data_dir, source=args.source, work_dir=work_dir)
-    sweep_dir = work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
+    prepared = prepare(
+        experiment.dataset, scale, data_dir=args.data_dir, source=args.source, work_dir=work_dir
+    )
+    sweep_dir = (
+        work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
+    )
 
     fixed = [
         *runs.hydra_overrides(experiment, scale, prepared),
@@ -85,7 +101,9 @@ def run() -> None:
         "hydra.sweep.subdir=${hydra.job.override_dirname}",
         f"hydra.job.config.override_dirname.exclude_keys=[{','.join(_key(o) for o in fixed)}]",
     ]
-    jobs = [dict(zip(params, values)) for values in itertools.product(*params.values())]
+    jobs = [
+        dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())
+    ]
     print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
     for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
         runs.record_training_start(sweep_dir / job_name(job))
@@ -96,14 +114,34 @@ def run() -> None:
     for job in jobs:
         job_dir = sweep_dir / job_name(job)
         if not (job_dir / ".hydra").is_dir():
-            raise ReproError(f"the multirun wrote no job directory {job_dir} (log: {sweep_dir / 'multirun.log'})")
+            raise ReproError(
+                f"the multirun wrote no job directory {job_dir} (log: {sweep_dir / 'multirun.log'})"
+            )
         job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
-        swept = dict(item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params)
-        model = runs.collect_trained(job_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides))
+        swept = dict(
+            item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params
+        )
+        model = runs.collect_trained(
+            job_dir,
+            job_dir,
+            job_dir / "checkpoints",
+            job_dir / "hydra_train.log",
+            list(job_overrides),
+        )
         mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
-        rows = runs.result_rows(spec.table, experiment, scale, mapping, int(OmegaConf.load(
-            job_dir / ".hydra" / "config.yaml").common.seed), prepared, model, sweep.decode,
-            job_dir / "decode", uuid.uuid4().hex[:12], sweep_params=swept)
+        rows = runs.result_rows(
+            spec.table,
+            experiment,
+            scale,
+            mapping,
+            int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
+            prepared,
+            model,
+            sweep.decode,
+            job_dir / "decode",
+            uuid.uuid4().hex[:12],
+            sweep_params=swept,
+        )
         write_outputs(results_dir, spec, rows)
         print(f"[results] {mapping}: {rows[0]['metrics']}", flush=True)
     plot = plot_sweep(results_dir, spec, sweep, scale)
@@ -120,8 +158,13 @@ def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
 
     from regattn_fairseq.experiments.results import latest_per_run, load_rows
 
-    rows = [r for r in latest_per_run(load_rows(results_dir, spec.table), ("mapping", "scale", "seed", "data_source"))
-            if r["scale"] == scale]
+    rows = [
+        r
+        for r in latest_per_run(
+            load_rows(results_dir, spec.table), ("mapping", "scale", "seed", "data_source")
+        )
+        if r["scale"] == scale
+    ]
     figure, axes = plt.subplots(figsize=(5, 3.5))
     for mapping in sorted({r["sweep_params"]["attention"] for r in rows}):
         points, references = [], []
@@ -134,9 +177,13 @@ def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
             except ValueError:
                 references.append((value, score))
         points.sort()
-        line = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=mapping)[0]
+        line = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=mapping)[
+            0
+        ]
         for value, score in references:
-            axes.axhline(score, linestyle="--", color=line.get_color(), label=f"{mapping} ({value})")
+            axes.axhline(
+                score, linestyle="--", color=line.get_color(), label=f"{mapping} ({value})"
+            )
     if sweep.log_axis:
         axes.set_xscale("log")
     axes.set_xlabel(sweep.axis.split(".")[-1])

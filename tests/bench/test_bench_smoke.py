@@ -1,4 +1,5 @@
 """The benchmark scripts run (--quick) and write their tables; timings are never asserted."""
+
 import json
 import subprocess
 import sys
@@ -13,8 +14,12 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def run_bench(script, tmp_path, *args):
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--out-dir", str(tmp_path), *args],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", "--out-dir", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc
 
@@ -22,7 +27,11 @@ def run_bench(script, tmp_path, *args):
 def test_mappings_bench(tmp_path):
     run_bench("bench_mappings.py", tmp_path, "--shapes", "64x20")
     run = json.loads((tmp_path / "mappings_cpu.json").read_text())["runs"][-1]
-    assert {r["method"] for r in run["results"]} >= {"torch.softmax", "sparsemax", "fusedmax (lam=0.1)"}
+    assert {r["method"] for r in run["results"]} >= {
+        "torch.softmax",
+        "sparsemax",
+        "fusedmax (lam=0.1)",
+    }
     assert "| sparsemax |" in (tmp_path / "mappings_cpu.md").read_text()
 
 

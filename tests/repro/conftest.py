@@ -16,10 +16,22 @@ def shared_data() -> Path:
     return DEFAULT_DATA_DIR
 
 
-def run_make(target: str, tmp_path: Path, data_dir: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+def run_make(
+    target: str, tmp_path: Path, data_dir: Path, timeout: int = 900
+) -> subprocess.CompletedProcess:
     """`make <target> SCALE=smoke` with work and results under tmp_path."""
     return subprocess.run(
-        ["make", "--no-print-directory", target, "SCALE=smoke", f"DATA_DIR={data_dir}",
-         f"WORK_DIR={tmp_path}", f"RESULTS_DIR={tmp_path / 'results'}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+        [
+            "make",
+            "--no-print-directory",
+            target,
+            "SCALE=smoke",
+            f"DATA_DIR={data_dir}",
+            f"WORK_DIR={tmp_path}",
+            f"RESULTS_DIR={tmp_path / 'results'}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )

@@ -4,6 +4,7 @@ spec points at things that exist."""
 
 import pytest
 from omegaconf import OmegaConf
+
 from regattn_fairseq.experiments.common import MAPPINGS, SCALES
 from regattn_fairseq.experiments.paths import CONFIG_DIR
 
@@ -19,7 +20,9 @@ TRAIN_CONFIGS = {
 ATTENTION_NAME = {"entmax15": "entmax", "entmax_learned": "entmax"}
 
 
-def compose_all(config_name: str, override_lists: list[list[str]], return_hydra_config: bool = False):
+def compose_all(
+    config_name: str, override_lists: list[list[str]], return_hydra_config: bool = False
+):
     """Compose config_name once per override list, as fairseq-hydra-train would."""
     from fairseq.dataclass.initialize import hydra_init
     from hydra import compose, initialize_config_dir
@@ -28,8 +31,14 @@ def compose_all(config_name: str, override_lists: list[list[str]], return_hydra_
     GlobalHydra.instance().clear()
     hydra_init(config_name)  # fairseq-hydra-train validates the primary config against its schema
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
-        return [compose(config_name=config_name, overrides=overrides, return_hydra_config=return_hydra_config)
-                for overrides in override_lists]
+        return [
+            compose(
+                config_name=config_name,
+                overrides=overrides,
+                return_hydra_config=return_hydra_config,
+            )
+            for overrides in override_lists
+        ]
 
 
 def compose(config_name: str, overrides: list[str]):
@@ -53,30 +62,51 @@ def test_compose_every_scale(config_name):
 
 
 def test_compose_every_mapping():
-    configs = compose_all("nmt_multi30k_transformer", [
-        ["scale/transformer=smoke", f"attention={mapping}", "model.attention_device=cpu"] for mapping in MAPPINGS
-    ])
-    for mapping, cfg in zip(MAPPINGS, configs):
+    configs = compose_all(
+        "nmt_multi30k_transformer",
+        [
+            ["scale/transformer=smoke", f"attention={mapping}", "model.attention_device=cpu"]
+            for mapping in MAPPINGS
+        ],
+    )
+    for mapping, cfg in zip(MAPPINGS, configs, strict=True):
         assert cfg.model.attention == ATTENTION_NAME.get(mapping, mapping)
         assert cfg.model.attention_device == "cpu"
 
 
 def test_sweep_values_reach_the_model():
-    cfg = compose("summarization", ["scale/lstm_seq2seq=smoke", "attention=fusedmax", "model.attention_lambda=0.5"])
+    cfg = compose(
+        "summarization",
+        ["scale/lstm_seq2seq=smoke", "attention=fusedmax", "model.attention_lambda=0.5"],
+    )
     assert (cfg.model.attention, cfg.model.attention_lambda) == ("fusedmax", 0.5)
-    cfg = compose("nmt_multi30k_transformer", ["scale/transformer=smoke", "attention=entmax15", "model.attention_alpha=learned"])
+    cfg = compose(
+        "nmt_multi30k_transformer",
+        ["scale/transformer=smoke", "attention=entmax15", "model.attention_alpha=learned"],
+    )
     assert cfg.model.attention_alpha == "learned"
-    cfg = compose("nmt_multi30k", ["scale/lstm_seq2seq=smoke", "attention=sparsemax", "model.attention_gamma=4.0"])
+    cfg = compose(
+        "nmt_multi30k",
+        ["scale/lstm_seq2seq=smoke", "attention=sparsemax", "model.attention_gamma=4.0"],
+    )
     assert (cfg.model.attention, cfg.model.attention_gamma) == ("sparsemax", 4.0)
 
 
 def test_paper_scale_uses_the_paper_optimizer():
     cfg = compose("summarization", ["scale/lstm_seq2seq=paper"])
-    assert cfg.optimizer._name == "sgd" and cfg.optimization.lr == [1.0] and cfg.optimization.max_epoch == 13
+    assert (
+        cfg.optimizer._name == "sgd"
+        and cfg.optimization.lr == [1.0]
+        and cfg.optimization.max_epoch == 13
+    )
 
 
-@pytest.mark.parametrize("spec_file", sorted((CONFIG_DIR / "reproduce").glob("*.yaml")) +
-                         sorted((CONFIG_DIR / "sweep").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "spec_file",
+    sorted((CONFIG_DIR / "reproduce").glob("*.yaml"))
+    + sorted((CONFIG_DIR / "sweep").glob("*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_orchestration_specs_point_at_existing_configs(spec_file):
     spec = OmegaConf.load(spec_file)
     experiments = spec.experiments if "experiments" in spec else [spec.experiment]
@@ -84,7 +114,11 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
         assert experiment.train_config in TRAIN_CONFIGS
         assert TRAIN_CONFIGS[experiment.train_config] == experiment.scale_group
         assert (CONFIG_DIR / "prepare" / f"{experiment.dataset}.yaml").is_file()
-    mappings = spec.mappings if "mappings" in spec else [m for p in spec.params.values() for m in p.attention]
+    mappings = (
+        spec.mappings
+        if "mappings" in spec
+        else [m for p in spec.params.values() for m in p.attention]
+    )
     assert set(mappings) <= set(MAPPINGS)
     for evaluation, by_mapping in (spec.get("paper") or {}).items():
         assert set(by_mapping) <= set(spec.mappings)

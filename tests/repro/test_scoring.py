@@ -1,6 +1,7 @@
 """Scorers against values computed by hand on tiny fixtures."""
 
 import pytest
+
 from regattn_fairseq.experiments import scoring
 
 
@@ -22,7 +23,9 @@ def test_rouge_f1_hand_computed():
     # hyp "police killed the gunman", ref "the gunman was killed by police"
     # unigram overlap 4: P = 4/4, R = 4/6 -> F1 = 0.8; bigram overlap {the gunman}: P 1/3, R 1/5
     # -> F1 = 0.25; LCS "the gunman"/"killed"... LCS length 2 -> P 2/4, R 2/6 -> F1 = 0.4
-    metrics = scoring.rouge(["police killed the gunman"], [["the gunman was killed by police"]], "fmeasure")
+    metrics = scoring.rouge(
+        ["police killed the gunman"], [["the gunman was killed by police"]], "fmeasure"
+    )
     assert metrics == {"rouge1": 80.0, "rouge2": 25.0, "rougeL": 40.0}
 
 
@@ -32,15 +35,16 @@ def test_truncate_bytes_keeps_whole_characters():
     assert scoring.truncate_bytes("é" * 40, 75) == "é" * 37  # 2 bytes each; 75 -> 37 chars
 
 
-def test_rouge_recall_75_bytes_averaged_over_references():
+def test_rouge_recall_75_bytes_pooled_over_references():
     # The hypothesis is 11 x "alpha " (66 bytes) + "beta gamma" (76 bytes): cut at 75 bytes it
     # ends in "beta gamm", so "gamma" no longer matches.
     hypothesis = "alpha " * 11 + "beta gamma"
     references = [["beta gamma", "alpha"]]
     metrics = scoring.rouge([hypothesis], references, "recall", truncate=75)
-    # ref 1 "beta gamma": unigram recall 1/2 (gamma lost to truncation); ref 2 "alpha": 1/1.
-    # Averaged over the two references (ROUGE-1.5.5 default): (0.5 + 1) / 2 = 0.75.
-    assert metrics["rouge1"] == 75.0
+    # ref 1 "beta gamma": 1 of 2 unigrams matched (gamma lost to truncation); ref 2 "alpha":
+    # 1 of 1. ROUGE-1.5.5 (-f A) pools: (1 + 1) / (2 + 1) = 66.67, not the mean 75 of the
+    # per-reference recalls.
+    assert metrics["rouge1"] == 66.67
     # bigrams: ref 1 "beta gamma" not matched (0/1); ref 2 has no bigram (recall 0) -> 0.
     assert metrics["rouge2"] == 0.0
     untruncated = scoring.rouge([hypothesis], references, "recall")
@@ -50,7 +54,8 @@ def test_rouge_recall_75_bytes_averaged_over_references():
 def test_accuracy_and_exact_match_macro_average():
     assert scoring.accuracy(["a", "b", "c", "d"], ["a", "b", "x", "y"]) == {"accuracy": 50.0}
     result = scoring.exact_match(
-        ["walked", "ran", "kävelin", "x"], ["walked", "run", "kävelin", "juoksin"],
+        ["walked", "ran", "kävelin", "x"],
+        ["walked", "run", "kävelin", "juoksin"],
         ["english", "english", "finnish", "finnish"],
     )
     # 1/2 per language -> macro average 50; a 3:1 split would differ from the micro average.

@@ -1,0 +1,260 @@
+"""Paired bootstrap significance of a mapping against softmax, and the per-item sidecars it reads.
+
+Every scored row keeps what a paired test needs in a sidecar file next to the raw rows,
+``results/raw/items/<run_id>-<evaluation>.json.gz`` (the row names it and its SHA-256):
+
+- BLEU: the detokenized hypotheses and references (corpus BLEU is not a mean of item scores);
+- ROUGE: each item's ROUGE-1/2/L (`rouge.item_scores`, the row's measure, in percent);
+- SNLI accuracy: each item's correctness (1/0, from the attention export's prediction);
+- inflection exact match: each item's correctness and language (the statistic is the macro
+  average over languages, recomputed on every resample).
+
+The test (Koehn 2004, as sacrebleu's ``paired_bs`` and Moses' script): draw B = 1,000 resamples
+of the test items (numpy ``default_rng(12345)``, the same indices for both systems), compute
+both systems' statistic on each, and count how often the centred resampled absolute difference
+exceeds the observed one: ``p = (1 + #{|d*| - mean|d*| > |d|}) / (B + 1)``, two-sided. BLEU goes
+through sacrebleu's own ``PairedTest(test_type="bs")``. Identical outputs (d* all zero) would
+give 1/(B+1) under that formula; the test reports p = 1 for them (no difference to test).
+
+Seeds: a mapping's seed-s items are paired with softmax's seed-s items and the seeds are
+concatenated into one test set (items x seeds), so the resampling covers both the test items
+and the training seeds that were run; only seeds both systems have are used."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+N_RESAMPLES = 1000
+SEED = 12345
+ITEMS_DIR = Path("raw") / "items"
+
+
+def sidecar_name(run_id: str, evaluation: str) -> Path:
+    """The sidecar of one row, relative to the results folder.
+
+    Parameters
+    ----------
+    run_id : str
+        the row's run id.
+    evaluation : str
+        the row's evaluation set.
+
+    Returns
+    -------
+    Path
+        ``raw/items/<run_id>-<evaluation>.json.gz``.
+    """
+    return ITEMS_DIR / f"{run_id}-{evaluation}.json.gz"
+
+
+def write_items(results_dir: Path, run_id: str, evaluation: str, items: dict) -> dict:
+    """Write a row's per-item data (deterministic gzip, no timestamp).
+
+    Parameters
+    ----------
+    results_dir : Path
+        the results folder.
+    run_id, evaluation : str
+        the row's run id and evaluation set.
+    items : dict
+        ``{"kind": "bleu"|"mean"|"macro", ...}`` (see the module docstring).
+
+    Returns
+    -------
+    dict
+        ``{"file": <path relative to results_dir>, "sha256": <hex of the file>}`` for the row.
+    """
+    relative = sidecar_name(run_id, evaluation)
+    path = results_dir / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = gzip.compress(json.dumps(items, sort_keys=True).encode("utf-8"), mtime=0)
+    path.write_bytes(data)
+    return {"file": str(relative), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def read_items(results_dir: Path, row: dict) -> dict | None:
+    """A row's per-item data, or None when it has none (rows older than the sidecars).
+
+    Parameters
+    ----------
+    results_dir : Path
+        the results folder.
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    dict or None
+        The sidecar's content.
+
+    Raises
+    ------
+    ValueError
+        the sidecar's SHA-256 differs from the one the row recorded.
+    """
+    record = row.get("items")
+    if not record:
+        return None
+    path = results_dir / record["file"]
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != record["sha256"]:
+        raise ValueError(f"{path}: SHA-256 differs from the one row {row['run_id']} recorded")
+    return json.loads(gzip.decompress(data))
+
+
+def _statistic(items: dict, metric: str, index: np.ndarray | None = None) -> float:
+    if items["kind"] == "mean":
+        values = np.asarray(items["scores"][metric], dtype=float)
+        return float(values[index].mean() if index is not None else values.mean())
+    if items["kind"] == "macro":
+        correct = np.asarray(items["correct"], dtype=float)
+        groups = np.asarray(items["groups"])
+        if index is not None:
+            correct, groups = correct[index], groups[index]
+        return float(100 * np.mean([correct[groups == g].mean() for g in np.unique(groups)]))
+    raise ValueError(f"no item statistic for kind {items['kind']!r}")
+
+
+def paired_bootstrap(
+    system: dict, baseline: dict, metric: str, n_resamples: int = N_RESAMPLES, seed: int = SEED
+) -> float:
+    """Paired bootstrap p-value of `system` against `baseline` on the same items.
+
+    Parameters
+    ----------
+    system, baseline : dict
+        per-item data of the same test items in the same order (see the module docstring).
+    metric : str
+        the metric (a key of ``scores`` for ROUGE; ``accuracy`` otherwise).
+    n_resamples : int
+        bootstrap resamples B.
+    seed : int
+        the resampling seed.
+
+    Returns
+    -------
+    float
+        ``(1 + #{|d*| - mean|d*| > |d|}) / (B + 1)``; 1.0 for identical outputs.
+
+    Raises
+    ------
+    ValueError
+        the two systems have a different number of items or different kinds.
+    """
+    if system["kind"] != baseline["kind"] or system["n"] != baseline["n"]:
+        raise ValueError(
+            f"cannot pair {system['kind']} x {system['n']} items with "
+            f"{baseline['kind']} x {baseline['n']} items"
+        )
+    if system["kind"] == "bleu":
+        return _bleu_paired_bs(system, baseline, n_resamples, seed)
+    observed = abs(_statistic(system, metric) - _statistic(baseline, metric))
+    rng = np.random.default_rng(seed)
+    indices = rng.choice(system["n"], size=(n_resamples, system["n"]), replace=True)
+    diffs = np.abs(
+        [_statistic(system, metric, i) - _statistic(baseline, metric, i) for i in indices]
+    )
+    if not diffs.any() and observed == 0:
+        return 1.0
+    centred = diffs - diffs.mean()
+    return float((1 + np.sum(centred > observed)) / (n_resamples + 1))
+
+
+def _bleu_paired_bs(system: dict, baseline: dict, n_resamples: int, seed: int) -> float:
+    import os
+
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    if system["hypotheses"] == baseline["hypotheses"]:
+        return 1.0
+    if system["references"] != baseline["references"]:
+        raise ValueError("the two systems were scored against different references")
+    previous = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        test = PairedTest(
+            [("baseline", baseline["hypotheses"]), ("system", system["hypotheses"])],
+            {"BLEU": BLEU()},
+            [baseline["references"]],
+            test_type="bs",
+            n_samples=n_resamples,
+        )
+        _signatures, scores = test()
+    finally:
+        if previous is None:
+            os.environ.pop("SACREBLEU_SEED", None)
+        else:
+            os.environ["SACREBLEU_SEED"] = previous
+    return float(scores["BLEU"][1].p_value)
+
+
+def concatenate(per_seed: list[dict]) -> dict:
+    """Concatenate per-item data of several seeds into one test set (items x seeds).
+
+    Parameters
+    ----------
+    per_seed : list of dict
+        per-item data of one system, one entry per seed, in the order to pair.
+
+    Returns
+    -------
+    dict
+        per-item data of the same kind over all the seeds' items.
+    """
+    kind = per_seed[0]["kind"]
+    joined: dict = {"kind": kind, "n": sum(p["n"] for p in per_seed)}
+    if kind == "bleu":
+        joined["hypotheses"] = [h for p in per_seed for h in p["hypotheses"]]
+        joined["references"] = [r for p in per_seed for r in p["references"]]
+    elif kind == "mean":
+        joined["scores"] = defaultdict(list)
+        for part in per_seed:
+            for metric, values in part["scores"].items():
+                joined["scores"][metric] += values
+        joined["scores"] = dict(joined["scores"])
+    else:
+        joined["correct"] = [c for p in per_seed for c in p["correct"]]
+        joined["groups"] = [g for p in per_seed for g in p["groups"]]
+    return joined
+
+
+def p_against(
+    results_dir: Path, system_rows: list[dict], baseline_rows: list[dict], metric: str
+) -> float | None:
+    """p-value of a table cell's rows against softmax's rows of the same evaluation.
+
+    Parameters
+    ----------
+    results_dir : Path
+        the results folder (sidecars are under it).
+    system_rows, baseline_rows : list of dict
+        the cell's rows and softmax's, one per seed.
+    metric : str
+        the metric tested.
+
+    Returns
+    -------
+    float or None
+        None when a seed both have lacks per-item data, or they share no seed.
+    """
+    baseline_by_seed = {r["seed"]: r for r in baseline_rows}
+    pairs = [(r, baseline_by_seed[r["seed"]]) for r in system_rows if r["seed"] in baseline_by_seed]
+    if not pairs:
+        return None
+    system_items, baseline_items = [], []
+    for row, base in sorted(pairs, key=lambda pair: pair[0]["seed"]):
+        items, base_items = read_items(results_dir, row), read_items(results_dir, base)
+        if items is None or base_items is None:
+            return None
+        system_items.append(items)
+        baseline_items.append(base_items)
+    return paired_bootstrap(concatenate(system_items), concatenate(baseline_items), metric)

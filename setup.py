@@ -3,6 +3,7 @@
 Metadata lives in pyproject.toml. Install with `pip install --no-build-isolation -e .` so the
 extension is compiled against the torch already in the environment (`make setup` does this).
 """
+
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 

@@ -5,12 +5,14 @@ Pure torch plus compiled CPU row kernels; no fairseq. The submodules:
 - `regattn.mappings`: softmax, sparsemax, sq-pnorm-max, fusedmax, oscarmax and alpha-entmax
   with exact Jacobians, the TV and OSCAR proxes, and the smoothed max max_Omega
   (`regattn.mappings.smoothed_max`);
-- `regattn.analysis`: sparsity and structure statistics of attention rows.
+- `regattn.analysis`: sparsity and structure statistics of attention rows;
+- `regattn.dp`: smoothed dynamic programming (Mensch & Blondel 2018): differentiable Viterbi
+  and DTW with the entropy or squared-l2 regularizer, twice differentiable.
 
 The fairseq plugin that puts these mappings into models is the separate package
 `regattn_fairseq` (`pip install .[fairseq]`).
 """
 
-from . import analysis, mappings
+from . import analysis, dp, mappings
 
-__all__ = ["analysis", "mappings"]
+__all__ = ["analysis", "dp", "mappings"]

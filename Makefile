@@ -78,26 +78,43 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
 #   DATA_SOURCE  offline | online (default: per dataset and scale, see configs/prepare/)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
+#   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
+#   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
+#   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
+#   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
 SCALE       ?= small
 # Unset path variables are left to the programs, whose defaults live in one place
 # (regattn_fairseq/experiments/paths.py).
 REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
-               $(if $(DATA_SOURCE),--source $(DATA_SOURCE))
+               $(if $(DATA_SOURCE),--source $(DATA_SOURCE)) \
+               $(if $(filter 1 true yes,$(RESCORE)),--rescore) \
+               $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty)
+# only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
+TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
+               $(if $(filter 1 true yes,$(RETRAIN)),--retrain)
 
-.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha sweep-gamma
+.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha sweep-gamma \
+        results-tables rerun-row
+
+results-tables: setup ## regenerate results/*.md and results/raw/*.csv from the raw rows (rows untouched)
+	$(PY) -m regattn_fairseq.experiments.results $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
+
+rerun-row: setup ## re-run one committed row at its training commit in a git worktree, diff per metric (ROW_FILE=... RUN_ID=...)
+	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }
+	$(PY) scripts/rerun_row.py $(ROW_FILE) $(RUN_ID) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.md (SCALE=paper|small|smoke)
-	$(PY) scripts/reproduce.py table1 $(REPRO_ARGS)
+	$(PY) scripts/reproduce.py table1 $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-table2: setup ## Table 2, summarization ROUGE on DUC 2004 + Gigaword -> results/table2.md (SCALE=...)
-	$(PY) scripts/reproduce.py table2 $(REPRO_ARGS)
+	$(PY) scripts/reproduce.py table2 $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-nmt: setup ## NMT BLEU per mapping (Multi30k; IWSLT14/WMT16 at SCALE=paper, online) -> results/nmt.md
-	$(PY) scripts/reproduce.py nmt $(REPRO_ARGS)
+	$(PY) scripts/reproduce.py nmt $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-inflection: setup ## SIGMORPHON 2018 inflection, softmax/sparsemax/1.5-entmax -> results/inflection.md
-	$(PY) scripts/reproduce.py inflection $(REPRO_ARGS)
+	$(PY) scripts/reproduce.py inflection $(REPRO_ARGS) $(TABLE_ARGS)
 
 sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> results/sweep_lambda.{md,png}
 	$(PY) scripts/sweep.py lambda $(REPRO_ARGS)

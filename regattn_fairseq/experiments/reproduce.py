@@ -12,18 +12,34 @@ Tables are the files in configs/reproduce/. A run directory
 interrupted run resumes from its last checkpoint; delete it to train from scratch."""
 
 import argparse
+import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
 
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.fairseq_logs import last_record_with
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
-from regattn_fairseq.experiments.results import plot_attention_figure, write_outputs
+from regattn_fairseq.experiments.results import load_rows, plot_attention_figure, write_outputs
+from regattn_fairseq.experiments.rowkeys import (
+    allow_dirty_from_env,
+    check_clean_tree,
+    finished_rows,
+    job_key,
+)
+
+# mappings with a temperature (model.attention_gamma); entmax has none
+GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax")
 
 
-def parse_args() -> argparse.Namespace:
+def _seed_list(text: str) -> list[int]:
+    return [int(v) for v in text.replace(",", " ").split()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     tables = sorted(p.stem for p in (CONFIG_DIR / "reproduce").glob("*.yaml"))
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -32,7 +48,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
     parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
     parser.add_argument(
-        "--seeds", nargs="+", type=int, help="default: the table's seeds for the scale"
+        "--seeds",
+        nargs="+",
+        type=_seed_list,
+        help="seeds, e.g. `1 2 3` or `1,2,3` (default: the table's seeds for the scale)",
+    )
+    parser.add_argument(
+        "--gamma",
+        help="`auto`: choose each mapping's γ on validation from the table's gamma_grid "
+        "(best validation loss, mean over seeds) and report test at that γ; a number: train "
+        "every mapping at that γ",
     )
     parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
@@ -53,17 +78,104 @@ def parse_args() -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="extra Hydra override for every training run (repeatable)",
     )
-    return parser.parse_args()
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score again jobs whose rows exist (RESCORE=1); the checkpoint is reused",
+    )
+    parser.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train again (from scratch) and score jobs whose rows exist",
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="start a small/paper run on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
+    )
+    args = parser.parse_args(argv)
+    if args.seeds:
+        args.seeds = [seed for group in args.seeds for seed in group]
+    return args
 
 
-def run() -> None:
-    args = parse_args()
+def _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma=None) -> Path:
+    folder = (
+        work_dir
+        / "checkpoints"
+        / spec.table
+        / experiment.name
+        / f"{scale}-{data.manifest['source']}"
+    )
+    folder = folder / mapping
+    if gamma is not None:
+        folder = folder / f"gamma{gamma}"
+    return folder / f"seed{seed}"
+
+
+def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> list[str]:
+    """The overrides runs.train passes (for the job's key before it trains)."""
+    return [
+        *runs.hydra_overrides(experiment, scale, data),
+        f"attention={mapping}",
+        f"common.seed={seed}",
+        f"checkpoint.save_dir={run_dir / 'checkpoints'}",
+        *extra,
+    ]
+
+
+def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain):
+    if retrain and run_dir.exists():
+        print(f"[train] --retrain: removing {run_dir}", flush=True)
+        shutil.rmtree(run_dir)
+    return runs.train(experiment, scale, mapping, seed, data, run_dir, extra)
+
+
+def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) -> dict:
+    """GAMMA=auto: train every γ of the grid (every seed) and pick the best validation loss.
+
+    Returns
+    -------
+    dict
+        ``{"grid", "criterion", "validation": {γ: mean best validation loss}, "chosen"}``.
+    """
+    grid = list(spec.get("gamma_grid") or [])
+    if not grid:
+        raise ReproError(f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid")
+    validation = {}
+    for gamma in grid:
+        losses = []
+        for seed in seeds:
+            run_dir = _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma)
+            extra = [*args.override, f"model.attention_gamma={gamma}"]
+            if not (run_dir / "checkpoints" / "checkpoint_best.pt").is_file() or args.retrain:
+                _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, args.retrain)
+            record = last_record_with((run_dir / "train.log").read_text(), "valid_best_loss")
+            if record is None:
+                raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
+            losses.append(float(record["valid_best_loss"]))
+        validation[str(gamma)] = round(sum(losses) / len(losses), 4)
+    chosen = min(grid, key=lambda g: validation[str(g)])
+    print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
+    return {
+        "grid": grid,
+        "criterion": "best validation loss (fairseq valid_best_loss), mean over seeds",
+        "validation": validation,
+        "chosen": chosen,
+    }
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     spec = load_config("reproduce", args.table)
     scale = check_scale(args.scale)
+    check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
+    rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
     mappings = check_mappings(args.mappings or spec.mappings)
     seeds = args.seeds or list(spec.seeds[scale])
     experiments = [e for e in spec.experiments if scale in e.scales]
     work_dir = args.work_dir.resolve()
+    results_dir = args.results_dir.resolve()
 
     # Prepare every dataset before training anything: missing data fails in seconds.
     prepared = {
@@ -81,17 +193,46 @@ def run() -> None:
         data = prepared[experiment.name]
         exports = []  # first evaluation set, first seed: one panel per mapping in the figure
         for mapping in mappings:
-            for seed in seeds:
-                run_dir = (
-                    work_dir
-                    / "checkpoints"
-                    / spec.table
-                    / experiment.name
-                    / f"{scale}-{data.manifest['source']}"
-                    / mapping
-                    / f"seed{seed}"
+            selection, gamma, extra = None, None, list(args.override)
+            if args.gamma and mapping not in GAMMA_MAPPINGS:
+                print(f"[gamma] {mapping} has no temperature γ: trained at its default")
+            elif args.gamma == "auto":
+                selection = choose_gamma(
+                    spec, experiment, scale, mapping, seeds, data, work_dir, args
                 )
-                model = runs.train(experiment, scale, mapping, seed, data, run_dir, args.override)
+                gamma = selection["chosen"]
+            elif args.gamma:
+                gamma = float(args.gamma)
+            if gamma is not None and mapping in GAMMA_MAPPINGS:
+                extra.append(f"model.attention_gamma={gamma}")
+            for seed in seeds:
+                run_dir = _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma)
+                settings = runs.compose_settings(
+                    experiment.train_config,
+                    _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
+                )
+                key = job_key(
+                    experiment.name, scale, data.manifest["source"], mapping, settings, seed
+                )
+                done = finished_rows(
+                    load_rows(results_dir, spec.table), key, list(experiment.evaluations)
+                )
+                if done and not (rescore or args.retrain):
+                    print(
+                        f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
+                        f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
+                        f"--retrain to run it again",
+                        flush=True,
+                    )
+                    if seed == seeds[0] and done[0].get("attention", {}).get("export"):
+                        exports.append(Path(done[0]["attention"]["export"]))
+                    continue
+                if args.gamma == "auto" and not args.retrain:
+                    model = runs.train(experiment, scale, mapping, seed, data, run_dir, extra)
+                else:
+                    model = _train_fresh(
+                        experiment, scale, mapping, seed, data, run_dir, extra, args.retrain
+                    )
                 rows = runs.result_rows(
                     spec.table,
                     experiment,
@@ -103,18 +244,22 @@ def run() -> None:
                     spec.decode,
                     run_dir / "decode",
                     uuid.uuid4().hex[:12],
+                    results_dir=results_dir,
+                    gamma_selection=selection,
                 )
-                table_file = write_outputs(args.results_dir.resolve(), spec, rows)
+                table_file = write_outputs(results_dir, spec, rows)
                 scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
                 print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
                 if seed == seeds[0]:
                     exports.append(Path(rows[0]["attention"]["export"]))
-        figure = plot_attention_figure(
-            args.results_dir.resolve() / "figures",
-            f"{spec.table}_{experiment.name}_{scale}_attention",
-            exports,
-        )
-        print(f"[figure] {figure[0]}", flush=True)
+        exports = [e for e in exports if e.is_file()]
+        if exports:
+            figure = plot_attention_figure(
+                results_dir / "figures",
+                f"{spec.table}_{experiment.name}_{scale}_attention",
+                exports,
+            )
+            print(f"[figure] {figure[0]}", flush=True)
 
 
 def main() -> None:

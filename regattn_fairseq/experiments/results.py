@@ -14,6 +14,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from .rowkeys import cell_key, mapping_label, row_config_sha256, split_current
+from .significance import p_against
+
 SCALE_ORDER = ("paper", "small", "smoke")
 
 
@@ -78,8 +81,39 @@ def latest_per_run(rows: list[dict], key_fields: tuple[str, ...]) -> list[dict]:
     return list(latest.values())
 
 
-def render_table(spec, rows: list[dict]) -> str:
-    """Markdown for one paper table: per scale, our mean ± std next to the paper's numbers."""
+P_VALUE_NOTE = (
+    "p vs softmax: paired bootstrap (1,000 resamples of the test items, seed 12345; "
+    "sacrebleu's paired_bs for BLEU) of the difference between the mapping and softmax on the "
+    "column's metric, two-sided, seeds paired and concatenated (items x seeds); n/a: a row "
+    "without per-item data (older than the sidecars) or no softmax row of the same seeds."
+)
+DIRTY_LEGEND = (
+    "†: scored or trained from a work tree that differed from its commit (the row records "
+    "the diff's SHA-256, `git_diff_sha256`)."
+)
+
+
+def _is_dirty(row: dict) -> bool:
+    return bool(row.get("git_dirty") or (row["train"].get("started") or {}).get("git_dirty"))
+
+
+def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str:
+    """Markdown for one paper table: per scale, our mean ± std next to the paper's numbers.
+
+    Parameters
+    ----------
+    spec : DictConfig
+        the table's spec (configs/reproduce/<table>.yaml, or a sweep's table view).
+    rows : list of dict
+        every raw row of the table, oldest first.
+    results_dir : Path, optional
+        the results folder, where the per-item sidecars are (p-values are n/a without it).
+
+    Returns
+    -------
+    str
+        The markdown.
+    """
     command = spec.get("generated_by") or f"scripts/reproduce.py {spec.table}"
     lines = [
         f"# {spec.title}",
@@ -93,10 +127,15 @@ def render_table(spec, rows: list[dict]) -> str:
     ]
     for note in spec.get("notes") or []:
         lines += [f"- {note}"]
-    lines.append("")
-    current = latest_per_run(
-        rows, ("experiment", "evaluation", "scale", "mapping", "seed", "data_source")
-    )
+    lines += [
+        "- Cells: mean ± std over the n seeds of one training config (key: experiment, "
+        "evaluation, scale, mapping with γ/λ/p/α, seed, config hash); rows of an older config "
+        "of the same cell are listed as superseded under the table.",
+        f"- {P_VALUE_NOTE}",
+        f"- {DIRTY_LEGEND}",
+        "",
+    ]
+    current, superseded = split_current(rows)
     for scale in SCALE_ORDER:
         scale_rows = [r for r in current if r["scale"] == scale]
         if not scale_rows:
@@ -109,12 +148,13 @@ def render_table(spec, rows: list[dict]) -> str:
             ]
         for experiment in dict.fromkeys(r["experiment"] for r in scale_rows):
             exp_rows = [r for r in scale_rows if r["experiment"] == experiment]
-            lines += _experiment_table(spec, experiment, exp_rows)
+            old = [r for r in superseded if r["scale"] == scale and r["experiment"] == experiment]
+            lines += _experiment_table(spec, experiment, exp_rows, old, results_dir)
     lines += [
         "## History (every run, oldest first)",
         "",
-        "| date | scale | experiment | eval | mapping | seed | metrics | commit | run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| date | scale | experiment | eval | mapping | seed | config | metrics | commit | run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         metrics = ", ".join(
@@ -122,13 +162,36 @@ def render_table(spec, rows: list[dict]) -> str:
         )
         lines.append(
             f"| {row['date']} | {row['scale']} | {row['experiment']} | {row['evaluation']} | "
-            f"{row['mapping']} | {row['seed']} | {metrics} | {row['git_commit'][:10]}"
+            f"{mapping_label(row)} | {row['seed']} | {row_config_sha256(row) or '–'} | "
+            f"{metrics} | {row['git_commit'][:10]}"
             f"{'+dirty' if row.get('git_dirty') else ''} | {row['run_id']} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
+def _baseline(cells: dict, key: tuple) -> list[dict] | None:
+    """Softmax's rows for a cell: softmax with the same γ/λ/p/α, else plain softmax."""
+    for params in (key[4], "{}"):
+        for other, rows in cells.items():
+            if other[3].split(" ")[0] == "softmax" and other[4] == params:
+                return rows
+    return None
+
+
+def _p_cell(results_dir, key, rows, baseline, metric) -> str:
+    if results_dir is None or baseline is None or key[3].split(" ")[0] == "softmax":
+        return "–" if key[3].split(" ")[0] == "softmax" else "n/a"
+    try:
+        p_value = p_against(results_dir, rows, baseline, metric)
+    except ValueError as error:
+        print(f"[results] no p-value for {key[3]}: {error}")
+        p_value = None
+    return "n/a" if p_value is None else f"{p_value:.3f}"
+
+
+def _experiment_table(
+    spec, experiment: str, rows: list[dict], superseded: list[dict], results_dir: Path | None
+) -> list[str]:
     evaluations = list(dict.fromkeys(r["evaluation"] for r in rows))
     metric_names = {e: spec.metrics[e] for e in evaluations}
     paper = spec.get("paper") or {}
@@ -136,38 +199,78 @@ def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
     for evaluation in evaluations:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
+        header += [f"p vs softmax ({metric_names[evaluation][0]})"]
     # Attention sparsity and structure (regattn.analysis) on the first evaluation set;
     # the other sets follow in their own table below.
     header += [f"{evaluations[0]} {column}" for column in ATTENTION_COLUMNS]
-    header += ["seeds", "epochs", "train wall s", "tokens/s", "data", "commit"]
+    header += ["n", "seeds", "config", "epochs", "train wall s", "tokens/s", "data", "commit"]
     lines = [f"### {experiment}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    by_mapping = defaultdict(list)
+    cells = defaultdict(list)
     for row in rows:
-        by_mapping[row["mapping"]].append(row)
-    for mapping, mapping_rows in by_mapping.items():
-        cells = [mapping]
+        cells[cell_key(row)].append(row)
+    for key, mapping_rows in cells.items():
+        baseline = _baseline(cells, key)
+        cells_out = [mapping_label(mapping_rows[0])]
         for evaluation in evaluations:
             eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
+            dirty = "†" if any(_is_dirty(r) for r in eval_rows) else ""
             for metric in metric_names[evaluation]:
-                cells.append(
+                cells_out.append(
                     _mean_std([r["metrics"][metric] for r in eval_rows if metric in r["metrics"]])
+                    + dirty
                 )
-                value = (paper.get(evaluation) or {}).get(mapping, {}).get(metric)
-                cells.append("n/a" if value is None else f"{value:.2f}")
-        cells += _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluations[0]])
+                value = (paper.get(evaluation) or {}).get(mapping_rows[0]["mapping"], {})
+                value = value.get(metric)
+                cells_out.append("n/a" if value is None else f"{value:.2f}")
+            base_rows = None
+            if baseline is not None:
+                base_rows = [r for r in baseline if r["evaluation"] == evaluation]
+            cells_out.append(
+                _p_cell(results_dir, key, eval_rows, base_rows, metric_names[evaluation][0])
+            )
+        cells_out += _attention_cells(
+            [r for r in mapping_rows if r["evaluation"] == evaluations[0]]
+        )
         seeds = sorted({r["seed"] for r in mapping_rows})
         first = mapping_rows[0]
-        cells += [
+        gamma = first.get("gamma_selection")
+        cells_out += [
+            str(len(seeds)),
             ",".join(map(str, seeds)),
+            (row_config_sha256(first) or "–") + (f" (γ auto: {gamma['chosen']})" if gamma else ""),
             _mean(r["train"]["epochs"] for r in mapping_rows),
             _mean(r["train"]["wall_s"] for r in mapping_rows),
             _mean(r["train"]["tokens_per_s"] for r in mapping_rows),
             first["data"]["description"],
             _commits(mapping_rows),
         ]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(str(c) for c in cells_out) + " |")
     signatures = sorted({r["signature"] for r in rows if r.get("signature")})
     lines += [""] + [f"Scoring: `{s}`" for s in signatures] + [""]
+    gamma_rows = [r for r in rows if r.get("gamma_selection")]
+    if gamma_rows:
+        lines += ["γ chosen on validation (GAMMA=auto; validation score of each γ):", ""]
+        for row in {cell_key(r): r for r in gamma_rows}.values():
+            selection = row["gamma_selection"]
+            scores = ", ".join(f"γ={g}: {v}" for g, v in selection["validation"].items())
+            lines.append(
+                f"- {row['mapping']}: γ = {selection['chosen']} ({selection['criterion']}: "
+                f"{scores})"
+            )
+        lines.append("")
+    if superseded:
+        lines += ["Superseded (an older config of a cell above; kept in the raw history):", ""]
+        seen = set()
+        for row in superseded:
+            entry = (
+                f"- superseded: {experiment} {mapping_label(row)} seed {row['seed']}, config "
+                f"{row_config_sha256(row) or 'unrecorded'} ({row['train'].get('epochs')} "
+                f"epochs), {row['date'][:10]}, run {row['run_id']}"
+            )
+            if entry not in seen:
+                seen.add(entry)
+                lines.append(entry)
+        lines.append("")
     if len(evaluations) > 1:
         lines += [
             "Attention on every evaluation set:",
@@ -175,10 +278,14 @@ def _experiment_table(spec, experiment: str, rows: list[dict]) -> list[str]:
             "| attention | evaluation | " + " | ".join(ATTENTION_COLUMNS) + " |",
             "|" + "---|" * (2 + len(ATTENTION_COLUMNS)),
         ]
-        for mapping, mapping_rows in by_mapping.items():
+        for mapping_rows in cells.values():
             for evaluation in evaluations:
-                cells = _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluation])
-                lines.append(f"| {mapping} | {evaluation} | " + " | ".join(cells) + " |")
+                stats = _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluation])
+                lines.append(
+                    f"| {mapping_label(mapping_rows[0])} | {evaluation} | "
+                    + " | ".join(stats)
+                    + " |"
+                )
         lines.append("")
     lines += [ATTENTION_LEGEND, ""]
     return lines
@@ -196,13 +303,17 @@ ATTENTION_LEGEND = (
 
 
 def _commits(rows: list[dict]) -> str:
-    """The commit(s) that scored the rows, and the one that trained them where it differs."""
+    """The commit(s) that scored the rows, and the one that trained them where it differs;
+    rows with no training record say "training commit unknown" (none is invented)."""
     scored = sorted({r["git_commit"][:10] for r in rows})
     trained = sorted(
         {r["train"]["started"]["git_commit"][:10] for r in rows if r["train"].get("started")}
         - set(scored)
     )
-    return ",".join(scored) + (f" (trained {','.join(trained)})" if trained else "")
+    text = ",".join(scored) + (f" (trained {','.join(trained)})" if trained else "")
+    if any(not r["train"].get("started") for r in rows):
+        text += " (training commit unknown)"
+    return text
 
 
 def _attention_cells(rows: list[dict]) -> list[str]:
@@ -254,5 +365,73 @@ def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
     rows = load_rows(results_dir, spec.table)
     write_csv(results_dir, spec.table, rows)
     markdown = results_dir / f"{spec.table}.md"
-    markdown.write_text(render_table(spec, rows), encoding="utf-8")
+    markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
     return markdown
+
+
+def table_specs() -> dict:
+    """Every result table's spec: the paper tables and the sweeps' table views.
+
+    Returns
+    -------
+    dict
+        table name -> spec.
+    """
+    from .common import load_config
+    from .paths import CONFIG_DIR
+    from .sweep import table_spec
+
+    specs = {}
+    for path in sorted((CONFIG_DIR / "reproduce").glob("*.yaml")):
+        specs[path.stem] = load_config("reproduce", path.stem)
+    for path in sorted((CONFIG_DIR / "sweep").glob("*.yaml")):
+        spec = table_spec(load_config("sweep", path.stem))
+        specs[spec.table] = spec
+    return specs
+
+
+def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]:
+    """Rewrite the markdown and CSV views of raw tables from their rows (rows untouched).
+
+    Parameters
+    ----------
+    results_dir : Path
+        the results folder.
+    tables : list of str, optional
+        the tables (default: every table with a raw file).
+
+    Returns
+    -------
+    list of Path
+        The markdown files written.
+    """
+    written = []
+    for table, spec in table_specs().items():
+        if tables and table not in tables:
+            continue
+        rows = load_rows(results_dir, table)
+        if not rows:
+            continue
+        write_csv(results_dir, table, rows)
+        markdown = results_dir / f"{table}.md"
+        markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+        written.append(markdown)
+    return written
+
+
+def main() -> None:
+    """``python -m regattn_fairseq.experiments.results [TABLE ...]``: regenerate the views."""
+    import argparse
+
+    from .paths import RESULTS_DIR
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("tables", nargs="*")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args()
+    for path in regenerate(args.results_dir.resolve(), args.tables):
+        print(f"[results] {path}")
+
+
+if __name__ == "__main__":
+    main()

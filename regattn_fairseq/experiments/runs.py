@@ -19,6 +19,8 @@ from .fairseq_logs import last_record_with
 from .paths import CONFIG_DIR, USER_DIR
 from .prepare import PreparedData
 from .provenance import provenance
+from .rouge import MEASURES, ROUGE_TYPES
+from .rouge import item_scores as rouge_item_scores
 from .text_processing import moses_detokenize
 
 # fairseq-fixed 0.12.3.1 silently drops a final batch whose size is not a multiple of
@@ -413,6 +415,7 @@ def evaluate(
             "metrics": {"accuracy": round(accuracy, 2)},
             "decode_wall_s": round(elapsed, 1),
             "attention": attention,
+            "items": _classifier_items(Path(attention["export"])),
         }
 
     hypotheses, elapsed = decode(
@@ -425,9 +428,14 @@ def evaluate(
     }
     if scorer == "bleu":
         hypotheses = [moses_detokenize(h, evaluation["detokenize"]) for h in hypotheses]
-        result["metrics"], result["signature"] = scoring.bleu(
-            hypotheses, _read(evaluation["refs"][0])
-        )
+        references = _read(evaluation["refs"][0])
+        result["metrics"], result["signature"] = scoring.bleu(hypotheses, references)
+        result["items"] = {
+            "kind": "bleu",
+            "n": len(hypotheses),
+            "hypotheses": hypotheses,
+            "references": references,
+        }
         print(
             f"[score] {name}: BLEU {result['metrics']['bleu']}  ({result['signature']})", flush=True
         )
@@ -439,22 +447,120 @@ def evaluate(
             hypotheses, [list(refs) for refs in references], measure=measure, truncate=truncate
         )
         result["signature"] = scoring.rouge_signature(measure, truncate, len(evaluation["refs"]))
+        per_item = [
+            rouge_item_scores(h, list(refs), truncate)
+            for h, refs in zip(hypotheses, references, strict=True)
+        ]
+        column = MEASURES.index(measure)
+        result["items"] = {
+            "kind": "mean",
+            "n": len(per_item),
+            "scores": {
+                t: [round(100 * item[t][column], 4) for item in per_item] for t in ROUGE_TYPES
+            },
+        }
     elif scorer == "exact_match":
         hypotheses = [decode_target(h) for h in hypotheses]
-        result["metrics"] = scoring.exact_match(
-            hypotheses, _read(evaluation["refs"][0]), _read(evaluation["languages"])
-        )
+        gold, languages = _read(evaluation["refs"][0]), _read(evaluation["languages"])
+        result["metrics"] = scoring.exact_match(hypotheses, gold, languages)
+        result["items"] = {
+            "kind": "macro",
+            "n": len(gold),
+            "correct": [int(h == g) for h, g in zip(hypotheses, gold, strict=True)],
+            "groups": languages,
+        }
     else:
         raise ReproError(f"unknown scorer {scorer!r}")
     Path(result["hypotheses"]).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
     return result
 
 
+def _classifier_items(export: Path) -> dict:
+    """Per-item correctness of the SNLI classifier, from its attention export (in id order)."""
+    from regattn.analysis import read_export
+
+    records = sorted(read_export(export), key=lambda r: int(r["id"]))
+    return {
+        "kind": "mean",
+        "n": len(records),
+        "scores": {"accuracy": [100 * int(r["prediction"] == r["label"]) for r in records]},
+    }
+
+
 def composed_config(model: TrainedModel) -> dict:
     """The key settings of the composed training config, for the result rows."""
     if not model.config_file.is_file():
         return {}
-    cfg = OmegaConf.load(model.config_file)
+    return {**config_settings(OmegaConf.load(model.config_file)), "file": str(model.config_file)}
+
+
+def compose_settings(train_config: str, overrides: list[str]) -> dict:
+    """The settings (`config_settings`) a training run would have, composed in-process.
+
+    Composition is Hydra's compose API against fairseq's schema, as fairseq-hydra-train
+    does, so that the result equals the run's .hydra/config.yaml settings: a job's key is
+    known before it trains.
+
+    Parameters
+    ----------
+    train_config : str
+        the config name in configs/.
+    overrides : list[str]
+        the run's Hydra overrides (``hydra.*`` ones are ignored).
+
+    Returns
+    -------
+    dict
+        The settings.
+    """
+    return config_settings(compose_config(train_config, overrides))
+
+
+def compose_config(train_config: str, overrides: list[str]) -> DictConfig:
+    """A training config composed in-process, as fairseq-hydra-train composes it.
+
+    Parameters
+    ----------
+    train_config : str
+        the config name in configs/.
+    overrides : list[str]
+        Hydra overrides (``hydra.*`` ones are ignored).
+
+    Returns
+    -------
+    DictConfig
+        The composed config.
+    """
+    from fairseq.dataclass.initialize import hydra_init
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    hydra_init(train_config)
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
+            cfg = compose(
+                config_name=train_config,
+                overrides=[o for o in overrides if not o.startswith("hydra.")],
+            )
+    finally:
+        GlobalHydra.instance().clear()
+    return cfg
+
+
+def config_settings(cfg: DictConfig) -> dict:
+    """The settings of a composed training config that a row records and its key hashes.
+
+    Parameters
+    ----------
+    cfg : DictConfig
+        the composed config.
+
+    Returns
+    -------
+    dict
+        model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths).
+    """
     return {
         "model": OmegaConf.to_container(cfg.model, resolve=False),
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
@@ -462,7 +568,6 @@ def composed_config(model: TrainedModel) -> dict:
         "max_epoch": cfg.optimization.max_epoch,
         "batch_size": cfg.dataset.batch_size,
         "max_tokens": cfg.dataset.max_tokens,
-        "file": str(model.config_file),
     }
 
 
@@ -478,16 +583,68 @@ def result_rows(
     out_dir: Path,
     run_id: str,
     sweep_params: dict | None = None,
+    results_dir: Path | None = None,
+    gamma_selection: dict | None = None,
 ) -> list[dict]:
-    """Score every evaluation set of a trained model: one provenance-complete row each."""
+    """Score every evaluation set of a trained model: one provenance-complete row each.
+
+    Parameters
+    ----------
+    table : str
+        the result table.
+    experiment : DictConfig
+        the experiment (name, evaluations).
+    scale : str
+        the scale.
+    mapping : str
+        the mapping's name in the table.
+    seed : int
+        the training seed.
+    prepared : PreparedData
+        the data.
+    model : TrainedModel
+        the trained model.
+    decode_cfg : DictConfig
+        beam and batch size.
+    out_dir : Path
+        where the outputs go.
+    run_id : str
+        the rows' run id.
+    sweep_params : dict, optional
+        the swept values of a sweep job.
+    results_dir : Path, optional
+        where the per-item sidecars go (``raw/items/``); none are written without it.
+    gamma_selection : dict, optional
+        GAMMA=auto's record of the γ choice on validation.
+
+    Returns
+    -------
+    list[dict]
+        One row per evaluation set.
+
+    Raises
+    ------
+    ReproError
+        a tool failed.
+    """
+    from .rowkeys import config_sha256, data_fingerprint
+    from .significance import write_items
+
     rows = []
     config = composed_config(model)
     context = provenance()
+    fingerprint = data_fingerprint(prepared.bin_dir)
     for name, scorer in experiment.evaluations.items():
         result = evaluate(model, prepared, name, scorer, decode_cfg, out_dir)
+        items = None
+        if results_dir is not None and result.get("items"):
+            items = write_items(results_dir, run_id, name, result["items"])
         rows.append(
             {
                 "run_id": run_id,
+                "config_sha256": config_sha256(config),
+                "items": items,
+                "gamma_selection": gamma_selection,
                 "table": table,
                 "experiment": experiment.name,
                 "evaluation": name,
@@ -498,7 +655,10 @@ def result_rows(
                 "metrics": result["metrics"],
                 "signature": result.get("signature"),
                 "data_source": prepared.manifest["source"],
-                "data": {k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
+                "data": {
+                    **{k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
+                    "fingerprint": fingerprint,
+                },
                 "train": {
                     "wall_s": model.wall_s,
                     "tokens_per_s": model.tokens_per_s,

@@ -13,6 +13,7 @@ checkpoint (directories named by job number would)."""
 
 import argparse
 import itertools
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -29,7 +30,13 @@ from regattn_fairseq.experiments.common import (
 )
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
-from regattn_fairseq.experiments.results import write_outputs
+from regattn_fairseq.experiments.results import load_rows, write_outputs
+from regattn_fairseq.experiments.rowkeys import (
+    allow_dirty_from_env,
+    check_clean_tree,
+    finished_rows,
+    job_key,
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -45,6 +52,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--source", choices=["offline", "online"])
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument(
+        "--rescore", action="store_true", help="score again jobs whose rows exist (RESCORE=1)"
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="start a small/paper sweep on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
+    )
     return parser.parse_args()
 
 
@@ -76,6 +91,8 @@ def run() -> None:
     args = parse_args()
     sweep = load_config("sweep", args.sweep)
     scale = check_scale(args.scale)
+    check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
+    rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
     params = sweep.params[scale]
     check_mappings(params.attention)
     work_dir = args.work_dir.resolve()
@@ -105,13 +122,41 @@ def run() -> None:
         dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())
     ]
     print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
+    spec = table_spec(sweep)
+    results_dir = args.results_dir.resolve()
+    existing = load_rows(results_dir, spec.table)
+    todo = []
+    for job in jobs:  # a job whose rows exist (same key, same config) is not run again
+        cfg = runs.compose_config(
+            experiment.train_config,
+            [*fixed[:-1], *(f"{key}={value}" for key, value in job.items())],
+        )
+        settings = runs.config_settings(cfg)
+        key = job_key(
+            experiment.name,
+            scale,
+            prepared.manifest["source"],
+            f"{job['attention']} {sweep.axis.split('.')[-1]}={job[sweep.axis]}",
+            settings,
+            int(cfg.common.seed),
+        )
+        done = finished_rows(existing, key, list(experiment.evaluations))
+        if done and not rescore:
+            print(
+                f"[skip] {job_name(job)}: finished (config {key[-1]}, run {done[0]['run_id']}); "
+                f"--rescore / RESCORE=1 to score it again",
+                flush=True,
+            )
+        else:
+            todo.append(job)
+    if not todo:
+        print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
+        return
     for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
         runs.record_training_start(sweep_dir / job_name(job))
     run_logged(runs.train_command(experiment, overrides, multirun=True), sweep_dir / "multirun.log")
 
-    spec = table_spec(sweep)
-    results_dir = args.results_dir.resolve()
-    for job in jobs:
+    for job in todo:
         job_dir = sweep_dir / job_name(job)
         if not (job_dir / ".hydra").is_dir():
             raise ReproError(
@@ -141,6 +186,7 @@ def run() -> None:
             job_dir / "decode",
             uuid.uuid4().hex[:12],
             sweep_params=swept,
+            results_dir=results_dir,
         )
         write_outputs(results_dir, spec, rows)
         print(f"[results] {mapping}: {rows[0]['metrics']}", flush=True)

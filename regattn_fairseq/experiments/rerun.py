@@ -1,0 +1,261 @@
+"""Re-run one committed result row from the commit that trained it, and report the difference.
+
+    python scripts/rerun_row.py results/raw/nmt.jsonl 0794e89578b7 [--data-dir DIR] [--keep]
+
+The plan (`plan_rerun`) reads the row: its training commit (``train.started.git_commit``; a row
+without one cannot be re-run: "training commit unknown"), table, experiment, scale, data source,
+mapping, seed and the Hydra overrides it was trained with beyond the standard ones (e.g. a γ).
+`rerun` checks the commit out in a temporary `git worktree`, builds or copies the compiled
+kernels, runs that commit's `scripts/reproduce.py` for that one job into a fresh work and
+results folder, and reports, per evaluation and metric, the recorded value, the new value and
+their difference. Sweep rows are not supported (re-run the sweep at the commit instead); dirty
+rows are refused (their diff is not recoverable from the hash)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .common import ReproError
+from .paths import REPO_ROOT
+
+# overrides every run has (paths and the job's identity), passed again by reproduce.py
+STANDARD_KEYS = (
+    "scale/",
+    "task.data",
+    "common.user_dir",
+    "attention",
+    "common.seed",
+    "checkpoint.save_dir",
+    "hydra.",
+)
+
+
+def load_run(results_file: Path, run_id: str) -> list[dict]:
+    """The rows of one run (one per evaluation set).
+
+    Parameters
+    ----------
+    results_file : Path
+        a ``results/raw/<table>.jsonl``.
+    run_id : str
+        the run id.
+
+    Returns
+    -------
+    list of dict
+        The rows.
+
+    Raises
+    ------
+    ReproError
+        no row has that run id.
+    """
+    rows = [json.loads(line) for line in Path(results_file).read_text().splitlines() if line]
+    found = [r for r in rows if r["run_id"] == run_id]
+    if not found:
+        raise ReproError(f"no row with run_id {run_id} in {results_file}")
+    return found
+
+
+def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) -> dict:
+    """What re-running a recorded run takes: the commit and the command.
+
+    Parameters
+    ----------
+    rows : list of dict
+        the run's rows (`load_run`).
+    work_dir : Path
+        the fresh folder for the re-run's data, checkpoints and results.
+    data_dir : str, optional
+        the offline data root to pass.
+
+    Returns
+    -------
+    dict
+        ``{"commit", "table", "command" (argv, relative to the worktree), "results_file",
+        "expected": {evaluation: metrics}}``.
+
+    Raises
+    ------
+    ReproError
+        the run has no training commit, was trained or scored from a dirty tree, or is a
+        sweep row.
+    """
+    row = rows[0]
+    started = row["train"].get("started") or {}
+    if not started.get("git_commit"):
+        raise ReproError(
+            f"run {row['run_id']}: training commit unknown (the row has no train.started "
+            f"record), so it cannot be re-run from its commit"
+        )
+    if started.get("git_dirty") or row.get("git_dirty"):
+        raise ReproError(
+            f"run {row['run_id']} was trained or scored from a dirty tree (diff "
+            f"{str(started.get('git_diff_sha256') or row.get('git_diff_sha256'))[:12]}); "
+            f"the diff cannot be recovered from its hash"
+        )
+    if row.get("sweep_params"):
+        raise ReproError(
+            f"run {row['run_id']} is a sweep job: re-run `scripts/sweep.py` at commit "
+            f"{started['git_commit'][:10]} instead"
+        )
+    extra = [
+        o
+        for o in row["train"].get("overrides") or []
+        if not any(o.split("=", 1)[0].startswith(k.rstrip("/")) for k in STANDARD_KEYS)
+    ]
+    command = [
+        "scripts/reproduce.py",
+        row["table"],
+        "--scale",
+        row["scale"],
+        "--mappings",
+        row["mapping"],
+        "--seeds",
+        str(row["seed"]),
+        "--source",
+        row["data_source"],
+        "--work-dir",
+        str(work_dir),
+        "--results-dir",
+        str(work_dir / "results"),
+        *(["--data-dir", str(data_dir)] if data_dir else []),
+        *(arg for o in extra for arg in ("--override", o)),
+    ]
+    return {
+        "commit": started["git_commit"],
+        "table": row["table"],
+        "experiment": row["experiment"],
+        "command": command,
+        "results_file": work_dir / "results" / "raw" / f"{row['table']}.jsonl",
+        "expected": {r["evaluation"]: r["metrics"] for r in rows},
+    }
+
+
+def compare(expected: dict, new_rows: list[dict], experiment: str) -> list[dict]:
+    """The per-metric difference between the recorded and the re-run rows.
+
+    Parameters
+    ----------
+    expected : dict
+        evaluation -> recorded metrics.
+    new_rows : list of dict
+        the re-run's rows.
+    experiment : str
+        the recorded run's experiment (other experiments of the table are ignored).
+
+    Returns
+    -------
+    list of dict
+        ``{"evaluation", "metric", "recorded", "rerun", "difference"}`` per metric.
+    """
+    latest = {r["evaluation"]: r for r in new_rows if r["experiment"] == experiment}
+    report = []
+    for evaluation, metrics in expected.items():
+        new = latest.get(evaluation, {}).get("metrics", {})
+        for metric, value in metrics.items():
+            other = new.get(metric)
+            report.append(
+                {
+                    "evaluation": evaluation,
+                    "metric": metric,
+                    "recorded": value,
+                    "rerun": other,
+                    "difference": None if other is None else round(other - value, 4),
+                }
+            )
+    return report
+
+
+def rerun(results_file: Path, run_id: str, data_dir: str | None = None, keep: bool = False):
+    """Re-run a recorded run at its training commit (see the module docstring).
+
+    Parameters
+    ----------
+    results_file : Path
+        the raw results file.
+    run_id : str
+        the run id.
+    data_dir : str, optional
+        the offline data root.
+    keep : bool
+        keep the worktree and work folder (their path is printed).
+
+    Returns
+    -------
+    list of dict
+        `compare`'s report.
+
+    Raises
+    ------
+    ReproError
+        see `plan_rerun`; or the re-run failed.
+    """
+    from .provenance import git
+
+    rows = load_run(results_file, run_id)
+    scratch = Path(tempfile.mkdtemp(prefix=f"rerun-{run_id}-"))
+    plan = plan_rerun(rows, scratch / "work", data_dir)
+    tree = scratch / "tree"
+    git("worktree", "add", "--detach", str(tree), plan["commit"])
+    try:
+        kernels = list((REPO_ROOT / "regattn").glob("_C*.so"))
+        same_sources = (
+            subprocess.run(
+                ["git", "diff", "--quiet", plan["commit"], "HEAD", "--", "regattn/csrc"],
+                cwd=REPO_ROOT,
+            ).returncode
+            == 0
+        )
+        if kernels and same_sources:
+            for kernel in kernels:
+                shutil.copy2(kernel, tree / "regattn" / kernel.name)
+        else:
+            subprocess.run(
+                [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True
+            )
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        print(f"[rerun] {run_id} at {plan['commit'][:10]} in {tree}", flush=True)
+        done = subprocess.run([sys.executable, *plan["command"]], cwd=tree, env=env)
+        if done.returncode != 0:
+            raise ReproError(f"the re-run failed ({done.returncode}); worktree {tree}")
+        new_rows = [json.loads(line) for line in plan["results_file"].read_text().splitlines()]
+        report = compare(plan["expected"], new_rows, plan["experiment"])
+    finally:
+        if not keep:
+            git("worktree", "remove", "--force", str(tree))
+            shutil.rmtree(scratch, ignore_errors=True)
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: print the per-metric report; exit 1 if a metric differs."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results_file", type=Path)
+    parser.add_argument("run_id")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--keep", action="store_true", help="keep the worktree and work folder")
+    args = parser.parse_args(argv)
+    try:
+        report = rerun(args.results_file, args.run_id, args.data_dir, args.keep)
+    except ReproError as error:
+        sys.exit(f"error: {error}")
+    print("| evaluation | metric | recorded | re-run | difference |")
+    print("|---|---|---|---|---|")
+    for line in report:
+        print(
+            f"| {line['evaluation']} | {line['metric']} | {line['recorded']} | {line['rerun']} "
+            f"| {line['difference']} |"
+        )
+    sys.exit(0 if all(line["difference"] == 0 for line in report) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""What identifies a result row, and the checks that keep rows from being replaced silently.
+
+A row's key is (experiment, evaluation, scale, data source, mapping, the mapping's parameters
+γ/λ/p/α, seed, config hash), the config hash being the SHA-256 of the composed training config's
+settings (`runs.config_settings`: model, optimizer, lr, epochs, batch size; no paths). Rows that
+share everything but the config hash belong to the same table cell: the cell shows the config of
+the newest row, and the others are *superseded* (kept in the raw history, listed under the
+table). A job whose key already has a row is not trained or scored again unless asked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .common import ReproError
+
+MAPPING_PARAMS = ("attention_gamma", "attention_lambda", "attention_p", "attention_alpha")
+PARAM_SYMBOLS = {
+    "attention_gamma": "γ",
+    "attention_lambda": "λ",
+    "attention_p": "p",
+    "attention_alpha": "α",
+}
+# Scales that refuse a dirty work tree unless ALLOW_DIRTY=1 (smoke is a pipeline test).
+CLEAN_TREE_SCALES = ("small", "paper")
+
+
+def config_sha256(settings: dict) -> str:
+    """The hash of a composed training config's settings.
+
+    Parameters
+    ----------
+    settings : dict
+        `runs.config_settings` of the config (or a row's ``train.config``; its ``file``, a
+        path, is ignored).
+
+    Returns
+    -------
+    str
+        The first 12 hex digits of the SHA-256 of the settings as sorted JSON; ``""`` for an
+        empty config (rows with no recorded config).
+    """
+    settings = {k: v for k, v in (settings or {}).items() if k != "file"}
+    if not settings:
+        return ""
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def row_config_sha256(row: dict) -> str:
+    """A row's config hash: the recorded one, else computed from its ``train.config``.
+
+    Parameters
+    ----------
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    str
+        12 hex digits (``""`` when the row has no config).
+    """
+    return row.get("config_sha256") or config_sha256(row.get("train", {}).get("config"))
+
+
+def mapping_params(row: dict) -> dict:
+    """The attention parameters a row's model was trained with (the ones that are set).
+
+    Parameters
+    ----------
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    dict
+        e.g. ``{"attention_gamma": 4.0}``; empty for the mapping's defaults.
+    """
+    model = (row.get("train", {}).get("config") or {}).get("model") or {}
+    return {k: model[k] for k in MAPPING_PARAMS if model.get(k) is not None}
+
+
+def mapping_label(row: dict) -> str:
+    """The mapping with the parameters that are not already in its name.
+
+    Parameters
+    ----------
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    str
+        e.g. ``"sparsemax γ=4.0"``; sweep rows' mapping names already carry the swept value.
+    """
+    extra = [
+        f"{PARAM_SYMBOLS[k]}={v}"
+        for k, v in mapping_params(row).items()
+        if k not in row["mapping"]
+        and k not in (row.get("sweep_params") or {})
+        and f"model.{k}" not in (row.get("sweep_params") or {})
+    ]
+    return " ".join([row["mapping"], *extra])
+
+
+def cell_key(row: dict) -> tuple:
+    """The table cell a row belongs to: its key without the evaluation, seed and config.
+
+    Parameters
+    ----------
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    tuple
+        (experiment, scale, data source, mapping, parameters as JSON).
+    """
+    return (
+        row["experiment"],
+        row["scale"],
+        row.get("data_source"),
+        row["mapping"],
+        json.dumps(mapping_params(row), sort_keys=True),
+    )
+
+
+def row_key(row: dict) -> tuple:
+    """A row's key (see the module docstring).
+
+    Parameters
+    ----------
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    tuple
+        `cell_key` plus (evaluation, seed, config hash).
+    """
+    return (*cell_key(row), row["evaluation"], row["seed"], row_config_sha256(row))
+
+
+def job_key(
+    experiment: str, scale: str, data_source: str, mapping: str, settings: dict, seed: int
+) -> tuple:
+    """The key of a job's rows, less the evaluation, before the job runs.
+
+    Parameters
+    ----------
+    experiment, scale, data_source, mapping : str
+        as in the rows.
+    settings : dict
+        the composed config's settings (`runs.config_settings`).
+    seed : int
+        the seed.
+
+    Returns
+    -------
+    tuple
+        comparable with ``row_key(row)`` minus its evaluation.
+    """
+    model = settings.get("model") or {}
+    params = {k: model[k] for k in MAPPING_PARAMS if model.get(k) is not None}
+    return (
+        experiment,
+        scale,
+        data_source,
+        mapping,
+        json.dumps(params, sort_keys=True),
+        seed,
+        config_sha256(settings),
+    )
+
+
+def finished_rows(rows: list[dict], key: tuple, evaluations: list[str]) -> list[dict]:
+    """The newest row of each evaluation a finished job left, or [] if one is missing.
+
+    Parameters
+    ----------
+    rows : list of dict
+        the table's raw rows.
+    key : tuple
+        the job's `job_key`.
+    evaluations : list of str
+        the evaluation sets the job scores.
+
+    Returns
+    -------
+    list of dict
+        One row per evaluation when every evaluation has a row with the job's key, else [].
+    """
+    found = {}
+    for row in rows:
+        full = row_key(row)
+        if full[:5] + full[6:] == key and row["evaluation"] in evaluations:
+            found[row["evaluation"]] = row
+    return [found[e] for e in evaluations] if len(found) == len(evaluations) else []
+
+
+def split_current(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The rows a table shows, and the superseded ones.
+
+    Per cell (`cell_key`), the config of the newest row is current; per (evaluation, seed) of
+    that config, the newest row is shown. Rows of another config are superseded.
+
+    Parameters
+    ----------
+    rows : list of dict
+        every raw row, oldest first.
+
+    Returns
+    -------
+    tuple of (list of dict, list of dict)
+        The shown rows and the superseded rows, each in file order.
+    """
+    current_config = {}
+    for row in rows:
+        current_config[cell_key(row)] = row_config_sha256(row)
+    shown, superseded = {}, []
+    for row in rows:
+        if row_config_sha256(row) == current_config[cell_key(row)]:
+            shown[row_key(row)] = row
+        else:
+            superseded.append(row)
+    return list(shown.values()), superseded
+
+
+def data_fingerprint(bin_dir: Path) -> str:
+    """The SHA-256 of the binarized data and dictionaries a model trains on.
+
+    Parameters
+    ----------
+    bin_dir : Path
+        the prepared data's fairseq folder.
+
+    Returns
+    -------
+    str
+        Hex SHA-256 over the sorted (name, SHA-256) of every ``*.bin``, ``*.idx`` and
+        ``dict*.txt`` file in it.
+
+    Raises
+    ------
+    ReproError
+        the folder holds none of them.
+    """
+    files = sorted(
+        p
+        for p in Path(bin_dir).iterdir()
+        if p.is_file() and (p.suffix in (".bin", ".idx") or p.name.startswith("dict"))
+    )
+    if not files:
+        raise ReproError(f"no binarized data or dictionary in {bin_dir}")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
+def allow_dirty_from_env() -> bool:
+    """Whether ALLOW_DIRTY=1 is set.
+
+    Returns
+    -------
+    bool
+        True for ``ALLOW_DIRTY`` in 1/true/yes.
+    """
+    return os.environ.get("ALLOW_DIRTY", "").lower() in ("1", "true", "yes")
+
+
+def check_clean_tree(scale: str, allow_dirty: bool, state: dict | None = None) -> dict:
+    """Refuse to start a small or paper run on a dirty work tree.
+
+    Parameters
+    ----------
+    scale : str
+        the run's scale (smoke is exempt).
+    allow_dirty : bool
+        ALLOW_DIRTY=1 / ``--allow-dirty``: start anyway (the rows record the diff's hash and
+        the tables mark them).
+    state : dict, optional
+        `provenance.git_state()`; read when not given.
+
+    Returns
+    -------
+    dict
+        The git state.
+
+    Raises
+    ------
+    ReproError
+        the tree is dirty, the scale is small or paper and dirty runs are not allowed; or
+        git failed.
+    """
+    from .provenance import git_state
+
+    state = state or git_state()
+    if state["git_dirty"] and scale in CLEAN_TREE_SCALES and not allow_dirty:
+        raise ReproError(
+            f"the work tree differs from commit {state['git_commit'][:10]} (git status is not "
+            f"empty): a {scale}-scale result would not be reproducible from a commit. Commit "
+            f"first, or set ALLOW_DIRTY=1 (make) / --allow-dirty to record the rows as dirty "
+            f"(diff hash {str(state['git_diff_sha256'])[:12]}; the tables mark them †)."
+        )
+    return state

@@ -1,0 +1,245 @@
+"""Reproduction rigor: row keys and superseding, dirty-tree refusal, skipping finished jobs,
+paired bootstrap p-values, seeds, per-item sidecars and the re-run plan (no training here;
+the end-to-end re-run is `slow`)."""
+
+import copy
+import json
+import subprocess
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments import rerun, rowkeys, significance
+from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.reproduce import parse_args
+from regattn_fairseq.experiments.results import render_table
+
+SETTINGS = {"model": {"_name": "regattn_lstm", "attention": "sparsemax"}, "max_epoch": 3}
+
+
+def make_row(**changes) -> dict:
+    row = {
+        "run_id": "r1",
+        "table": "nmt",
+        "experiment": "multi30k_en_de",
+        "evaluation": "test2016",
+        "scale": "small",
+        "data_source": "offline",
+        "mapping": "sparsemax",
+        "sweep_params": {},
+        "seed": 1,
+        "metrics": {"bleu": 30.0},
+        "date": "2026-11-22T04:00:00+00:00",
+        "git_commit": "a" * 40,
+        "git_dirty": False,
+        "data": {"description": "multi30k"},
+        "train": {
+            "config": copy.deepcopy(SETTINGS),
+            "started": {"git_commit": "a" * 40, "git_dirty": False},
+            "epochs": 3,
+            "wall_s": 1.0,
+            "tokens_per_s": 1.0,
+            "overrides": [
+                "scale/lstm_seq2seq=small",
+                "task.data=/x",
+                "common.user_dir=/y",
+                "attention=sparsemax",
+                "common.seed=1",
+                "checkpoint.save_dir=/z",
+                "hydra.run.dir=/w",
+            ],
+        },
+    }
+    for key, value in changes.items():
+        row[key] = value
+    return row
+
+
+SPEC = OmegaConf.create(
+    {"table": "nmt", "title": "NMT", "paper_source": "none", "metrics": {"test2016": ["bleu"]}}
+)
+
+
+def test_key_has_params_seed_and_config_hash():
+    row = make_row()
+    other_config = make_row()
+    other_config["train"]["config"]["max_epoch"] = 8
+    gamma = make_row()
+    gamma["train"]["config"]["model"]["attention_gamma"] = 4.0
+    keys = {rowkeys.row_key(r) for r in (row, other_config, gamma, make_row(seed=2))}
+    assert len(keys) == 4
+    assert rowkeys.cell_key(row) == rowkeys.cell_key(other_config) != rowkeys.cell_key(gamma)
+    assert rowkeys.mapping_label(gamma) == "sparsemax γ=4.0"
+    # the hash ignores the config file's path, and a recorded hash wins
+    moved = make_row()
+    moved["train"]["config"]["file"] = "/elsewhere/config.yaml"
+    assert rowkeys.row_config_sha256(moved) == rowkeys.row_config_sha256(row)
+
+
+def test_newer_config_supersedes_and_is_listed(tmp_path):
+    old = make_row(run_id="old", metrics={"bleu": 20.0})
+    new = make_row(run_id="new", date="2026-11-23T04:00:00+00:00")
+    new["train"]["config"]["max_epoch"] = 8
+    new_seed2 = make_row(run_id="new2", seed=2, metrics={"bleu": 32.0})
+    new_seed2["train"]["config"]["max_epoch"] = 8
+    shown, superseded = rowkeys.split_current([old, new, new_seed2])
+    assert [r["run_id"] for r in shown] == ["new", "new2"]
+    assert [r["run_id"] for r in superseded] == ["old"]
+    markdown = render_table(SPEC, [old, new, new_seed2], tmp_path)
+    table_line = next(line for line in markdown.splitlines() if line.startswith("| sparsemax"))
+    assert "31.00 ± 1.41" in table_line and "| 2 | 1,2 |" in table_line
+    assert "20.00" not in table_line
+    assert "superseded: multi30k_en_de sparsemax seed 1, config" in markdown
+    assert "(3 epochs), 2026-11-22, run old" in markdown
+
+
+def test_table_marks_unknown_training_commit_dirty_rows_and_missing_p(tmp_path):
+    softmax = make_row(mapping="softmax", run_id="s")
+    softmax["train"]["config"]["model"]["attention"] = "softmax"
+    unknown = make_row(git_dirty=True, git_diff_sha256="f" * 64)
+    unknown["train"]["started"] = {}
+    markdown = render_table(SPEC, [softmax, unknown], tmp_path)
+    line = next(line for line in markdown.splitlines() if line.startswith("| sparsemax"))
+    assert "30.00†" in line and "training commit unknown" in line and "| n/a |" in line
+    assert "†: scored or trained from a work tree" in markdown
+    assert "p vs softmax: paired bootstrap" in markdown
+
+
+def test_small_and_paper_refuse_a_dirty_tree():
+    dirty = {"git_commit": "b" * 40, "git_dirty": True, "git_diff_sha256": "c" * 64}
+    for scale in ("small", "paper"):
+        with pytest.raises(ReproError, match="ALLOW_DIRTY=1"):
+            rowkeys.check_clean_tree(scale, allow_dirty=False, state=dirty)
+        assert rowkeys.check_clean_tree(scale, allow_dirty=True, state=dirty) is dirty
+    assert rowkeys.check_clean_tree("smoke", allow_dirty=False, state=dirty) is dirty
+
+
+def test_finished_job_is_found_by_its_key():
+    rows = [make_row(), make_row(evaluation="other")]
+    key = rowkeys.job_key("multi30k_en_de", "small", "offline", "sparsemax", SETTINGS, 1)
+    assert rowkeys.finished_rows(rows, key, ["test2016"]) == [rows[0]]
+    assert rowkeys.finished_rows(rows, key, ["test2016", "missing"]) == []
+    changed = {**SETTINGS, "max_epoch": 8}
+    key = rowkeys.job_key("multi30k_en_de", "small", "offline", "sparsemax", changed, 1)
+    assert rowkeys.finished_rows(rows, key, ["test2016"]) == []
+    key = rowkeys.job_key("multi30k_en_de", "small", "offline", "sparsemax", SETTINGS, 2)
+    assert rowkeys.finished_rows(rows, key, ["test2016"]) == []
+
+
+def _mean_items(values):
+    return {"kind": "mean", "n": len(values), "scores": {"rougeL": list(values)}}
+
+
+def test_bootstrap_identical_systems_give_p_one_and_a_better_system_p_small():
+    base = _mean_items([float(i % 7) for i in range(200)])
+    assert significance.paired_bootstrap(base, base, "rougeL") == 1.0
+    better = _mean_items([v + 1.0 + (i % 3) for i, v in enumerate(base["scores"]["rougeL"])])
+    assert significance.paired_bootstrap(better, base, "rougeL") < 0.01
+    # same scores in another order: a small observed difference, a large p
+    noisy = _mean_items([float((i + 3) % 7) for i in range(200)])
+    assert significance.paired_bootstrap(noisy, base, "rougeL") > 0.05
+
+
+def test_bootstrap_macro_accuracy_and_bleu():
+    groups = ["fi", "es"] * 100
+    base = {"kind": "macro", "n": 200, "correct": [i % 2 for i in range(200)], "groups": groups}
+    good = {"kind": "macro", "n": 200, "correct": [1] * 200, "groups": groups}
+    assert significance.paired_bootstrap(base, base, "accuracy") == 1.0
+    assert significance.paired_bootstrap(good, base, "accuracy") < 0.01
+    refs = [f"the cat number {i} sat on the mat today" for i in range(60)]
+    bad = [f"a dog {i} stood" for i in range(60)]
+    items = lambda hyps: {"kind": "bleu", "n": 60, "hypotheses": hyps, "references": refs}  # noqa: E731
+    assert significance.paired_bootstrap(items(bad), items(bad), "bleu") == 1.0
+    assert significance.paired_bootstrap(items(refs), items(bad), "bleu") < 0.01
+
+
+def test_sidecar_round_trip_pairs_seeds_and_checks_its_hash(tmp_path):
+    rows = []
+    for mapping, offset in (("softmax", 0.0), ("sparsemax", 2.0)):
+        for seed in (1, 2):
+            row = make_row(mapping=mapping, seed=seed, run_id=f"{mapping}{seed}")
+            items = _mean_items([float(i % 5) + offset for i in range(100)])
+            row["items"] = significance.write_items(tmp_path, row["run_id"], "test2016", items)
+            rows.append(row)
+    assert (tmp_path / "raw" / "items" / "sparsemax1-test2016.json.gz").is_file()
+    p_value = significance.p_against(tmp_path, rows[2:], rows[:2], "rougeL")
+    assert p_value is not None and p_value < 0.01
+    assert significance.p_against(tmp_path, rows[2:], [], "rougeL") is None
+    (tmp_path / rows[0]["items"]["file"]).write_bytes(b"changed")
+    with pytest.raises(ValueError, match="SHA-256"):
+        significance.read_items(tmp_path, rows[0])
+
+
+def test_seeds_and_gamma_arguments():
+    args = parse_args(["nmt", "--seeds", "1,2,3", "--gamma", "auto", "--rescore"])
+    assert args.seeds == [1, 2, 3] and args.gamma == "auto" and args.rescore
+    assert parse_args(["nmt", "--seeds", "4", "5"]).seeds == [4, 5]
+
+
+def test_make_passes_seeds_gamma_and_flags():
+    result = subprocess.run(
+        ["make", "-n", "reproduce-nmt", "SEEDS=1,2,3", "GAMMA=auto", "RESCORE=1", "ALLOW_DIRTY=1"],
+        capture_output=True,
+        text=True,
+        cwd=rowkeys.__file__.rsplit("/regattn_fairseq/", 1)[0],
+    )
+    assert "--seeds 1,2,3" in result.stdout and "--gamma auto" in result.stdout
+    assert "--rescore" in result.stdout and "--allow-dirty" in result.stdout
+
+
+def test_rerun_plan(tmp_path):
+    row = make_row()
+    row["train"]["overrides"].append("model.attention_gamma=4.0")
+    plan = rerun.plan_rerun([row], tmp_path, data_dir="/data")
+    assert plan["commit"] == "a" * 40
+    command = plan["command"]
+    assert command[:2] == ["scripts/reproduce.py", "nmt"]
+    assert command[command.index("--seeds") + 1] == "1"
+    assert command[command.index("--override") + 1] == "model.attention_gamma=4.0"
+    assert command.count("--override") == 1  # paths and identity are passed again, not copied
+    assert plan["expected"] == {"test2016": {"bleu": 30.0}}
+    report = rerun.compare(plan["expected"], [make_row(metrics={"bleu": 30.5})], row["experiment"])
+    assert report == [
+        {
+            "evaluation": "test2016",
+            "metric": "bleu",
+            "recorded": 30.0,
+            "rerun": 30.5,
+            "difference": 0.5,
+        }
+    ]
+    unknown = make_row()
+    unknown["train"]["started"] = {}
+    with pytest.raises(ReproError, match="training commit unknown"):
+        rerun.plan_rerun([unknown], tmp_path)
+    with pytest.raises(ReproError, match="dirty"):
+        rerun.plan_rerun([make_row(git_dirty=True)], tmp_path)
+
+
+@pytest.mark.slow
+def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
+    """Run a smoke table in a clone at HEAD, then re-run its row from that commit: zero
+    difference (deterministic CPU run)."""
+    from regattn_fairseq.experiments.paths import REPO_ROOT
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO_ROOT), str(clone)], check=True)
+    for kernel in (REPO_ROOT / "regattn").glob("_C*.so"):
+        (clone / "regattn" / kernel.name).write_bytes(kernel.read_bytes())
+    env = {"PYTHONPATH": str(clone), "PATH": subprocess.os.environ["PATH"]}
+    python = subprocess.os.sys.executable
+    results = tmp_path / "results"
+    subprocess.run(
+        [python, "scripts/reproduce.py", "inflection", "--scale", "smoke", "--mappings",
+         "softmax", "--data-dir", str(shared_data), "--work-dir", str(tmp_path / "work"),
+         "--results-dir", str(results)],
+        cwd=clone, env=env, check=True,
+    )  # fmt: skip
+    [row] = [json.loads(line) for line in (results / "raw" / "inflection.jsonl").open()]
+    done = subprocess.run(
+        [python, "scripts/rerun_row.py", str(results / "raw" / "inflection.jsonl"),
+         row["run_id"], "--data-dir", str(shared_data)],
+        cwd=clone, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "| test | accuracy |" in done.stdout and "| 0.0 |" in done.stdout

@@ -10,6 +10,11 @@ Every mapping takes `empty="error"` (a row with no unmasked position is a ValueE
 `empty="zero"` (such a row gets zeros and zero gradient), and computes on each row minus its
 max over the unmasked positions (it is invariant to that shift), so that its accuracy is set
 by the spread of the scores, not by their magnitude.
+
+Backends (see _kernels.py): CUDA tensors go through Triton kernels, CPU tensors through the
+compiled C++ kernels, anything else (or a missing backend, with one warning) through pure
+torch; `with mappings.backend("triton" | "cpu" | "reference"):` forces one, and
+`mappings.sync_checks()` makes the Triton path's validation errors synchronous ValueErrors.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import inspect
 
 from torch import nn
 
-from ._kernels import torch_reference
+from ._kernels import BACKENDS, backend, sync_checks, torch_reference
 from .entmax import Entmax, entmax
 from .fused import Fusedmax, fusedmax, prox_tv1d
 from .oscar import Oscarmax, oscarmax, prox_pairwise_max
@@ -137,6 +142,9 @@ __all__ = [
     "prox_tv1d",
     "prox_pairwise_max",
     "torch_reference",
+    "backend",
+    "BACKENDS",
+    "sync_checks",
     "Softmax",
     "Sparsemax",
     "SqPnormMax",

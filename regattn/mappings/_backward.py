@@ -14,7 +14,7 @@ reference (and the path for other devices).
 
 import torch
 
-from ._kernels import kernels, use_kernels
+from ._kernels import backend_for, kernels, triton_kernels
 
 _NO_ALPHA = torch.empty(0)
 _NO_GROUP = torch.empty(0, dtype=torch.int32)
@@ -31,7 +31,11 @@ def sparse_vjp(
     group are (rows, d).
     """
     grad = grad.contiguous()
-    if use_kernels(y):
+    path = backend_for(y)
+    if path == "triton":
+        out = triton_kernels().support_vjp(y, grad, alpha)
+        return out if group is None else group_mean_reference(out, group)
+    if path == "cpu":
         per_row = isinstance(alpha, torch.Tensor)
         return kernels.sparse_jvp_rows(
             y,

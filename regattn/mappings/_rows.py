@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._kernels import use_kernels
+from ._kernels import backend_for, triton_kernels
 
 
 def check_positive(name: str, value: float) -> None:
@@ -129,7 +129,7 @@ def to_rows(
     scores: torch.Tensor,
     dim: int,
     mask: torch.Tensor | None,
-    kernel: bool = False,
+    kernel: bool | str = False,
     shift: bool = True,
     empty: str = "error",
     gamma: float = 1.0,
@@ -140,7 +140,10 @@ def to_rows(
     unmasked scores and, with `shift` (the mappings, which compute on (x - max) / gamma), on a
     row whose (max - min) / gamma overflows. With `kernel`, the checks and the shift are left to
     the compiled kernel where one will run (CPU): it makes them as it reads the scores, with
-    the same errors, which saves passes over memory.
+    the same errors, which saves passes over memory. `kernel` may also name the one backend
+    that has a kernel for the mapping ("cpu" or "triton"). On the Triton backend nothing here
+    reads the device: the kernels validate the rows and a row with no unmasked position is
+    asserted asynchronously (see _triton.py), so no host-device synchronization happens.
     """
     if not isinstance(scores, torch.Tensor):
         raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
@@ -176,13 +179,20 @@ def to_rows(
     if x.dtype != dtype:
         x = x.to(dtype)
     x = x.contiguous()
-    check = not (kernel and use_kernels(x))
+    path = backend_for(x)
+    runs = path != "reference" and kernel in (True, path)
+    check = not runs
     m = (
         None
         if mask is None
         else (mask if last else mask.movedim(dim, -1)).reshape(rows, d).contiguous()
     )
     keep = None
+    if runs and path == "triton":
+        # no synchronization: the kernel gives rows with no unmasked position zeros
+        if m is not None and empty == "error":
+            triton_kernels().assert_no_empty_row(m)
+        return Rows(x, m, layout, None, rows)
     if d == 0:  # empty="zero": every row is empty
         keep = torch.zeros(0, dtype=torch.long, device=x.device)
         x, m = x[:0], None

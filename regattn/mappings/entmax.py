@@ -27,7 +27,7 @@ import math
 import torch
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg, use_kernels
+from ._kernels import backend_for, kernels, mask_arg, triton_kernels, use_kernels
 from ._module import MappingModule
 from ._rows import bisect_threshold, to_rows
 from .simplex import SparsemaxFunction, softmax
@@ -35,8 +35,11 @@ from .simplex import SparsemaxFunction, softmax
 
 def entmax15_rows(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Exact 1.5-entmax of each row of a (rows, d) tensor over its unmasked positions."""
-    if use_kernels(x):
+    path = backend_for(x)
+    if path == "cpu":
         return kernels.entmax15_rows(x, mask_arg(mask))
+    if path == "triton":
+        return triton_kernels().entmax15_rows(x, mask)
     return entmax15_rows_by_sort(x, mask)
 
 
@@ -65,10 +68,14 @@ def entmax_threshold_rows(
     x: torch.Tensor, mask: torch.Tensor | None, alpha: torch.Tensor
 ) -> torch.Tensor:
     """alpha-entmax of each row, alpha (rows, 1) with every entry > 1: the kernel's
-    safeguarded Halley/Newton iteration on CPU, the torch reference (bisection) elsewhere.
+    safeguarded Halley/Newton iteration on CPU, bisection in the Triton kernel (CUDA; it
+    flags alpha <= 1 without a synchronization), the torch reference (bisection) elsewhere.
     """
-    if use_kernels(x):
+    path = backend_for(x)
+    if path == "cpu":
         return kernels.entmax_halley_rows(x, mask_arg(mask), alpha.reshape(-1).contiguous())
+    if path == "triton":
+        return triton_kernels().entmax_rows(x, mask, alpha)
     return entmax_rows_by_bisection(x, mask, alpha)
 
 
@@ -157,9 +164,14 @@ class EntmaxFunction(torch.autograd.Function):
         return grad_x, None, grad_alpha
 
 
-def check_alpha(alpha) -> None:
-    """Raises ValueError unless alpha is a number >= 1 or a tensor > 1 everywhere."""
+def check_alpha(alpha, device_check: bool = True) -> None:
+    """Raises ValueError unless alpha is a number >= 1 or a tensor > 1 everywhere (with
+    device_check False a tensor's values are left to the Triton kernel, which flags them
+    without a host-device synchronization).
+    """
     if isinstance(alpha, torch.Tensor):
+        if not device_check:
+            return
         if torch.isnan(alpha).any() or (alpha <= 1).any():
             raise ValueError(
                 "a tensor alpha must be > 1 everywhere (alpha=1 is softmax: pass "
@@ -186,6 +198,14 @@ def _alpha_rows(
     return (
         alpha.to(device=x.device, dtype=x.dtype).expand(row_shape).movedim(dim, -1).reshape(-1, 1)
     )
+
+
+def _triton_path(scores, alpha) -> bool:
+    """Whether alpha's values will be checked by the Triton kernel (so not on the host)."""
+    if not isinstance(alpha, torch.Tensor) or not isinstance(scores, torch.Tensor):
+        return False
+    d = scores.shape[-1] if scores.dim() else 0
+    return backend_for(scores.new_empty((0, d))) == "triton"
 
 
 def entmax(
@@ -230,7 +250,7 @@ def entmax(
         is not bool or does not broadcast, an empty `dim` or row (with empty="error"), NaN
         or infinite unmasked scores, or a row whose max - min overflows the dtype.
     """
-    check_alpha(alpha)
+    check_alpha(alpha, device_check=not _triton_path(scores, alpha))
     if not isinstance(alpha, torch.Tensor):
         if alpha == 1:
             return softmax(scores, dim, mask, empty=empty)

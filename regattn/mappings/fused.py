@@ -175,7 +175,7 @@ def prox_tv1d(
         on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
     """
     check_nonnegative("lam", lam)
-    rows = to_rows(x, dim, mask, kernel=True, shift=False)
+    rows = to_rows(x, dim, mask, kernel="cpu", shift=False)
     return rows.apply(lambda r, m: prox_tv1d_rows(r, m, lam)[0])
 
 
@@ -259,7 +259,7 @@ def fusedmax(
         max - min overflows the dtype.
     """
     check_fusedmax(gamma, lam)
-    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
+    rows = to_rows(scores, dim, mask, kernel="cpu", empty=empty, gamma=gamma)
     return rows.apply(lambda x, m: FusedmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 

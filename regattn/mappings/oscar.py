@@ -110,7 +110,7 @@ def prox_pairwise_max(
         on a bad lam or mask, an empty `dim` or row, or non-finite unmasked values.
     """
     check_nonnegative("lam", lam)
-    rows = to_rows(x, dim, mask, kernel=True, shift=False)
+    rows = to_rows(x, dim, mask, kernel="cpu", shift=False)
     return rows.apply(lambda r, m: prox_pairwise_max_rows(r, m, lam)[0])
 
 
@@ -196,7 +196,7 @@ def oscarmax(
         max - min overflows the dtype.
     """
     check_oscarmax(gamma, lam)
-    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
+    rows = to_rows(scores, dim, mask, kernel="cpu", empty=empty, gamma=gamma)
     return rows.apply(lambda x, m: OscarmaxFunction.apply(x, m, float(gamma), float(lam)))
 
 

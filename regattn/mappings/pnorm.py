@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ._kernels import kernels, mask_arg, use_kernels
+from ._kernels import backend_for, kernels, mask_arg, triton_kernels
 from ._module import MappingModule
 from ._rows import bisect_threshold, check_positive, to_rows
 
@@ -38,8 +38,11 @@ def sq_pnorm_max_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, 
     """sq-pnorm-max of each row of a (rows, d) tensor over its unmasked positions: the
     kernel's safeguarded Newton iteration on CPU, the torch reference (bisection) elsewhere.
     """
-    if use_kernels(x):
+    path = backend_for(x)
+    if path == "cpu":
         return kernels.sq_pnorm_max_rows(x, mask_arg(mask), float(gamma), float(p))
+    if path == "triton":
+        return triton_kernels().sq_pnorm_max_rows(x, mask, float(gamma), float(p))
     return sq_pnorm_max_rows_by_bisection(x, mask, gamma, p)
 
 
@@ -77,8 +80,11 @@ def sq_pnorm_max_jvp(y: torch.Tensor, v: torch.Tensor, gamma: float, p: float) -
     """J v for y = sq_pnorm_max(x), y and v (rows, d); J is symmetric. Compiled kernel on
     CPU, the torch reference elsewhere.
     """
-    if use_kernels(y):
+    path = backend_for(y)
+    if path == "cpu":
         return kernels.sq_pnorm_max_jvp_rows(y, v.contiguous(), float(gamma), float(p))
+    if path == "triton":
+        return triton_kernels().sq_pnorm_max_jvp(y, v, float(gamma), float(p))
     return sq_pnorm_max_jvp_reference(y, v, gamma, p)
 
 

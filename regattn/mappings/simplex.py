@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg, use_kernels
+from ._kernels import backend_for, kernels, mask_arg, triton_kernels
 from ._module import MappingModule
 from ._rows import check_positive, to_rows, unscale
 
@@ -21,10 +21,14 @@ from ._rows import check_positive, to_rows, unscale
 def sparsemax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float) -> torch.Tensor:
     """P_simplex(x / gamma) of each row of a (rows, d) tensor over its unmasked positions
     (masked positions get 0): the compiled kernel on CPU (which shifts each row to a max of
-    0 as it reads it), else the sort-based reference on x as given (to_rows shifted it).
+    0 as it reads it), the Triton kernel on CUDA (which does the same), else the sort-based
+    reference on x as given (to_rows shifted it).
     """
-    if use_kernels(x):
+    path = backend_for(x)
+    if path == "cpu":
         return kernels.sparsemax_rows(x, mask_arg(mask), float(gamma))
+    if path == "triton":
+        return triton_kernels().sparsemax_rows(x, mask, float(gamma))
     return project_simplex_rows_by_sort(unscale(x, gamma), mask)
 
 
@@ -60,6 +64,24 @@ class SparsemaxFunction(torch.autograd.Function):
         """The vector-Jacobian product: the support Jacobian, scaled by 1/gamma."""
         (y,) = ctx.saved_tensors
         return unscale(sparse_vjp(y, grad), ctx.gamma), None, None
+
+
+class TritonSoftmaxFunction(torch.autograd.Function):
+    """softmax on (rows, d) by the Triton kernel (which shifts and validates each row)."""
+
+    @staticmethod
+    def forward(ctx, x, mask, gamma: float):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
+        y = triton_kernels().softmax_rows(x, mask, gamma)
+        ctx.save_for_backward(y)
+        ctx.gamma = gamma
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        """The vector-Jacobian product (diag(y) - y y^T) grad / gamma, in torch ops."""
+        (y,) = ctx.saved_tensors
+        return unscale(y * (grad - (y * grad).sum(-1, keepdim=True)), ctx.gamma), None, None
 
 
 def check_gamma(gamma: float) -> None:
@@ -107,9 +129,11 @@ def softmax(
         max - min overflows the dtype.
     """
     check_gamma(gamma)
-    rows = to_rows(scores, dim, mask, empty=empty, gamma=gamma)
+    rows = to_rows(scores, dim, mask, kernel="triton", empty=empty, gamma=gamma)
 
     def fn(x, m):
+        if backend_for(x) == "triton":
+            return TritonSoftmaxFunction.apply(x, m, float(gamma))
         # x is shifted to a max of 0 (to_rows), so x / gamma is exact to the scores' spread
         if m is not None:
             x = x.masked_fill(~m, float("-inf"))

@@ -93,12 +93,14 @@ def _local_max(v: torch.Tensor, reg: str, gamma: float) -> tuple[torch.Tensor, t
     only -inf has value -inf and p = 0.
     """
     vmax = v.amax(-1, keepdim=True)
-    live = torch.isfinite(vmax)
+    live = vmax > -math.inf
     shift = torch.where(live, vmax, 0.0)
     z = (v - shift) / gamma  # max 0, -inf kept
     if reg == "entropy":
-        value = gamma * torch.logsumexp(z, -1)
-        p = torch.where(live, torch.softmax(z, -1), 0.0)
+        e = z.exp_()
+        total = e.sum(-1, keepdim=True)  # >= 1 on live rows, 0 on dead ones
+        p = e.div_(total.clamp_min(1.0))
+        value = torch.where(live, gamma * total.log(), -math.inf).squeeze(-1)
     else:
         p = _project_simplex(z)
         vz = torch.where(p > 0, v - shift, 0.0)
@@ -120,20 +122,48 @@ def _local_jvp(p: torch.Tensor, z: torch.Tensor, reg: str, gamma: float) -> torc
 
 
 def _viterbi_forward(theta, valid, reg, gamma):
+    """Returns the value, the values V_0..V_T (batch, T+1, S), and for l2 the local argmax
+    distributions Q (batch, T, S, S) (None for the entropy: recomputed from V by
+    `_entropy_q`) and the final one q (batch, S).
+    """
     batch, steps, states, _ = theta.shape
     v = theta.new_zeros(batch, states)
-    q_all = theta.new_empty(batch, steps, states, states)
+    v_all = theta.new_empty(batch, steps + 1, states)
+    v_all[:, 0] = v
+    q_all = theta.new_empty(batch, steps, states, states) if reg == "l2" else None
     eye = torch.eye(states, dtype=theta.dtype, device=theta.device)
     for t in range(steps):
-        vt, qt = _local_max(theta[:, t] + v[:, None, :], reg, gamma)
+        arg = theta[:, t] + v[:, None, :]
+        if reg == "entropy":  # the value alone: 3 ops per step
+            vt = gamma * torch.logsumexp(arg / gamma, -1) if gamma != 1 else arg.logsumexp(-1)
+        else:
+            vt, qt = _local_max(arg, reg, gamma)
         if valid is not None:  # frozen past the end: V_t = V_{t-1}, Q_t = identity
             keep = valid[:, t]
             vt = torch.where(keep[:, None], vt, v)
-            qt = torch.where(keep[:, None, None], qt, eye)
+            if reg == "l2":
+                qt = torch.where(keep[:, None, None], qt, eye)
         v = vt
-        q_all[:, t] = qt
+        v_all[:, t + 1] = v
+        if reg == "l2":
+            q_all[:, t] = qt
     value, q_final = _local_max(v, reg, gamma)
-    return value, q_all, q_final
+    return value, v_all, q_all, q_final
+
+
+def _entropy_q(theta, v_all, valid, gamma):
+    """Q_t[i, j] = exp((theta[t-1, i, j] + V_{t-1}(j) - V_t(i)) / gamma) for all t at once:
+    the softmax of node (t, i), whose log-normaliser is V_t(i). Rows of unreachable nodes
+    (V_t(i) = -inf) get 0; steps past the end get the identity.
+    """
+    prev, cur = v_all[:, :-1, None, :], v_all[:, 1:, :, None]
+    live = cur > -math.inf
+    q = torch.exp((theta + prev - torch.where(live, cur, 0.0)) / gamma)
+    q = torch.where(live, q, 0.0)
+    if valid is not None:
+        eye = torch.eye(theta.shape[-1], dtype=theta.dtype, device=theta.device)
+        q = torch.where(valid[:, :, None, None], q, eye)
+    return q
 
 
 def _viterbi_marginals(q_all, q_final, valid):
@@ -174,20 +204,28 @@ def _viterbi_hvp(z, q_all, q_final, mass, valid, reg, gamma):
 
 
 class ViterbiFunction(torch.autograd.Function):
-    """Smoothed Viterbi value; its backward is `ViterbiGradFunction` (double-differentiable)."""
+    """Smoothed Viterbi value; its backward is `ViterbiGradFunction` (double-differentiable).
+
+    The forward saves the node values V (entropy: the softmax weights Q are recomputed from
+    them in one vectorised op in the backward) or the local sparsemax distributions Q (l2).
+    """
 
     @staticmethod
     def forward(ctx, theta, valid, reg: str, gamma: float):
-        """The forward recursion; saves the local argmax distributions Q and q."""
-        value, q_all, q_final = _viterbi_forward(theta.detach(), valid, reg, gamma)
-        ctx.save_for_backward(theta, q_all, q_final)
+        """The forward recursion; saves V (entropy) or Q (l2), and the final q."""
+        value, v_all, q_all, q_final = _viterbi_forward(theta.detach(), valid, reg, gamma)
+        ctx.save_for_backward(theta, v_all if q_all is None else q_all, q_final)
         ctx.valid, ctx.reg, ctx.gamma = valid, reg, gamma
         return value
 
     @staticmethod
     def backward(ctx, grad):
         """The reverse sweep: grad times the expected transition marginals."""
-        theta, q_all, q_final = ctx.saved_tensors
+        theta, saved, q_final = ctx.saved_tensors
+        if ctx.reg == "entropy":
+            q_all = _entropy_q(theta.detach(), saved, ctx.valid, ctx.gamma)
+        else:
+            q_all = saved
         out = ViterbiGradFunction.apply(theta, grad, q_all, q_final, ctx.valid, ctx.reg, ctx.gamma)
         return out, None, None, None
 

@@ -1,0 +1,10 @@
+#!/usr/bin/env python
+"""Time the smoothed Viterbi of regattn.dp against autograd through the recursion and a hard
+Viterbi forward.
+
+Entry point; the code and its full documentation: regattn_fairseq.benchmarks.dp_speed."""
+
+from regattn_fairseq.benchmarks.dp_speed import main
+
+if __name__ == "__main__":
+    main()

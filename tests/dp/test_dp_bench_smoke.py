@@ -1,0 +1,41 @@
+"""bench/bench_dp.py --quick runs and writes its tables; timings are never asserted."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from regattn import dp
+from regattn_fairseq.benchmarks.dp_speed import autograd_viterbi
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def test_autograd_baseline_is_the_same_function():
+    theta = torch.randn(2, 4, 3, 3, dtype=torch.float64, requires_grad=True)
+    for reg in ("entropy", "l2"):
+        ours = dp.viterbi(theta, reg=reg, gamma=0.5)
+        base = autograd_viterbi(theta, reg=reg, gamma=0.5)
+        torch.testing.assert_close(ours, base)
+        torch.testing.assert_close(
+            torch.autograd.grad(ours.sum(), theta)[0], torch.autograd.grad(base.sum(), theta)[0]
+        )
+
+
+def test_dp_bench_quick(tmp_path):
+    cmd = [sys.executable, str(BENCH / "bench_dp.py"), "--quick", "--out-dir", str(tmp_path)]
+    cmd += ["--lengths", "3", "--states", "4", "--batch", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    run = json.loads((tmp_path / "dp_cpu.json").read_text())["runs"][-1]
+    assert run["args"]["quick"] and run["args"]["lengths"] == [3]
+    assert {(r["method"], r["mode"]) for r in run["results"]} >= {
+        ("hard viterbi (decode)", "fwd"),
+        ("regattn.dp.viterbi (l2)", "fwd+bwd"),
+        ("autograd through the recursion (entropy)", "fwd+bwd"),
+    }
+    text = (tmp_path / "dp_cpu.md").read_text()
+    assert "| regattn.dp.viterbi (entropy) | fwd+bwd |" in text
+    assert "fwd+bwd / hard fwd" in text

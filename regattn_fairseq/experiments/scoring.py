@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from . import rouge as rouge_module
 from .rouge import ROUGE_TYPES, truncate_bytes
+from .rouge import signature as rouge_signature  # the settings string beside `rouge` scores
 
 __all__ = [
     "ROUGE_TYPES",
@@ -70,27 +71,6 @@ def rouge(
     _check_aligned(hypotheses, references)
     scores = rouge_module.corpus_scores(hypotheses, references, truncate)
     return {rouge_type: round(values[measure], 2) for rouge_type, values in scores.items()}
-
-
-def rouge_signature(measure: str, truncate: int | None, n_references: int) -> str:
-    """The settings string to print and record beside `rouge` scores.
-
-    Parameters
-    ----------
-    measure : str
-        ``fmeasure``, ``recall`` or ``precision``.
-    truncate : int, optional
-        the byte limit, if any.
-    n_references : int
-        references per item.
-
-    Returns
-    -------
-    str
-        e.g. ``"ROUGE-1.5.5-compatible -m -n 2 -w 1.2 -b 75 -a, recall, 4 refs,
-        regattn scorer v2"`` (one line).
-    """
-    return rouge_module.signature(measure, truncate, n_references)
 
 
 def accuracy(predictions: list[str], gold: list[str]) -> dict:

@@ -55,7 +55,8 @@ def mask_arg(mask):
     return mask if mask is not None else _NO_TENSOR
 
 
-def _warn_once(key: str, message: str) -> None:
+def warn_once(key: str, message: str) -> None:
+    """Warns (RuntimeWarning) the first time `key` is seen in this process."""
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuntimeWarning, stacklevel=4)
@@ -91,7 +92,7 @@ def _triton_runs(x: torch.Tensor) -> bool:
 
 def _too_long(x: torch.Tensor) -> bool:
     if x.dim() > 0 and x.shape[-1] > TRITON_MAX_D:
-        _warn_once(
+        warn_once(
             "long",
             f"rows longer than {TRITON_MAX_D} positions do not fit the Triton kernels' one "
             "block per row; they take the pure-torch reference path (exact, slower, and it "
@@ -150,7 +151,7 @@ def backend_for(x: torch.Tensor) -> str:
         return "cpu" if kernels is not None else "reference"
     if device == "cuda":
         if triton_kernels() is None:
-            _warn_once(
+            warn_once(
                 "triton",
                 f"triton is not importable ({_triton_error}); mappings on CUDA tensors take the "
                 "pure-torch reference path (exact, slower, and it synchronizes with the device "
@@ -158,7 +159,7 @@ def backend_for(x: torch.Tensor) -> str:
             )
             return "reference"
         return "reference" if _too_long(x) else "triton"
-    _warn_once(
+    warn_once(
         f"device:{device}",
         f"regattn has no kernel for {device} tensors (Triton kernels run on CUDA, the compiled "
         "kernels on CPU); mappings on them take the pure-torch reference path",

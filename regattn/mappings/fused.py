@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg, use_kernels
+from ._kernels import backend_for, kernels, mask_arg, use_kernels, warn_once
 from ._module import MappingModule
 from ._rows import (
     check_nonnegative,
@@ -184,6 +184,12 @@ def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     over the unmasked positions and the prox's segments. One kernel call on CPU (which shifts
     each row to a max of 0 as it reads it); the torch reference on x as given elsewhere.
     """
+    if backend_for(x) == "triton":
+        warn_once(
+            "no-triton-fusedmax",
+            "fusedmax has no Triton kernel yet: on CUDA it takes the pure-torch reference path "
+            "(exact, slower, and it synchronizes with the device to validate the scores)",
+        )
     if use_kernels(x):
         return tuple(kernels.fusedmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
     z, segment = prox_tv1d_rows_reference(unscale(x, gamma), mask, lam)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ._backward import sparse_vjp
-from ._kernels import kernels, mask_arg, use_kernels
+from ._kernels import backend_for, kernels, mask_arg, use_kernels, warn_once
 from ._module import MappingModule
 from ._rows import check_nonnegative, check_positive, to_rows, unscale
 from .simplex import project_simplex_rows_by_sort
@@ -121,6 +121,12 @@ def oscarmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     as it reads it and sorts only the few scores that can reach the support (oscarmax_row in
     csrc/row_algorithms.h); the torch reference on x as given elsewhere.
     """
+    if backend_for(x) == "triton":
+        warn_once(
+            "no-triton-oscarmax",
+            "oscarmax has no Triton kernel yet: on CUDA it takes the pure-torch reference path "
+            "(exact, slower, and it synchronizes with the device to validate the scores)",
+        )
     if use_kernels(x):
         return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
     z, cluster = prox_pairwise_max_rows_reference(unscale(x, gamma), mask, lam)

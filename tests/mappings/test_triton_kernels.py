@@ -20,7 +20,9 @@ from regattn.mappings import _kernels  # noqa: E402
 
 # the interpreter evaluates both branches of tl.where in numpy
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:divide by zero:RuntimeWarning", "ignore:invalid value:RuntimeWarning"
+    "ignore:divide by zero:RuntimeWarning",
+    "ignore:invalid value:RuntimeWarning",
+    "ignore:overflow encountered:RuntimeWarning",
 )
 
 if not _kernels.triton_interpreting():

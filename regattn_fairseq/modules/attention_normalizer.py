@@ -23,6 +23,17 @@ def alpha_logit_for(alpha: float) -> float:
     return math.log(s / (1 - s))
 
 
+def offloaded(normalize, scores: torch.Tensor, mask: Optional[torch.Tensor], device):
+    """normalize(scores, mask) computed on `device` (--attention-device cpu: the paper ran
+    its sort-based mappings on the CPU inside GPU training), the result copied back to the
+    scores' device. The copies are differentiable: gradients flow back to `scores` (and to
+    anything `normalize` closes over, e.g. a learned alpha) on their own device.
+    """
+    device = torch.device(device)
+    probs = normalize(scores.to(device), None if mask is None else mask.to(device))
+    return probs.to(scores.device)
+
+
 class AttentionNormalizer(nn.Module):
     """Applies the mapping of `spec` over the last dim of scores, removing masked positions
     (mask True = may receive attention). With a learned alpha the scores must be laid out as
@@ -59,9 +70,7 @@ class AttentionNormalizer(nn.Module):
 
     def forward(self, scores: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         if self.spec.device == "cpu" and scores.device.type != "cpu":
-            # the paper ran sort-based mappings on the CPU inside GPU training
-            probs = self._normalize(scores.cpu(), None if mask is None else mask.cpu())
-            return probs.to(scores.device)
+            return offloaded(self._normalize, scores, mask, "cpu")
         return self._normalize(scores, mask)
 
     def extra_repr(self):

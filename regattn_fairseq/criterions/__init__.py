@@ -1,1 +1,1 @@
-from . import regattn_snli_cross_entropy  # noqa: F401  (registration)
+from . import regattn_ner_dp, regattn_snli_cross_entropy  # noqa: F401  (registration)

@@ -1,1 +1,1 @@
-from . import regattn_snli  # noqa: F401  (registration)
+from . import regattn_ner, regattn_snli  # noqa: F401  (registration)

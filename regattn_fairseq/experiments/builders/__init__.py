@@ -13,13 +13,14 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..common import ReproError
-from . import inflection, snli, summarization, translation
+from . import inflection, ner, snli, summarization, translation
 
 BUILDERS: dict[str, ModuleType] = {
     "translation": translation,
     "summarization": summarization,
     "snli": snli,
     "inflection": inflection,
+    "ner": ner,
 }
 
 

@@ -13,6 +13,11 @@ markdown table results/bench/mappings_cpu.md is regenerated from the latest full
     python bench/bench_mappings.py                  # the three attention shapes of issue #2
     python bench/bench_mappings.py --quick          # small shapes, short timings (smoke test)
     python bench/bench_mappings.py --shapes 2048x64 --repeats 5 --min-run-time 0.5
+    python bench/bench_mappings.py --device cuda    # the Triton kernels at fairseq shapes
+
+With --device cuda the default shapes are CUDA_SHAPES and the mappings run their Triton
+kernels (torch.utils.benchmark synchronizes around each timed block); without a CUDA device it
+exits with a message.
 """
 
 from __future__ import annotations
@@ -31,7 +36,21 @@ from .run_record import append_run, commit_label, environment
 
 DEFAULT_SHAPES = "4096x50,16384x30,1024x400"
 QUICK_SHAPES = "256x50,128x400"
+# --device cuda: fairseq shapes, rows = batch * heads * queries in {64k, 1M}, d in {32, 128, 512}
+CUDA_SHAPES = "65536x32,65536x128,65536x512,1048576x32,1048576x128,1048576x512"
 BASELINE = "torch.softmax"
+
+
+def require_device(device: str) -> torch.device:
+    """torch.device(device), or SystemExit with a clear message if it is "cuda" and no CUDA
+    device is usable (these benchmarks cannot run their GPU shapes on a CPU)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(
+            "--device cuda: no CUDA device is available (torch.cuda.is_available() is False; "
+            f"torch {torch.__version__}, CUDA build: {torch.version.cuda}); run on a GPU "
+            "machine or use --device cpu"
+        )
+    return torch.device(device)
 
 
 def regattn_methods():
@@ -225,14 +244,22 @@ def main():
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help=f"cuda: the Triton kernels, default shapes {CUDA_SHAPES}",
+    )
     args = parser.parse_args()
+    require_device(args.device)
     if args.quick:
         args.repeats, args.min_run_time = 1, 0.05
-    shapes = _parse_shapes(args.shapes or (QUICK_SHAPES if args.quick else DEFAULT_SHAPES))
+    default = CUDA_SHAPES if args.device == "cuda" else DEFAULT_SHAPES
+    shapes = _parse_shapes(args.shapes or (QUICK_SHAPES if args.quick else default))
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = args.device
     env = environment()
     results, notes = run(shapes, args.repeats, args.min_run_time, args.seed, device)
     record = {
@@ -242,6 +269,7 @@ def main():
             "min_run_time": args.min_run_time,
             "quick": args.quick,
             "seed": args.seed,
+            "device": device,
         },
         "env": environment(before=env),
         "notes": notes,

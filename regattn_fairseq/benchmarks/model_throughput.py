@@ -34,6 +34,7 @@ from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
 
+from .mapping_speed import require_device
 from .run_record import append_run, commit_label, environment
 
 VOCAB = 8000
@@ -135,6 +136,18 @@ def synthetic_batch(dictionary, batch: int, src: int, tgt: int, generator: torch
     }
 
 
+def to_device(batch: dict, device: torch.device) -> dict:
+    """The batch with its tensors on `device`."""
+    return {
+        k: to_device(v, device)
+        if isinstance(v, dict)
+        else v.to(device)
+        if isinstance(v, torch.Tensor)
+        else v
+        for k, v in batch.items()
+    }
+
+
 def make_step(model, batch: dict, pad: int):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     model.train()
@@ -154,7 +167,11 @@ def make_step(model, batch: dict, pad: int):
     return step
 
 
-def run(models: list[str], steps: int, repeats: int, seed: int, data_dir: Path) -> list[dict]:
+def run(
+    models: list[str], steps: int, repeats: int, seed: int, data_dir: Path, device: str = "cpu"
+) -> list[dict]:
+    device = require_device(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     results = []
     for model_name in models:
         spec = MODELS[model_name]
@@ -164,22 +181,28 @@ def run(models: list[str], steps: int, repeats: int, seed: int, data_dir: Path) 
         for label, attention in labels.items():
             torch.manual_seed(seed)
             task, model = build(data_dir, arch, flags, attention)
+            model = model.to(device)
             if batch is None:
-                batch = synthetic_batch(
-                    task.target_dictionary,
-                    spec["batch"],
-                    spec["src"],
-                    spec["tgt"],
-                    torch.Generator().manual_seed(seed),
+                batch = to_device(
+                    synthetic_batch(
+                        task.target_dictionary,
+                        spec["batch"],
+                        spec["src"],
+                        spec["tgt"],
+                        torch.Generator().manual_seed(seed),
+                    ),
+                    device,
                 )
             steps_of[label] = make_step(model, batch, task.target_dictionary.pad())
             steps_of[label]()  # warm-up (allocations, first-call dispatch)
         times = {label: [] for label in labels}
         for _ in range(repeats):  # round-robin over the mappings
             for label, step in steps_of.items():
+                sync()
                 start = time.perf_counter()
                 for _ in range(steps):
                     step()
+                sync()
                 times[label].append((time.perf_counter() - start) / steps)
         base = statistics.median(times["softmax"])
         for label in labels:
@@ -248,7 +271,14 @@ def main():
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the models train (cuda: the mappings run their Triton kernels)",
+    )
     args = parser.parse_args()
+    require_device(args.device)
     if args.quick:
         args.steps, args.repeats = 1, 1
     if args.threads:
@@ -260,7 +290,7 @@ def main():
         for lang in ("src", "tgt"):
             (data_dir / f"dict.{lang}.txt").write_text(words)
         env = environment()
-        results = run(args.models, args.steps, args.repeats, args.seed, data_dir)
+        results = run(args.models, args.steps, args.repeats, args.seed, data_dir, args.device)
     env = environment(before=env)
     record = {
         "args": {
@@ -269,6 +299,7 @@ def main():
             "repeats": args.repeats,
             "quick": args.quick,
             "seed": args.seed,
+            "device": args.device,
         },
         "env": env,
         "results": results,

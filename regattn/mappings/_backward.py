@@ -15,6 +15,7 @@ reference (and the path for other devices).
 import torch
 
 from ._kernels import backend_for, kernels, triton_kernels
+from ._rows import unscale
 
 _NO_ALPHA = torch.empty(0)
 _NO_GROUP = torch.empty(0, dtype=torch.int32)
@@ -67,3 +68,26 @@ def group_mean_reference(v: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
     sums = v.new_zeros(rows * d + 1).index_add_(0, slot, v.flatten())
     counts = torch.bincount(slot, minlength=rows * d + 1).to(v.dtype)
     return (sums / counts.clamp_min(1))[slot].view(rows, d).masked_fill_(outside, 0.0)
+
+
+class GroupedProjectionFunction(torch.autograd.Function):
+    """P_simplex(prox(x / gamma; lam)) on (rows, d) for a prox that fuses coordinates into
+    groups, fusedmax's TV segments or oscarmax's clusters, with gradient by group averaging
+    (Prop. 3): (1/gamma) J_group J_P g. `rows_fn(x, mask, gamma, lam) -> (y, group)` computes
+    the forward (fused.fusedmax_rows, oscar.oscarmax_rows); group is -1 where the backward
+    needs no group.
+    """
+
+    @staticmethod
+    def forward(ctx, x, mask, gamma: float, lam: float, rows_fn):
+        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
+        y, group = rows_fn(x, mask, gamma, lam)
+        ctx.save_for_backward(y, group)
+        ctx.gamma = gamma
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        """The vector-Jacobian product: the projection's support Jacobian, then group means."""
+        y, group = ctx.saved_tensors
+        return unscale(sparse_vjp(y, grad, group=group), ctx.gamma), None, None, None, None

@@ -48,6 +48,14 @@ class RowLayout:
         return rows if rows.dtype == self.dtype else rows.to(self.dtype)
 
 
+def check_gamma_lam(gamma: float, lam: float) -> None:
+    """Raises ValueError unless gamma is a finite number > 0 and lam one >= 0 (the parameters
+    of fusedmax and oscarmax).
+    """
+    check_positive("gamma", gamma)
+    check_nonnegative("lam", lam)
+
+
 def unscale(x: torch.Tensor, gamma: float) -> torch.Tensor:
     """X / gamma, skipping the pass over memory for the default gamma = 1."""
     return x if gamma == 1 else x / gamma

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import torch
 
-from ._backward import sparse_vjp
+from ._backward import GroupedProjectionFunction
 from ._kernels import backend_for, kernels, mask_arg, use_kernels, warn_once
 from ._module import MappingModule
 from ._rows import (
+    check_gamma_lam,
     check_nonnegative,
-    check_positive,
     pack_unmasked,
     to_rows,
     unpack_unmasked,
@@ -196,30 +196,6 @@ def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     return project_simplex_rows_by_sort(z, mask), segment
 
 
-class FusedmaxFunction(torch.autograd.Function):
-    """fusedmax on (rows, d) with optional row mask; gradient by group averaging (Prop. 3)."""
-
-    @staticmethod
-    def forward(ctx, x, mask, gamma: float, lam: float):
-        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
-        y, segment = fusedmax_rows(x, mask, gamma, lam)
-        ctx.save_for_backward(y, segment)
-        ctx.gamma = gamma
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        """The vector-Jacobian product: the projection's support Jacobian, then segment means."""
-        y, segment = ctx.saved_tensors
-        return unscale(sparse_vjp(y, grad, group=segment), ctx.gamma), None, None, None
-
-
-def check_fusedmax(gamma: float, lam: float) -> None:
-    """Raises ValueError unless gamma is a finite number > 0 and lam one >= 0."""
-    check_positive("gamma", gamma)
-    check_nonnegative("lam", lam)
-
-
 def fusedmax(
     scores: torch.Tensor,
     dim: int = -1,
@@ -264,13 +240,15 @@ def fusedmax(
         `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
         max - min overflows the dtype.
     """
-    check_fusedmax(gamma, lam)
+    check_gamma_lam(gamma, lam)
     rows = to_rows(scores, dim, mask, kernel="cpu", empty=empty, gamma=gamma)
-    return rows.apply(lambda x, m: FusedmaxFunction.apply(x, m, float(gamma), float(lam)))
+    return rows.apply(
+        lambda x, m: GroupedProjectionFunction.apply(x, m, float(gamma), float(lam), fusedmax_rows)
+    )
 
 
 class Fusedmax(MappingModule):
     """`fusedmax` as an nn.Module with fixed parameters; see `fusedmax` for the arguments."""
 
     def __init__(self, gamma: float = 1.0, lam: float = 0.1, empty: str = "error"):
-        super().__init__(fusedmax, check_fusedmax, empty, gamma=gamma, lam=lam)
+        super().__init__(fusedmax, check_gamma_lam, empty, gamma=gamma, lam=lam)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import torch
 
-from ._backward import sparse_vjp
+from ._backward import GroupedProjectionFunction
 from ._kernels import backend_for, kernels, mask_arg, use_kernels, warn_once
 from ._module import MappingModule
-from ._rows import check_nonnegative, check_positive, to_rows, unscale
+from ._rows import check_gamma_lam, check_nonnegative, to_rows, unscale
 from .simplex import project_simplex_rows_by_sort
 
 
@@ -134,30 +134,6 @@ def oscarmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     return y, cluster.masked_fill(y <= 0, -1)
 
 
-class OscarmaxFunction(torch.autograd.Function):
-    """oscarmax on (rows, d) with optional row mask; gradient by group averaging (Prop. 3)."""
-
-    @staticmethod
-    def forward(ctx, x, mask, gamma: float, lam: float):
-        """Computes the mapping of the (rows, d) scores and saves what the backward needs."""
-        y, cluster = oscarmax_rows(x, mask, gamma, lam)
-        ctx.save_for_backward(y, cluster)
-        ctx.gamma = gamma
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        """The vector-Jacobian product: the projection's support Jacobian, then cluster means."""
-        y, cluster = ctx.saved_tensors
-        return unscale(sparse_vjp(y, grad, group=cluster), ctx.gamma), None, None, None
-
-
-def check_oscarmax(gamma: float, lam: float) -> None:
-    """Raises ValueError unless gamma is a finite number > 0 and lam one >= 0."""
-    check_positive("gamma", gamma)
-    check_nonnegative("lam", lam)
-
-
 def oscarmax(
     scores: torch.Tensor,
     dim: int = -1,
@@ -201,13 +177,15 @@ def oscarmax(
         `dim` or row (with empty="error"), NaN or infinite unmasked scores, or a row whose
         max - min overflows the dtype.
     """
-    check_oscarmax(gamma, lam)
+    check_gamma_lam(gamma, lam)
     rows = to_rows(scores, dim, mask, kernel="cpu", empty=empty, gamma=gamma)
-    return rows.apply(lambda x, m: OscarmaxFunction.apply(x, m, float(gamma), float(lam)))
+    return rows.apply(
+        lambda x, m: GroupedProjectionFunction.apply(x, m, float(gamma), float(lam), oscarmax_rows)
+    )
 
 
 class Oscarmax(MappingModule):
     """`oscarmax` as an nn.Module with fixed parameters; see `oscarmax` for the arguments."""
 
     def __init__(self, gamma: float = 1.0, lam: float = 0.01, empty: str = "error"):
-        super().__init__(oscarmax, check_oscarmax, empty, gamma=gamma, lam=lam)
+        super().__init__(oscarmax, check_gamma_lam, empty, gamma=gamma, lam=lam)

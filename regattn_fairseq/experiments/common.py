@@ -59,10 +59,18 @@ def check_scale(scale: str) -> str:
     return scale
 
 
-def check_mappings(mappings) -> list[str]:
-    unknown = [m for m in mappings if m not in MAPPINGS]
+def group_options(group: str) -> tuple[str, ...]:
+    """The options of a config group (configs/<group>/*.yaml, `base` excluded)."""
+    return tuple(sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml") if p.stem != "base"))
+
+
+def check_mappings(mappings, group: str = "attention") -> list[str]:
+    """The table's "mappings": options of the `attention` group, or of the experiment's
+    `mapping_group` (the NER table's `dp` regularisers)."""
+    known = MAPPINGS if group == "attention" else group_options(group)
+    unknown = [m for m in mappings if m not in known]
     if unknown:
-        raise ReproError(f"unknown attention mapping(s) {unknown}; known: {', '.join(MAPPINGS)}")
+        raise ReproError(f"unknown {group} option(s) {unknown}; known: {', '.join(known)}")
     return list(mappings)
 
 

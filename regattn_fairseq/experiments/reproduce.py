@@ -117,7 +117,7 @@ def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> 
     """The overrides runs.train passes (for the job's key before it trains)."""
     return [
         *runs.hydra_overrides(experiment, scale, data),
-        f"attention={mapping}",
+        runs.mapping_override(experiment, mapping),
         f"common.seed={seed}",
         f"checkpoint.save_dir={run_dir / 'checkpoints'}",
         *extra,
@@ -171,9 +171,11 @@ def run(argv: list[str] | None = None) -> None:
     scale = check_scale(args.scale)
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
     rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
-    mappings = check_mappings(args.mappings or spec.mappings)
     seeds = args.seeds or list(spec.seeds[scale])
     experiments = [e for e in spec.experiments if scale in e.scales]
+    mappings = list(args.mappings or spec.mappings)
+    for experiment in experiments:
+        check_mappings(mappings, experiment.get("mapping_group", "attention"))
     work_dir = args.work_dir.resolve()
     results_dir = args.results_dir.resolve()
 

@@ -49,6 +49,12 @@ def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) 
     ]
 
 
+def mapping_override(experiment: DictConfig, mapping: str) -> str:
+    """`attention=<mapping>`, or `<group>=<mapping>` for an experiment with a `mapping_group`
+    (the NER table trains one model per `dp` regulariser)."""
+    return f"{experiment.get('mapping_group', 'attention')}={mapping}"
+
+
 def train_command(
     experiment: DictConfig, overrides: list[str], multirun: bool = False
 ) -> list[str]:
@@ -96,7 +102,7 @@ def train(
     """Train one model in run_dir (resuming from run_dir/checkpoints if a run was interrupted)."""
     overrides = [
         *hydra_overrides(experiment, scale, prepared),
-        f"attention={mapping}",
+        mapping_override(experiment, mapping),
         f"common.seed={seed}",
         f"checkpoint.save_dir={run_dir / 'checkpoints'}",
         f"hydra.run.dir={run_dir / 'hydra'}",
@@ -387,7 +393,7 @@ def evaluate(
     name : str
         the evaluation set (a key of the manifest's evaluations).
     scorer : str
-        bleu, rouge_f1, rouge_recall, exact_match or accuracy.
+        bleu, rouge_f1, rouge_recall, exact_match, accuracy or entity_f1 (tagging.py).
     decode_cfg : DictConfig
         beam and batch_size.
     out_dir : Path
@@ -404,6 +410,10 @@ def evaluate(
     ReproError
         unknown evaluation set or scorer, or a failed tool.
     """
+    if scorer == "entity_f1":  # the NER tagger: Viterbi decoding, seqeval (tagging.py)
+        from . import tagging
+
+        return tagging.evaluate(model, prepared, name, out_dir)
     evaluation = prepared.evaluation(name)
     subset = evaluation["subset"]
     attention = export_and_measure_attention(

@@ -5,7 +5,7 @@ spec points at things that exist."""
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.common import MAPPINGS, SCALES
+from regattn_fairseq.experiments.common import MAPPINGS, SCALES, group_options
 from regattn_fairseq.experiments.paths import CONFIG_DIR
 
 TRAIN_CONFIGS = {
@@ -16,6 +16,7 @@ TRAIN_CONFIGS = {
     "nmt_wmt16": "lstm_seq2seq",
     "nmt_multi30k_transformer": "transformer",
     "inflection": "inflection",
+    "ner": "ner",
 }
 ATTENTION_NAME = {"entmax15": "entmax", "entmax_learned": "entmax"}
 
@@ -54,7 +55,10 @@ def test_every_train_config_is_listed():
 def test_compose_every_scale(config_name):
     group = TRAIN_CONFIGS[config_name]
     for cfg in compose_all(config_name, [[f"scale/{group}={scale}"] for scale in SCALES]):
-        assert cfg.model.attention == "softmax"
+        if config_name == "ner":  # no attention: the `dp` group's regulariser instead
+            assert cfg.criterion.dp_reg == "entropy"
+        else:
+            assert cfg.model.attention == "softmax"
         assert cfg.model._name.startswith("regattn_")
         assert cfg.optimizer._name in ("adam", "sgd")
         assert cfg.optimization.max_epoch >= 1
@@ -119,7 +123,9 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
         if "mappings" in spec
         else [m for p in spec.params.values() for m in p.attention]
     )
-    assert set(mappings) <= set(MAPPINGS)
+    for experiment in experiments:
+        group = experiment.get("mapping_group", "attention")
+        assert set(mappings) <= set(MAPPINGS if group == "attention" else group_options(group))
     for evaluation, by_mapping in (spec.get("paper") or {}).items():
         assert set(by_mapping) <= set(spec.mappings)
         for values in by_mapping.values():

@@ -108,7 +108,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     Returns
     -------
     dict
-        The evaluation sets: {"test": {"subset": "test", "refs": [refs/test.iob2]}}.
+        The evaluation sets: {"<language>_test": {"subset": "test", "refs": [refs/test.iob2]}}.
 
     Raises
     ------
@@ -143,4 +143,5 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     tags = Counter({"O": 0, **{f"{p}-{label}": 0 for label in types for p in "BIES"}})
     tags.update(t for _, ts in train for t in iob2_to_iobes(ts))
     _dictionary(root / "bin" / "dict.tag.txt", tags)
-    return {"test": {"subset": "test", "refs": [str(root / "refs" / "test.iob2")]}}
+    # named by language, so that the table puts each language's paper numbers beside it
+    return {f"{opts.setting}_test": {"subset": "test", "refs": [str(root / "refs" / "test.iob2")]}}

@@ -1,0 +1,48 @@
+"""`scripts/reproduce.py ner --scale smoke` end to end (Spanish and Dutch x entropy and l2:
+prepare, train, Viterbi decode, seqeval, results/ner.md and the marginals figure), in tmp
+folders. About a minute on 2 cores: marked slow."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from regattn_fairseq.experiments.paths import REPO_ROOT
+
+
+@pytest.mark.slow
+def test_reproduce_ner_smoke(tmp_path: Path):
+    results = tmp_path / "results"
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "reproduce.py"),
+            "ner",
+            "--scale",
+            "smoke",
+            "--work-dir",
+            str(tmp_path / "work"),
+            "--results-dir",
+            str(results),
+            "--allow-dirty",
+        ],
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    table = (results / "ner.md").read_text()
+    for cell in ("| entropy |", "| l2 |", "86.68", "85.51", "87.56", "86.58"):
+        assert cell in table
+    rows = [json.loads(line) for line in (results / "raw" / "ner.jsonl").read_text().splitlines()]
+    assert sorted((r["experiment"], r["mapping"]) for r in rows) == [
+        ("dutch", "entropy"),
+        ("dutch", "l2"),
+        ("spanish", "entropy"),
+        ("spanish", "l2"),
+    ]
+    for row in rows:
+        assert 0 <= row["metrics"]["f1"] <= 100
+        zeros = row["attention"]["mean_zero_fraction"]
+        assert zeros == 0 if row["mapping"] == "entropy" else zeros > 0
+    assert list((results / "figures").glob("ner_*_smoke_attention*"))

@@ -94,7 +94,7 @@ REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain)
 
-.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection sweep-lambda sweep-alpha sweep-gamma \
+.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row
 
 results-tables: setup ## regenerate results/*.md and results/raw/*.csv from the raw rows (rows untouched)
@@ -115,6 +115,9 @@ reproduce-nmt: setup ## NMT BLEU per mapping (Multi30k; IWSLT14/WMT16 at SCALE=p
 
 reproduce-inflection: setup ## SIGMORPHON 2018 inflection, softmax/sparsemax/1.5-entmax -> results/inflection.md
 	$(PY) scripts/reproduce.py inflection $(REPRO_ARGS) $(TABLE_ARGS)
+
+reproduce-ner: setup ## CoNLL-2002 NER F1 (es, nl), smoothed-Viterbi tagger, entropy vs l2 loss -> results/ner.md
+	$(PY) scripts/reproduce.py ner $(REPRO_ARGS) $(TABLE_ARGS)
 
 sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> results/sweep_lambda.{md,png}
 	$(PY) scripts/sweep.py lambda $(REPRO_ARGS)

@@ -7,6 +7,8 @@ Jacobian-vector product below is also the vector-Jacobian product autograd needs
 * Group averaging (Niculae & Blondel 2017, Prop. 3): prox_TV and the oscarmax prox fuse
   coordinates into groups; their Jacobian averages a vector within each group. The forward
   kernels label each position with its group index within its row (-1 outside any group).
+  On the Triton backend the support Jacobian is a kernel and the group means are torch ops
+  that read nothing on the host (group_mean_reference).
 
 On CPU both run in the compiled kernel in one pass per row; the torch versions are the
 reference (and the path for other devices).
@@ -66,8 +68,11 @@ def group_mean_reference(v: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
     slot = group + torch.arange(rows, device=v.device).unsqueeze(1) * d
     slot = slot.masked_fill(outside, rows * d).flatten()  # one spare slot collects the -1s
     sums = v.new_zeros(rows * d + 1).index_add_(0, slot, v.flatten())
-    counts = torch.bincount(slot, minlength=rows * d + 1).to(v.dtype)
-    return (sums / counts.clamp_min(1))[slot].view(rows, d).masked_fill_(outside, 0.0)
+    # counts by index_add_, not bincount (which reads its maximum on the host): no
+    # host-device synchronization, so this is also the Triton path's group averaging
+    counts = v.new_zeros(rows * d + 1).index_add_(0, slot, torch.ones_like(v).flatten())
+    means = sums / counts.clamp_min(1)
+    return means.index_select(0, slot).view(rows, d).masked_fill_(outside, 0.0)
 
 
 class GroupedProjectionFunction(torch.autograd.Function):

@@ -24,6 +24,13 @@ Algorithms (exact to the dtype's resolution, as the CPU kernels):
 * alpha-entmax (alpha per row, a tensor): bisection on tau in [-1, -n^(1-alpha)], the
   references' solver, and the normalization y / sum(y).
 * sq-pnorm-max: bisection on tau in [-gamma, 0], the reference's test function.
+* fusedmax: the unmasked values packed, Condat's direct TV algorithm as a sequential scalar
+  loop (one state transition per iteration, as fused.prox_tv1d_rows_reference), then the
+  sparsemax projection; int32 segment ids (-1 at masked positions).
+* oscarmax: the stable decreasing order by tl.sort (values, then exact int32 keys
+  rank-of-value * BLOCK + position), the weights subtracted, pool-adjacent-violators as a
+  sequential scalar loop, then the sparsemax projection; int32 cluster ids on the support
+  (-1 off it). Both keep their scratch in the row's slots of the outputs.
 * backward: the support Jacobian (weights 1 or y^(2-alpha)) and Sherman-Morrison for
   sq-pnorm-max, one program per row; dalpha and softmax's backward in torch ops.
 """
@@ -149,6 +156,28 @@ def _read_row(X, M, ERR, row, d, gamma, limit, HAS_MASK: tl.constexpr, BLOCK: tl
 
 
 @triton.jit
+def _project_simplex(z, valid, ITERS: tl.constexpr):
+    """P_simplex(z) over the valid positions (0 elsewhere): bisection on tau in
+    [max z - 1, max z], then Michelot's exact finish.
+    """
+    top = tl.max(tl.where(valid, z, float("-inf")), axis=0)
+    lo = tl.sum(z * 0.0, axis=0) + tl.where(top > float("-inf"), top, 0.0) - 1.0
+    hi = lo + 1.0
+    for _ in range(ITERS):  # mass(lo) >= 1 > mass(hi)
+        tau = (lo + hi) * 0.5
+        mass = tl.sum(tl.where(valid, tl.maximum(z - tau, 0.0), 0.0), axis=0)
+        lo = tl.where(mass >= 1.0, tau, lo)
+        hi = tl.where(mass >= 1.0, hi, tau)
+    # Michelot: from S = {z > lo}, a superset of the support, tau_S <= tau and S shrinks
+    tau = lo
+    for _ in range(4):
+        s = valid & (z > tau)
+        k = tl.sum(s.to(z.dtype), axis=0)
+        tau = tl.where(k > 0, (tl.sum(tl.where(s, z, 0.0), axis=0) - 1.0) / k, tau)
+    return tl.where(valid, tl.maximum(z - tau, 0.0), 0.0)
+
+
+@triton.jit
 def _softmax_fwd(X, M, Y, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs, inb, valid, z, n = _read_row(
@@ -167,20 +196,7 @@ def _sparsemax_fwd(
     offs, inb, valid, z, n = _read_row(
         X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
     )
-    lo = tl.sum(z * 0.0, axis=0) - 1.0
-    hi = lo + 1.0
-    for _ in range(ITERS):  # mass(lo) >= 1 > mass(hi)
-        tau = (lo + hi) * 0.5
-        mass = tl.sum(tl.where(valid, tl.maximum(z - tau, 0.0), 0.0), axis=0)
-        lo = tl.where(mass >= 1.0, tau, lo)
-        hi = tl.where(mass >= 1.0, hi, tau)
-    # Michelot: from S = {z > lo}, a superset of the support, tau_S <= tau and S shrinks
-    tau = lo
-    for _ in range(4):
-        s = valid & (z > tau)
-        k = tl.sum(s.to(z.dtype), axis=0)
-        tau = tl.where(k > 0, (tl.sum(tl.where(s, z, 0.0), axis=0) - 1.0) / k, tau)
-    y = tl.where(valid, tl.maximum(z - tau, 0.0), 0.0)
+    y = _project_simplex(z, valid, ITERS)
     tl.store(Y + row * d + offs, y, mask=inb)
 
 
@@ -270,6 +286,212 @@ def _pnorm_fwd(
 
 
 @triton.jit
+def _fusedmax_fwd(
+    X, M, Y, G, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr
+):
+    """P_simplex(prox_TV(v; lam)), v = (x - max) / gamma, with the prox's segment ids.
+
+    The unmasked values are packed to the front of the row's slot of Y (the chain links
+    consecutive unmasked positions); Condat's direct algorithm then runs on them as a
+    sequential scalar loop, one transition of its state machine per iteration (as
+    fused.prox_tv1d_rows_reference), writing each segment over the packed values it has
+    consumed (those are never read again) and its ids into G. The prox is unpacked and
+    projected on the simplex in registers.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    lam = tl.load(P + 2)
+    offs, inb, valid, v, n = _read_row(
+        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
+    )
+    yrow = Y + row * d
+    grow = G + row * d
+    valid = valid.to(tl.int32) != 0  # a fresh bool tensor (the interpreter's store masks)
+    n = tl.sum(valid.to(tl.int32), axis=0)  # 0 on an invalid row
+    rank = tl.cumsum(valid.to(tl.int32), axis=0) - 1
+    tl.store(yrow + rank, v, mask=valid)
+    tl.debug_barrier()
+    k = n * 0
+    k0 = k
+    kminus = k
+    kplus = k
+    segment = k
+    first = tl.load(yrow, mask=n > 0, other=0.0)
+    umin = lam
+    umax = -lam
+    vmin = first - lam
+    vmax = first + lam
+    done = (n == 0).to(tl.int32)
+    while done == 0:
+        at_end = k == n - 1
+        step = k < n - 1
+        nxt = tl.load(yrow + tl.minimum(k + 1, n - 1))
+        umin_next = umin + (nxt - vmin)  # the C++ kernel's association: equal decisions
+        umax_next = umax + (nxt - vmax)
+        # end of the row: close a segment at kminus, at kplus, or the last one
+        close_min = at_end & (umin < 0)
+        close_max = at_end & (umin >= 0) & (umax > 0)
+        close_last = at_end & (umin >= 0) & (umax <= 0)
+        # inside the row: a negative jump, a positive jump, or extend
+        jump_min = step & (umin_next < -lam)
+        jump_max = step & (umin_next >= -lam) & (umax_next > lam)
+        extend = step & (umin_next >= -lam) & (umax_next <= lam)
+        vmin = tl.where(close_last, vmin + umin / (k - k0 + 1).to(vmin.dtype), vmin)
+        emit_min = close_min | jump_min
+        emit_max = close_max | jump_max
+        emitting = emit_min | emit_max | close_last
+        last = tl.where(emit_min, kminus, tl.where(emit_max, kplus, k))
+        last = tl.where(emitting, tl.maximum(last, k0), k0 - 1)
+        value = tl.where(emit_max, vmax, vmin)
+        for j in range(k0, last + 1):
+            tl.store(yrow + j, value)
+            tl.store(grow + j, segment)
+        segment += emitting.to(tl.int32)
+        k0 = last + 1
+        # rounding can make a closing jump cover the last position: the row is done
+        # (see prox_tv1d_row in csrc/row_algorithms.h)
+        done = (close_last | (emitting & (k0 == n))).to(tl.int32)
+        restart = emit_min | emit_max
+        k = tl.where(restart, k0, tl.where(extend, k + 1, k))
+        rv = tl.load(yrow + tl.minimum(k0, n - 1))
+        kminus = tl.where(restart, k0, kminus)
+        kplus = tl.where(restart, k0, kplus)
+        # the closing jumps keep the other bound (shifted); the inner jumps reset both
+        new_vmin = tl.where(emit_min, rv, tl.where(jump_max, rv - 2 * lam, vmin))
+        new_vmax = tl.where(emit_max, rv, tl.where(jump_min, rv + 2 * lam, vmax))
+        new_umin = tl.where(
+            emit_min | jump_max,
+            lam,
+            tl.where(close_max, rv - lam - vmin, tl.where(extend, umin_next, umin)),
+        )
+        new_umax = tl.where(
+            emit_max | jump_min,
+            -lam,
+            tl.where(close_min, rv + lam - vmax, tl.where(extend, umax_next, umax)),
+        )
+        vmin = new_vmin
+        vmax = new_vmax
+        umin = new_umin
+        umax = new_umax
+        # after extending: pull the tube's bounds in where they were crossed
+        lower_hit = extend & (umin >= lam)
+        kminus = tl.where(lower_hit, k, kminus)
+        vmin = tl.where(lower_hit, vmin + (umin - lam) / (k - k0 + 1).to(vmin.dtype), vmin)
+        umin = tl.where(lower_hit, lam, umin)
+        upper_hit = extend & (umax <= -lam)
+        kplus = tl.where(upper_hit, k, kplus)
+        vmax = tl.where(upper_hit, vmax + (umax + lam) / (k - k0 + 1).to(vmax.dtype), vmax)
+        umax = tl.where(upper_hit, -lam, umax)
+    tl.debug_barrier()
+    z = tl.load(yrow + rank, mask=valid, other=0.0)
+    g = tl.load(grow + rank, mask=valid, other=-1)
+    tl.debug_barrier()
+    y = _project_simplex(z, valid, ITERS)
+    tl.store(yrow + offs, y, mask=inb)
+    tl.store(grow + offs, tl.where(valid, g, -1), mask=inb)
+
+
+@triton.jit
+def _oscarmax_fwd(
+    X,
+    M,
+    Y,
+    G,
+    ERR,
+    P,
+    d,
+    HAS_MASK: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ITERS: tl.constexpr,
+    LOG: tl.constexpr,
+):
+    """P_simplex(prox_P(v; lam)), v = (x - max) / gamma, with the prox's clusters on the
+    support (-1 off it), as oscarmax_row in csrc/row_algorithms.h on the whole row.
+
+    The stable decreasing order (ties by position, as the CPU kernel) is exact with ties:
+    tl.sort of the values gives, by binary search, each value's count of strictly larger
+    ones, c_i; tl.sort of the int32 keys c_i * BLOCK + i then lists the positions in order.
+    Pool-adjacent-violators runs as a sequential scalar loop with its stack of blocks
+    (sum, start) in the row's slots of Y and G (the stack never overtakes the values it
+    reads).
+    """
+    row = tl.program_id(0).to(tl.int64)
+    lam = tl.load(P + 2)
+    offs, inb, valid, v, n = _read_row(
+        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
+    )
+    yrow = Y + row * d
+    grow = G + row * d
+    valid = valid.to(tl.int32) != 0  # a fresh bool tensor (the interpreter's store masks)
+    n = tl.sum(valid.to(tl.int32), axis=0)  # 0 on an invalid row
+    s = tl.sort(tl.where(valid, v, float("-inf")), descending=True)
+    tl.store(yrow + offs, s, mask=offs < n)
+    tl.debug_barrier()
+    # c_i = #{j : v_j > v_i}, by binary search in the sorted values
+    lo = offs * 0
+    hi = lo + n
+    for _ in range(LOG):
+        act = (lo < hi) & valid
+        mid = (lo + hi) // 2
+        above = tl.load(yrow + mid, mask=act, other=0.0) > v
+        lo = tl.where(act & above, mid + 1, lo)
+        hi = tl.where(act & (~above), mid, hi)
+    key = tl.where(valid, lo * BLOCK + offs, BLOCK * BLOCK + offs)
+    perm = tl.sort(key) % BLOCK  # perm[r]: the position of rank r (r < n)
+    ranked = offs < n
+    a = s - lam * (n - 1 - offs).to(s.dtype)
+    tl.debug_barrier()
+    tl.store(yrow + offs, a, mask=ranked)
+    tl.debug_barrier()
+    # pool-adjacent-violators (pav_nonincreasing): stack of blocks, sum in Y, start in G
+    top = n * 0 - 1
+    for i in range(0, n):
+        cur_sum = tl.load(yrow + i)
+        cur_start = i + top * 0
+        top += 1
+        merge = top > 0
+        while merge:
+            prev_sum = tl.load(yrow + top - 1)
+            prev_start = tl.load(grow + top - 1)
+            len_top = (i + 1 - cur_start).to(cur_sum.dtype)
+            len_prev = (cur_start - prev_start).to(cur_sum.dtype)
+            violates = cur_sum * len_prev > prev_sum * len_top
+            cur_sum = tl.where(violates, prev_sum + cur_sum, cur_sum)
+            cur_start = tl.where(violates, prev_start, cur_start)
+            top = tl.where(violates, top - 1, top)
+            merge = violates & (top > 0)
+        tl.store(yrow + top, cur_sum)
+        tl.store(grow + top, cur_start)
+        tl.debug_barrier()
+    blocks = top + 1
+    # the block of rank r: #{b : start_b <= r} - 1
+    lo = offs * 0
+    hi = lo + blocks
+    for _ in range(LOG):
+        act = (lo < hi) & ranked
+        mid = (lo + hi) // 2
+        le = tl.load(grow + mid, mask=act, other=0) <= offs
+        lo = tl.where(act & le, mid + 1, lo)
+        hi = tl.where(act & (~le), mid, hi)
+    b = tl.where(ranked, lo - 1, 0)
+    start = tl.load(grow + b, mask=ranked, other=0)
+    end = tl.where(
+        b + 1 < blocks, tl.load(grow + b + 1, mask=ranked & (b + 1 < blocks), other=0), n
+    )
+    total = tl.load(yrow + b, mask=ranked, other=0.0)
+    zr = total / tl.where(ranked, end - start, 1).to(total.dtype)
+    tl.debug_barrier()
+    tl.store(yrow + perm, zr, mask=ranked)
+    tl.store(grow + perm, b, mask=ranked)
+    tl.debug_barrier()
+    z = tl.load(yrow + offs, mask=valid, other=0.0)
+    g = tl.load(grow + offs, mask=valid, other=-1)
+    tl.debug_barrier()
+    y = _project_simplex(z, valid, ITERS)
+    tl.store(yrow + offs, y, mask=inb)
+    tl.store(grow + offs, tl.where(y > 0, g, -1), mask=inb)
+
+
+@triton.jit
 def _support_bwd(Y, G, OUT, A, d, WEIGHTED: tl.constexpr, BLOCK: tl.constexpr):
     """The product w (g - sum(w g) / sum(w)), w = [y > 0] or y^(2 - alpha) (alpha A[row])."""
     row = tl.program_id(0).to(tl.int64)
@@ -353,6 +575,37 @@ def entmax_rows(x: torch.Tensor, mask: torch.Tensor | None, alpha: torch.Tensor)
 def sq_pnorm_max_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, p: float):
     """sq-pnorm-max of each (unshifted) row over its unmasked positions."""
     return _forward(_pnorm_fwd, x, mask, _params(x, gamma, _limit(x.dtype, 1.0), p))
+
+
+def _grouped_forward(kernel, x, mask, gamma, lam, **kw):
+    rows, d, block, has_mask, m, n_iters = _setup(x, mask)
+    y = torch.empty_like(x)
+    group = torch.empty(rows, d, dtype=torch.int32, device=x.device)
+    err = torch.empty(rows, dtype=torch.int32, device=x.device)
+    if rows == 0:
+        return y, group
+    params = _params(x, gamma, _limit(x.dtype, gamma), lam)
+    kernel[(rows,)](
+        x, m, y, group, err, params, d, HAS_MASK=has_mask, BLOCK=block, ITERS=n_iters, **kw
+    )
+    raise_flags(err)
+    return y, group
+
+
+def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam: float):
+    """(y, segment) for each (unshifted) row: y = P_simplex(prox_TV(x / gamma; lam)) over the
+    unmasked positions, segment the prox's fused runs (int32, -1 at masked positions).
+    """
+    return _grouped_forward(_fusedmax_fwd, x, mask, gamma, lam)
+
+
+def oscarmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam: float):
+    """(y, cluster) for each (unshifted) row: y = P_simplex(prox_P(x / gamma; lam)) over the
+    unmasked positions, cluster the prox's pooled blocks on the support of y (int32, -1 off
+    it).
+    """
+    block = max(triton.next_power_of_2(x.shape[1]), 16)
+    return _grouped_forward(_oscarmax_fwd, x, mask, gamma, lam, LOG=block.bit_length())
 
 
 def support_vjp(y: torch.Tensor, grad: torch.Tensor, alpha=2.0) -> torch.Tensor:

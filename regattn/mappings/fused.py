@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ._backward import GroupedProjectionFunction
-from ._kernels import backend_for, kernels, mask_arg, use_kernels, warn_once
+from ._kernels import backend_for, kernels, mask_arg, triton_kernels, use_kernels
 from ._module import MappingModule
 from ._rows import (
     check_gamma_lam,
@@ -181,15 +181,12 @@ def prox_tv1d(
 
 def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam: float):
     """(y, segment) for each row of a (rows, d) tensor: y = P_simplex(prox_TV(x / gamma; lam))
-    over the unmasked positions and the prox's segments. One kernel call on CPU (which shifts
-    each row to a max of 0 as it reads it); the torch reference on x as given elsewhere.
+    over the unmasked positions and the prox's segments. One kernel call on CPU or Triton
+    (which shift each row to a max of 0 as they read it); the torch reference on x as given
+    elsewhere.
     """
     if backend_for(x) == "triton":
-        warn_once(
-            "no-triton-fusedmax",
-            "fusedmax has no Triton kernel yet: on CUDA it takes the pure-torch reference path "
-            "(exact, slower, and it synchronizes with the device to validate the scores)",
-        )
+        return triton_kernels().fusedmax_rows(x, mask, float(gamma), float(lam))
     if use_kernels(x):
         return tuple(kernels.fusedmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
     z, segment = prox_tv1d_rows_reference(unscale(x, gamma), mask, lam)
@@ -241,7 +238,7 @@ def fusedmax(
         max - min overflows the dtype.
     """
     check_gamma_lam(gamma, lam)
-    rows = to_rows(scores, dim, mask, kernel="cpu", empty=empty, gamma=gamma)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
     return rows.apply(
         lambda x, m: GroupedProjectionFunction.apply(x, m, float(gamma), float(lam), fusedmax_rows)
     )

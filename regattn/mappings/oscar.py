@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ._backward import GroupedProjectionFunction
-from ._kernels import backend_for, kernels, mask_arg, use_kernels, warn_once
+from ._kernels import backend_for, kernels, mask_arg, triton_kernels, use_kernels
 from ._module import MappingModule
 from ._rows import check_gamma_lam, check_nonnegative, to_rows, unscale
 from .simplex import project_simplex_rows_by_sort
@@ -119,14 +119,11 @@ def oscarmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     over the unmasked positions and the prox's clusters on the support of y (-1 off it: the
     backward pass reads no other). One kernel call on CPU, which shifts each row to a max of 0
     as it reads it and sorts only the few scores that can reach the support (oscarmax_row in
-    csrc/row_algorithms.h); the torch reference on x as given elsewhere.
+    csrc/row_algorithms.h); one Triton kernel call on the Triton backend (_triton.py); the
+    torch reference on x as given elsewhere.
     """
     if backend_for(x) == "triton":
-        warn_once(
-            "no-triton-oscarmax",
-            "oscarmax has no Triton kernel yet: on CUDA it takes the pure-torch reference path "
-            "(exact, slower, and it synchronizes with the device to validate the scores)",
-        )
+        return triton_kernels().oscarmax_rows(x, mask, float(gamma), float(lam))
     if use_kernels(x):
         return tuple(kernels.oscarmax_rows(x, mask_arg(mask), float(gamma), float(lam)))
     z, cluster = prox_pairwise_max_rows_reference(unscale(x, gamma), mask, lam)
@@ -178,7 +175,7 @@ def oscarmax(
         max - min overflows the dtype.
     """
     check_gamma_lam(gamma, lam)
-    rows = to_rows(scores, dim, mask, kernel="cpu", empty=empty, gamma=gamma)
+    rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
     return rows.apply(
         lambda x, m: GroupedProjectionFunction.apply(x, m, float(gamma), float(lam), oscarmax_rows)
     )

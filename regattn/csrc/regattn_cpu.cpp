@@ -453,3 +453,54 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "use AVX2 powers in alpha-entmax (float32) when the CPU has them (default); returns whether it has");
 }
+
+// The same kernels as dispatcher operators regattn::<name> (CPU kernels here; the fake/meta
+// implementations that give output shapes to torch.compile are in mappings/_kernels.py), so
+// that torch.compile traces them into its graph instead of breaking it at an opaque pybind
+// call. Python calls them as torch.ops.regattn.<name>.default (mappings/_kernels.py). "No
+// mask" (and "no group"/"no per-row alpha") is an empty tensor, as in the pybind functions.
+namespace regattn {
+namespace {
+std::tuple<torch::Tensor, torch::Tensor> as_pair(std::vector<torch::Tensor> v) { return {v[0], v[1]}; }
+}  // namespace
+}  // namespace regattn
+
+TORCH_LIBRARY(regattn, m) {
+  m.def("sparsemax_rows(Tensor x, Tensor mask, float gamma) -> Tensor");
+  m.def("prox_tv1d_rows(Tensor x, Tensor mask, float lam) -> (Tensor, Tensor)");
+  m.def("prox_pairwise_max_rows(Tensor x, Tensor mask, float lam) -> (Tensor, Tensor)");
+  m.def("fusedmax_rows(Tensor x, Tensor mask, float gamma, float lam) -> (Tensor, Tensor)");
+  m.def("oscarmax_rows(Tensor x, Tensor mask, float gamma, float lam) -> (Tensor, Tensor)");
+  m.def("sparse_jvp_rows(Tensor y, Tensor g, float alpha, Tensor group, Tensor alpha_rows) -> Tensor");
+  m.def("entmax_halley_rows(Tensor x, Tensor mask, Tensor alpha) -> Tensor");
+  m.def("entmax_halley_weights_rows(Tensor x, Tensor mask, Tensor alpha) -> (Tensor, Tensor)");
+  m.def("weighted_jvp_rows(Tensor w, Tensor g) -> Tensor");
+  m.def("sq_pnorm_max_rows(Tensor x, Tensor mask, float gamma, float p) -> Tensor");
+  m.def("sq_pnorm_max_jvp_rows(Tensor y, Tensor v, float gamma, float p) -> Tensor");
+  m.def("entmax15_rows(Tensor x, Tensor mask) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(regattn, CPU, m) {
+  m.impl("sparsemax_rows", &regattn::sparsemax_rows);
+  m.impl("prox_tv1d_rows", [](torch::Tensor x, torch::Tensor mask, double lam) {
+    return regattn::as_pair(regattn::prox_tv1d_rows(x, mask, lam));
+  });
+  m.impl("prox_pairwise_max_rows", [](torch::Tensor x, torch::Tensor mask, double lam) {
+    return regattn::as_pair(regattn::prox_pairwise_max_rows(x, mask, lam));
+  });
+  m.impl("fusedmax_rows", [](torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
+    return regattn::as_pair(regattn::fusedmax_rows(x, mask, gamma, lam));
+  });
+  m.impl("oscarmax_rows", [](torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
+    return regattn::as_pair(regattn::oscarmax_rows(x, mask, gamma, lam));
+  });
+  m.impl("sparse_jvp_rows", &regattn::sparse_jvp_rows);
+  m.impl("entmax_halley_rows", &regattn::entmax_halley_rows);
+  m.impl("entmax_halley_weights_rows", [](torch::Tensor x, torch::Tensor mask, torch::Tensor alpha) {
+    return regattn::as_pair(regattn::entmax_halley_weights_rows(x, mask, alpha));
+  });
+  m.impl("weighted_jvp_rows", &regattn::weighted_jvp_rows);
+  m.impl("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows);
+  m.impl("sq_pnorm_max_jvp_rows", &regattn::sq_pnorm_max_jvp_rows);
+  m.impl("entmax15_rows", &regattn::entmax15_rows);
+}

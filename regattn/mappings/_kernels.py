@@ -4,7 +4,8 @@ Three backends compute every mapping, with the same results (up to float roundin
 documented splits among tied values):
 
 * "cpu": the compiled C++ row kernels (regattn._C), built by `make setup` /
-  `pip install .`; CPU tensors only.
+  `pip install .`; CPU tensors only. They are also torch operators (regattn::<name>, see
+  `_kernel_ops`), so torch.compile traces them into its graph.
 * "triton": Triton kernels (regattn/mappings/_triton.py), one program per row; CUDA tensors,
   or CPU tensors when the environment variable TRITON_INTERPRET=1 was set before triton was
   imported (Triton's interpreter: tests on machines with no GPU). Rows of up to
@@ -22,12 +23,113 @@ from __future__ import annotations
 
 import contextlib
 import os
+import types
 import warnings
 
 import torch
 
+# The compiled kernels (see `_kernel_ops`), attributes of a namespace,
+# so that call sites read `kernels.sparsemax_rows(x, mask_arg(mask), gamma)`. None when
+# regattn._C is not importable (callers test `kernels is not None`).
+KERNEL_OPS = (
+    "sparsemax_rows",
+    "prox_tv1d_rows",
+    "prox_pairwise_max_rows",
+    "fusedmax_rows",
+    "oscarmax_rows",
+    "sparse_jvp_rows",
+    "entmax_halley_rows",
+    "entmax_halley_weights_rows",
+    "weighted_jvp_rows",
+    "sq_pnorm_max_rows",
+    "sq_pnorm_max_jvp_rows",
+    "entmax15_rows",
+)
+
+
+def _fake_like(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    return t.new_empty(t.shape, dtype=dtype)
+
+
+def _fake_grouped(x, mask, *params):
+    """(values, int32 group ids), both of x's shape: the prox and fusedmax/oscarmax kernels."""
+    return _fake_like(x), _fake_like(x, torch.int32)
+
+
+# Output shapes and dtypes of each operator without running it (torch.compile traces the
+# graph on fake tensors): every kernel returns fresh tensors of its first input's shape.
+_FAKES = {
+    "sparsemax_rows": lambda x, mask, gamma: _fake_like(x),
+    "prox_tv1d_rows": _fake_grouped,
+    "prox_pairwise_max_rows": _fake_grouped,
+    "fusedmax_rows": _fake_grouped,
+    "oscarmax_rows": _fake_grouped,
+    "sparse_jvp_rows": lambda y, g, alpha, group, alpha_rows: _fake_like(g),
+    "entmax_halley_rows": lambda x, mask, alpha: _fake_like(x),
+    "entmax_halley_weights_rows": lambda x, mask, alpha: (_fake_like(x), _fake_like(x)),
+    "weighted_jvp_rows": lambda w, g: _fake_like(g),
+    "sq_pnorm_max_rows": lambda x, mask, gamma, p: _fake_like(x),
+    "sq_pnorm_max_jvp_rows": lambda y, v, gamma, p: _fake_like(y),
+    "entmax15_rows": lambda x, mask: _fake_like(x),
+}
+
+
+def _kernel_call(op, fn):
+    """A kernel call: fn (the pybind function) eagerly, op (its operator) under torch.compile."""
+
+    def call(*args):
+        # a pybind call costs ~1.5 us less than the dispatcher's; Dynamo reads is_compiling()
+        # as True, so its graph holds the operator (grouped kernels return a tuple from the
+        # operator, a list from pybind: callers unpack or tuple() them)
+        if torch.compiler.is_compiling():
+            return op(*args)
+        return fn(*args)
+
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = f"regattn::{fn.__name__} (see _kernels._kernel_ops)"
+    return call
+
+
+def _kernel_ops(module) -> types.SimpleNamespace:
+    """The compiled kernels, callable eagerly and traceable by torch.compile.
+
+    regattn._C binds each kernel twice to the same C++ function: as a pybind function and
+    as a dispatcher operator regattn::<name> (TORCH_LIBRARY in csrc/regattn_cpu.cpp, a CPU
+    implementation). This adds the operators' fake implementations, which give torch.compile
+    the outputs' shapes, so Dynamo puts the calls in its graph instead of breaking it at an
+    opaque extension function; eagerly the pybind function runs (it skips the dispatcher's
+    argument boxing). Mapping forwards and backwards are autograd.Functions that call the
+    kernels, which therefore need no autograd formula.
+
+    Parameters
+    ----------
+    module : module
+        the imported regattn._C (loading it registered the operators).
+
+    Returns
+    -------
+    types.SimpleNamespace
+        One attribute per name in KERNEL_OPS, called as the pybind function (positional
+        tensors and floats, an empty tensor for "no mask"; grouped kernels return a pair),
+        and `use_avx2_powers`, the extension's switch for alpha-entmax's float32 powers. An
+        extension built before the operators were added gives the pybind functions
+        themselves (mappings then graph-break at each kernel call under torch.compile).
+    """
+    calls = {}
+    for name in KERNEL_OPS:
+        fn = getattr(module, name)
+        try:
+            op = getattr(torch.ops.regattn, name).default
+        except (AttributeError, RuntimeError):  # a stale build of regattn._C
+            calls[name] = fn
+            continue
+        torch.library.register_fake(op, _FAKES[name])
+        calls[name] = _kernel_call(op, fn)
+    return types.SimpleNamespace(**calls, use_avx2_powers=module.use_avx2_powers)
+
+
 try:
-    from regattn import _C as kernels
+    from regattn import _C
 except ImportError as err:
     kernels = None
     warnings.warn(
@@ -37,6 +139,8 @@ except ImportError as err:
         RuntimeWarning,
         stacklevel=2,
     )
+else:
+    kernels = _kernel_ops(_C)
 
 _NO_TENSOR = torch.empty(0, dtype=torch.bool)
 

@@ -138,7 +138,7 @@ def to_rows(
     dim: int,
     mask: torch.Tensor | None,
     kernel: bool | str = False,
-    shift: bool = True,
+    shift: bool | str = True,
     empty: str = "error",
     gamma: float = 1.0,
 ) -> Rows:
@@ -221,18 +221,21 @@ def to_rows(
             x = x.masked_fill(~m, 0.0)
     if check:
         if shift:
-            x = shift_to_max(x, m, gamma)
+            x = shift_to_max(x, m, gamma, subtract=shift != "check")
         else:
             check_finite(x)
     return Rows(x, m, layout, keep, rows)
 
 
-def shift_to_max(x: torch.Tensor, mask: torch.Tensor | None, gamma: float = 1.0) -> torch.Tensor:
+def shift_to_max(
+    x: torch.Tensor, mask: torch.Tensor | None, gamma: float = 1.0, subtract: bool = True
+) -> torch.Tensor:
     """X minus each row's max over its unmasked positions (masked entries stay 0): every
     mapping is invariant to adding a constant to a row, and on the shifted row its threshold
     arithmetic is exact to the scores' spread, not their magnitude. Raises ValueError on
     non-finite unmasked scores and on a row whose (max - min) / gamma overflows (the mapping
-    computes on (x - max) / gamma).
+    computes on (x - max) / gamma). With subtract=False, only checks (softmax, which shifts
+    by the max itself, skips a pass over memory).
     """
     if x.numel() == 0:  # no row, or (empty="zero") rows of no position: nothing to shift
         return x
@@ -252,6 +255,8 @@ def shift_to_max(x: torch.Tensor, mask: torch.Tensor | None, gamma: float = 1.0)
             "of their dtype (max - min overflows), so they cannot be shifted to a maximum of 0; "
             "rescale the scores"
         )
+    if not subtract:
+        return x
     x = x - high
     return x if mask is None else x.masked_fill(~mask, 0.0)
 

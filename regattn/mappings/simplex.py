@@ -129,12 +129,22 @@ def softmax(
         max - min overflows the dtype.
     """
     check_gamma(gamma)
-    rows = to_rows(scores, dim, mask, kernel="triton", empty=empty, gamma=gamma)
+    # torch.softmax subtracts the row max itself; only x / gamma with gamma < 1 could overflow
+    # before it does, so only then is the row shifted first (either way its spread is checked)
+    rows = to_rows(
+        scores,
+        dim,
+        mask,
+        kernel="triton",
+        empty=empty,
+        gamma=gamma,
+        shift=True if gamma < 1 else "check",
+    )
 
     def fn(x, m):
         if backend_for(x) == "triton":
             return TritonSoftmaxFunction.apply(x, m, float(gamma))
-        # x is shifted to a max of 0 (to_rows), so x / gamma is exact to the scores' spread
+        # x / gamma is finite: gamma >= 1, or x was shifted to a max of 0 (to_rows)
         if m is not None:
             x = x.masked_fill(~m, float("-inf"))
         return torch.softmax(unscale(x, gamma), dim=-1)

@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model clean-venv
+.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model bench-dp clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -57,7 +57,7 @@ test: setup ## run the test suite (the CI command)
 test-slow: setup ## run the slow end-to-end tests too
 	$(PY) -m pytest -q -m "slow or not slow"
 
-bench: bench-mappings bench-scaling bench-model ## all benchmarks -> results/bench/ (about 5 min on 2 cores)
+bench: bench-mappings bench-scaling bench-model bench-dp ## all benchmarks -> results/bench/ (about 5 min on 2 cores)
 
 bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax and torchsparseattn
 	$(PY) bench/bench_mappings.py
@@ -67,6 +67,9 @@ bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figu
 
 bench-model: setup ## training tokens/s of the LSTM summarizer and the Transformer per mapping vs softmax
 	$(PY) bench/bench_model.py
+
+bench-dp: setup ## smoothed Viterbi (entropy, l2) vs autograd through the recursion and hard Viterbi
+	$(PY) bench/bench_dp.py
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)

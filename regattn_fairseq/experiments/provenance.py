@@ -3,9 +3,12 @@ from it), the package versions, the hardware and the date. One definition for th
 of the reproduction suite and for the benchmark records (`regattn_fairseq.benchmarks.run_record`).
 
 Dirty means: `git status --porcelain` prints anything (modified, staged, deleted or untracked
-files that are not ignored). A dirty tree is recorded with `git_diff_sha256`, the SHA-256 of
-`git diff HEAD --binary` followed by the porcelain status (which names untracked files), so
-that two rows from the same dirty state can be told apart from rows of another dirty state."""
+files that are not ignored) outside the results folder (`paths.RESULTS_DIR`): the suite and
+the benchmarks write their own outputs there while they run, so the second row of a table, or
+the second benchmark of `make bench`, would otherwise count as dirty. A dirty tree is recorded
+with `git_diff_sha256`, the SHA-256 of `git diff HEAD --binary` followed by the porcelain
+status (which names untracked files), so that two rows from the same dirty state can be told
+apart from rows of another dirty state."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from . import paths
 from .common import ReproError, package_version
 
 # Packages whose versions a result row records.
-RECORDED_PACKAGES = ("fairseq-fixed", "regattn_fairseq", "sacrebleu", "rouge-score", "hydra-core")
+RECORDED_PACKAGES = ("fairseq-fixed", "regattn", "sacrebleu", "rouge-score", "hydra-core")
 
 
 def git(*args: str) -> str:
@@ -58,6 +61,18 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
+def _code_pathspec() -> tuple[str, ...]:
+    """The git pathspec of everything but the results folder (when it is inside the checkout)."""
+    try:
+        results = paths.RESULTS_DIR.resolve().relative_to(paths.REPO_ROOT.resolve())
+    except ValueError:
+        return (".",)
+    return (".", f":(exclude){results.as_posix()}")
+
+
+_CODE_PATHSPEC = _code_pathspec()
+
+
 def git_state() -> dict:
     """The commit of the checkout and whether the work tree differs from it.
 
@@ -73,10 +88,10 @@ def git_state() -> dict:
         a git command failed (see `git`).
     """
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain")
+    status = git("status", "--porcelain", "--", *_CODE_PATHSPEC)
     digest = None
     if status:
-        diff = git("diff", "HEAD", "--binary")
+        diff = git("diff", "HEAD", "--binary", "--", *_CODE_PATHSPEC)
         digest = hashlib.sha256(
             (diff + "\n" + status).encode("utf-8", "surrogateescape")
         ).hexdigest()

@@ -45,10 +45,11 @@ def test_benchmark_records_use_the_same_provenance(monkeypatch, tmp_path):
 
 
 def test_dirty_is_a_nonempty_porcelain_status_with_a_diff_hash(monkeypatch):
+    spec = ("--", *provenance._CODE_PATHSPEC)
     outputs = {
         ("rev-parse", "HEAD"): "abc",
-        ("status", "--porcelain"): "",
-        ("diff", "HEAD", "--binary"): "",
+        ("status", "--porcelain", *spec): "",
+        ("diff", "HEAD", "--binary", *spec): "",
     }
     monkeypatch.setattr(provenance, "git", lambda *args: outputs[args])
     assert provenance.git_state() == {
@@ -56,11 +57,24 @@ def test_dirty_is_a_nonempty_porcelain_status_with_a_diff_hash(monkeypatch):
         "git_dirty": False,
         "git_diff_sha256": None,
     }
-    outputs[("status", "--porcelain")] = "?? new_file.py"  # an untracked file is dirty too
+    outputs[("status", "--porcelain", *spec)] = "?? new_file.py"  # untracked is dirty too
     first = provenance.git_state()
     assert first["git_dirty"] and len(first["git_diff_sha256"]) == 64
-    outputs[("diff", "HEAD", "--binary")] = "diff --git a/x b/x"
+    outputs[("diff", "HEAD", "--binary", *spec)] = "diff --git a/x b/x"
     assert provenance.git_state()["git_diff_sha256"] != first["git_diff_sha256"]
+
+
+def test_outputs_under_results_do_not_make_the_tree_dirty():
+    # the suite appends rows and the benchmarks records to results/ while they run: the
+    # second row of a table must record the same code state as the first
+    before = provenance.git_state()
+    output = paths.RESULTS_DIR / "zz_provenance_test_output.json"
+    try:
+        output.write_text("{}\n")
+        assert provenance.git_state() == before
+    finally:
+        output.unlink()
+    assert provenance._CODE_PATHSPEC == (".", ":(exclude)results")
 
 
 def test_missing_tool_is_named():

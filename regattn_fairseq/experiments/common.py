@@ -70,7 +70,8 @@ def check_mappings(mappings, group: str = "attention") -> list[str]:
     known = MAPPINGS if group == "attention" else group_options(group)
     unknown = [m for m in mappings if m not in known]
     if unknown:
-        raise ReproError(f"unknown {group} option(s) {unknown}; known: {', '.join(known)}")
+        what = "attention mapping(s)" if group == "attention" else f"{group} option(s)"
+        raise ReproError(f"unknown {what} {unknown}; known: {', '.join(known)}")
     return list(mappings)
 
 

@@ -164,7 +164,7 @@ def test_stamp_rebuilds_when_the_code_changes(tmp_path, monkeypatch, capsys):
 def test_unknown_kind_is_named(tmp_path, monkeypatch):
     with pytest.raises(
         ReproError,
-        match="unknown dataset kind 'parsing'.*inflection, snli, summarization, translation",
+        match="unknown dataset kind 'parsing'.*inflection, ner, snli, summarization, translation",
     ):
         builder_for("parsing")
     spec = load_config("prepare", "sigmorphon")

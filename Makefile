@@ -57,7 +57,7 @@ test: setup ## run the test suite (the CI command)
 test-slow: setup ## run the slow end-to-end tests too
 	$(PY) -m pytest -q -m "slow or not slow"
 
-bench: bench-mappings bench-scaling bench-model bench-dp ## all benchmarks -> results/bench/ (about 5 min on 2 cores)
+bench: bench-mappings bench-scaling bench-model bench-dp ## all benchmarks -> results/bench/ (about 6 min on 2 cores)
 
 bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax and torchsparseattn
 	$(PY) bench/bench_mappings.py

@@ -1,6 +1,7 @@
 """The package layout's promises: `regattn` works without fairseq (and without its compiled
 kernels), the plugin registers with fairseq whatever the import order, the import paths from
-before the split name the same module objects, and no code edits sys.path."""
+before the split name the same module objects. (That no code changes the import path is the
+lint rule TID251 in pyproject.toml, run by make lint.)"""
 
 import subprocess
 import sys
@@ -105,23 +106,6 @@ def test_old_import_paths_name_the_same_modules():
         from regattn.mappings import _kernels
 
         assert not _kernels.use_kernels(__import__("torch").zeros(1))
-
-
-def test_no_code_edits_sys_path():
-    tracked = subprocess.run(
-        ["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    this_test = Path(__file__).relative_to(REPO_ROOT).as_posix()
-    offenders = [
-        path
-        for path in tracked
-        if path != this_test
-        and any(
-            edit in (REPO_ROOT / path).read_text(encoding="utf-8")
-            for edit in ("sys.path.insert", "sys.path.append", "sys.path +=")
-        )
-    ]
-    assert offenders == [], offenders
 
 
 @pytest.mark.slow

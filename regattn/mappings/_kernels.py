@@ -111,18 +111,23 @@ def _kernel_ops(module) -> types.SimpleNamespace:
     types.SimpleNamespace
         One attribute per name in KERNEL_OPS, called as the pybind function (positional
         tensors and floats, an empty tensor for "no mask"; grouped kernels return a pair),
-        and `use_avx2_powers`, the extension's switch for alpha-entmax's float32 powers. An
-        extension built before the operators were added gives the pybind functions
-        themselves (mappings then graph-break at each kernel call under torch.compile).
+        and `use_avx2_powers`, the extension's switch for alpha-entmax's float32 powers.
+
+    Raises
+    ------
+    ImportError
+        the extension lacks a kernel or its operator: it was built from older sources.
     """
     calls = {}
     for name in KERNEL_OPS:
-        fn = getattr(module, name)
         try:
+            fn = getattr(module, name)
             op = getattr(torch.ops.regattn, name).default
-        except (AttributeError, RuntimeError):  # a stale build of regattn._C
-            calls[name] = fn
-            continue
+        except (AttributeError, RuntimeError) as err:
+            raise ImportError(
+                f"regattn._C has no kernel {name!r} ({err}): it was built from older sources; "
+                "rebuild it with `make setup` or `python setup.py build_ext --inplace`"
+            ) from None
         torch.library.register_fake(op, _FAKES[name])
         calls[name] = _kernel_call(op, fn)
     return types.SimpleNamespace(**calls, use_avx2_powers=module.use_avx2_powers)

@@ -18,11 +18,18 @@ from regattn import analysis, mappings
 
 
 def _alias_module_tree(package, alias: str) -> None:
-    """Makes `alias` and `alias.<sub>` import paths of `package` and its submodules."""
+    """Makes `alias` and `alias.<sub>` import paths of `package` and its public submodules.
+
+    Private submodules (`_triton`, `_kernels`, ...) are neither aliased nor imported here:
+    importing `_triton` would import triton (slow, and absent on CPU-only installs), which the
+    library does only when a CUDA tensor needs it.
+    """
     sys.modules[alias] = package
     for info in pkgutil.walk_packages(
         getattr(package, "__path__", []), prefix=package.__name__ + "."
     ):
+        if info.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
         sys.modules[alias + info.name[len(package.__name__) :]] = importlib.import_module(info.name)
 
 

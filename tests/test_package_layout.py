@@ -88,6 +88,16 @@ def test_plugin_registers_whatever_is_imported_first(first):
     """)
 
 
+def test_plugin_import_does_not_import_triton():
+    # triton is imported only when a CUDA tensor (or a forced backend) needs a Triton kernel
+    run_python("""
+        import sys
+        sys.modules["triton"] = None  # as on a CPU-only install without triton
+        import regattn_fairseq
+        assert "regattn.mappings._triton" not in sys.modules
+    """)
+
+
 def test_old_import_paths_name_the_same_modules():
     import regattn
     import regattn.analysis

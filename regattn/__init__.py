@@ -7,12 +7,15 @@ Pure torch plus compiled CPU row kernels; no fairseq. The submodules:
   (`regattn.mappings.smoothed_max`);
 - `regattn.analysis`: sparsity and structure statistics of attention rows;
 - `regattn.dp`: smoothed dynamic programming (Mensch & Blondel 2018): differentiable Viterbi
-  and DTW with the entropy or squared-l2 regularizer, twice differentiable.
+  and DTW with the entropy or squared-l2 regularizer, twice differentiable;
+- `regattn.continuous`: continuous attention (Martins et al. 2020): a Gaussian (continuous
+  softmax) or truncated-parabola (continuous sparsemax) density over the source, with the
+  context E_p[V(t)] of a ridge-fitted value function in closed form.
 
 The fairseq plugin that puts these mappings into models is the separate package
 `regattn_fairseq` (`pip install .[fairseq]`).
 """
 
-from . import analysis, dp, mappings
+from . import analysis, continuous, dp, mappings
 
-__all__ = ["analysis", "dp", "mappings"]
+__all__ = ["analysis", "continuous", "dp", "mappings"]

@@ -83,6 +83,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
+#   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
 SCALE       ?= small
@@ -95,6 +96,7 @@ REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty)
 # only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
+               $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain)
 
 .PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner sweep-lambda sweep-alpha sweep-gamma \

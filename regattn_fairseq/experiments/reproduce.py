@@ -20,7 +20,7 @@ from pathlib import Path
 
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
-from regattn_fairseq.experiments.fairseq_logs import last_record_with
+from regattn_fairseq.experiments.fairseq_logs import json_records
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.experiments.results import load_rows, plot_attention_figure, write_outputs
@@ -60,6 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "every mapping at that γ",
     )
     parser.add_argument(
+        "--gamma-grid",
+        type=lambda text: [float(v) for v in text.replace(",", " ").split()],
+        help="with --gamma auto: the γ grid, e.g. `1,4` (default: the table's gamma_grid); "
+        "the grid is recorded with the choice",
+    )
+    parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
     )
     parser.add_argument(
@@ -94,6 +100,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="start a small/paper run on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
     )
     args = parser.parse_args(argv)
+    if args.gamma_grid and args.gamma != "auto":
+        parser.error("--gamma-grid needs --gamma auto")
+    if args.gamma not in (None, "auto"):
+        try:
+            fixed = float(args.gamma)
+        except ValueError:
+            parser.error(f"--gamma must be `auto` or a number > 0, got {args.gamma!r}")
+        if not fixed > 0:
+            parser.error(f"--gamma must be > 0, got {args.gamma}")
     if args.seeds:
         args.seeds = [seed for group in args.seeds for seed in group]
     return args
@@ -139,27 +154,39 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
     dict
         ``{"grid", "criterion", "validation": {γ: mean best validation loss}, "chosen"}``.
     """
-    grid = list(spec.get("gamma_grid") or [])
+    grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
     if not grid:
-        raise ReproError(f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid")
+        raise ReproError(
+            f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid (or pass "
+            "--gamma-grid)"
+        )
+    if any(gamma <= 0 for gamma in grid):
+        raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
     validation = {}
     for gamma in grid:
         losses = []
         for seed in seeds:
             run_dir = _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma)
             extra = [*args.override, f"model.attention_gamma={gamma}"]
-            if not (run_dir / "checkpoints" / "checkpoint_best.pt").is_file() or args.retrain:
-                _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, args.retrain)
-            record = last_record_with((run_dir / "train.log").read_text(), "valid_best_loss")
-            if record is None:
+            # Always through fairseq: a finished run stops at once, an interrupted one resumes
+            # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
+            _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, args.retrain)
+            # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
+            # valid_best_loss only from the second validation on)
+            valid = [
+                float(record["valid_loss"])
+                for record in json_records((run_dir / "train.log").read_text())
+                if "valid_loss" in record
+            ]
+            if not valid:
                 raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
-            losses.append(float(record["valid_best_loss"]))
+            losses.append(min(valid))
         validation[str(gamma)] = round(sum(losses) / len(losses), 4)
     chosen = min(grid, key=lambda g: validation[str(g)])
     print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
     return {
         "grid": grid,
-        "criterion": "best validation loss (fairseq valid_best_loss), mean over seeds",
+        "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
         "validation": validation,
         "chosen": chosen,
     }
@@ -229,7 +256,8 @@ def run(argv: list[str] | None = None) -> None:
                     if seed == seeds[0] and done[0].get("attention", {}).get("export"):
                         exports.append(Path(done[0]["attention"]["export"]))
                     continue
-                if args.gamma == "auto" and not args.retrain:
+                if selection is not None:
+                    # trained (or retrained) by choose_gamma: collect it, never train it twice
                     model = runs.train(experiment, scale, mapping, seed, data, run_dir, extra)
                 else:
                     model = _train_fresh(

@@ -1,0 +1,94 @@
+"""GAMMA=auto (`scripts/reproduce.py --gamma auto`): every γ of the grid is trained, the best
+validation loss picks one, test is reported at it and the choice is recorded in the row."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from regattn_fairseq.experiments import reproduce, runs
+from regattn_fairseq.experiments.paths import REPO_ROOT
+
+
+def test_gamma_grid_arguments():
+    args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
+    assert args.gamma_grid == [1.0, 4.0]
+    for bad in (["--gamma-grid", "1,4"], ["--gamma", "warm"], ["--gamma", "-1"]):
+        with pytest.raises(SystemExit):
+            reproduce.parse_args(["inflection", *bad])
+
+
+def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeypatch):
+    """A grid run with a checkpoint_best.pt but no finished training goes back through fairseq
+    (which resumes from checkpoint_last.pt); its best validation loss is read afterwards."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}})()
+    args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra):
+        gamma = float(extra[-1].split("=")[1])
+        trained.append(gamma)
+        # the "resumed" run ends with a better loss for γ = 4
+        (run_dir / "train.log").write_text(
+            json.dumps({"epoch": 30, "valid_loss": 2.0 if gamma == 1.0 else 1.5}) + "\n"
+        )
+
+    for gamma in (1.0, 4.0):
+        run_dir = reproduce._run_dir(
+            tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma
+        )
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
+    monkeypatch.setattr(runs, "train", fake_train)
+    selection = reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
+    )
+    assert trained == [1.0, 4.0]
+    assert selection["chosen"] == 4.0 and selection["grid"] == [1.0, 4.0]
+    assert selection["validation"] == {"1.0": 2.0, "4.0": 1.5}
+
+
+@pytest.mark.slow
+def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
+    """Smoke scale, sparsemax, grid {1, 4}: two grid runs, one test row at the chosen γ, and a
+    second invocation that trains nothing."""
+    command = [
+        sys.executable,
+        "scripts/reproduce.py",
+        "inflection",
+        "--scale",
+        "smoke",
+        "--mappings",
+        "sparsemax",
+        "--gamma",
+        "auto",
+        "--gamma-grid",
+        "1,4",
+        "--data-dir",
+        str(shared_data),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--results-dir",
+        str(tmp_path / "results"),
+    ]
+    first = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()
+    ]
+    assert len(rows) == 1
+    selection = rows[0]["gamma_selection"]
+    assert selection["grid"] == [1.0, 4.0] and set(selection["validation"]) == {"1.0", "4.0"}
+    chosen = min(selection["grid"], key=lambda g: selection["validation"][str(g)])
+    assert selection["chosen"] == chosen
+    assert rows[0]["train"]["config"]["model"]["attention_gamma"] == chosen
+    grid_runs = list((tmp_path / "work" / "checkpoints").rglob("gamma*/seed1/checkpoints"))
+    assert len(grid_runs) == 2
+    second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "[skip]" in second.stdout and "[train]" in second.stdout  # grid runs stop at once
+    assert len((tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()) == 1

@@ -86,6 +86,11 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
+#   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
+#                under torchrun); NODES=M NODE_RANK=r MASTER=host:port: the same command on
+#                M machines, machine 0 scores (README "At paper scale, on GPUs and clusters")
+#   LAUNCHER     sweeps only: basic | submitit_local | submitit_slurm (each job a Slurm job),
+#                LAUNCHER_ARGS="hydra.launcher.partition=gpu ..." its settings
 SCALE       ?= small
 # Unset path variables are left to the programs, whose defaults live in one place
 # (regattn_fairseq/experiments/paths.py).
@@ -93,7 +98,12 @@ REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE)) \
                $(if $(filter 1 true yes,$(RESCORE)),--rescore) \
-               $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty)
+               $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty) \
+               $(if $(GPUS),--gpus $(GPUS)) $(if $(NODES),--nodes $(NODES)) \
+               $(if $(NODE_RANK),--node-rank $(NODE_RANK)) $(if $(MASTER),--master $(MASTER))
+# only scripts/sweep.py takes these
+SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
+               $(foreach o,$(LAUNCHER_ARGS),--launcher-override $(o))
 # only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) \
@@ -125,13 +135,13 @@ reproduce-ner: setup ## CoNLL-2002 NER F1 (es, nl), smoothed-Viterbi tagger, ent
 	$(PY) scripts/reproduce.py ner $(REPRO_ARGS) $(TABLE_ARGS)
 
 sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> results/sweep_lambda.{md,png}
-	$(PY) scripts/sweep.py lambda $(REPRO_ARGS)
+	$(PY) scripts/sweep.py lambda $(REPRO_ARGS) $(SWEEP_ARGS)
 
 sweep-alpha: setup ## entmax alpha sweep incl. learned alpha (one Hydra multirun) -> results/sweep_alpha.{md,png}
-	$(PY) scripts/sweep.py alpha $(REPRO_ARGS)
+	$(PY) scripts/sweep.py alpha $(REPRO_ARGS) $(SWEEP_ARGS)
 
 sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30k NMT (one Hydra multirun) -> results/sweep_gamma.{md,png}
-	$(PY) scripts/sweep.py gamma $(REPRO_ARGS)
+	$(PY) scripts/sweep.py gamma $(REPRO_ARGS) $(SWEEP_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # Interpretability (issue #6): figures in the paper's conventions and attention statistics.

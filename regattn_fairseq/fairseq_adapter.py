@@ -16,6 +16,7 @@ ever rebuilt a plain TransformerConfig, `attention_spec_from_cfg` would fail at 
 """
 
 import argparse
+from pathlib import Path
 
 import fairseq
 
@@ -43,6 +44,7 @@ check_fairseq_version(fairseq.__version__)
 import torch  # noqa: E402  (after the version check, so an untested fairseq fails here first)
 from fairseq import checkpoint_utils  # noqa: E402
 from fairseq.distributed import fsdp_wrap  # noqa: E402
+from fairseq.models import distributed_fairseq_model  # noqa: E402
 from fairseq.models.lstm import AttentionLayer  # noqa: E402
 from fairseq.modules import MultiheadAttention  # noqa: E402
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper  # noqa: E402
@@ -200,3 +202,64 @@ def reset_best_checkpoint_loss() -> None:
     """
     if hasattr(checkpoint_utils.save_checkpoint, "best"):
         del checkpoint_utils.save_checkpoint.best
+
+
+class _DataParallelOnAnyDevice(torch.nn.parallel.DistributedDataParallel):
+    """torch's DistributedDataParallel, with fairseq's device arguments dropped for a model on
+    the CPU (see allow_cpu_data_parallel)."""
+
+    def __init__(self, module, device_ids=None, output_device=None, **kwargs):
+        if all(p.device.type == "cpu" for p in module.parameters()):
+            device_ids = output_device = None  # torch's rule for CPU modules
+        super().__init__(module, device_ids=device_ids, output_device=output_device, **kwargs)
+
+
+def allow_cpu_data_parallel() -> None:
+    """Lets fairseq's data-parallel training (`--ddp-backend c10d`, torch DDP) run on CPUs.
+
+    fairseq's DistributedFairseqModel always passes `device_ids=[device_id]` to torch's
+    DistributedDataParallel, which torch rejects for a module on the CPU ("device_ids and
+    output_device arguments only work with single-device/multiple-device GPU modules"): several
+    CPU processes (gloo) could not train together, and the multi-process tests could not run
+    the DDP code the GPUs run. The wrapper fairseq builds is replaced, in fairseq's module, by a
+    subclass that drops those two arguments for a CPU module only; a model on a GPU gets
+    exactly fairseq's call. If fairseq stopped importing `DistributedDataParallel` into that
+    module this raises AttributeError at plugin import; if it built the wrapper elsewhere, CPU
+    DDP would fail again with torch's error (tests/repro/test_distributed.py). Idempotent.
+    """
+    if not hasattr(distributed_fairseq_model, "DistributedDataParallel"):
+        raise AttributeError(
+            f"fairseq {fairseq.__version__} no longer imports DistributedDataParallel into "
+            "fairseq.models.distributed_fairseq_model: see allow_cpu_data_parallel"
+        )
+    distributed_fairseq_model.DistributedDataParallel = _DataParallelOnAnyDevice
+
+
+# the folder `save_parameters_on_every_rank` writes to, when set in a training's environment
+RANK_PARAMETERS_DIR_ENV = "REGATTN_RANK_PARAMETERS_DIR"
+
+
+def save_parameters_on_every_rank(directory: str | Path) -> None:
+    """Makes every data-parallel rank write its model's parameters, `directory/rank<R>.pt`,
+    each time fairseq saves a checkpoint: the check that DDP keeps the ranks identical
+    (tests/repro/test_distributed.py; `REGATTN_RANK_PARAMETERS_DIR`, read at plugin import).
+
+    fairseq writes checkpoints from rank 0 only, so a rank that drifted would go unnoticed.
+    fairseq_cli.train calls `checkpoint_utils.save_checkpoint(cfg, trainer, epoch_itr,
+    val_loss)` on every rank; it is wrapped in place. fairseq keeps the best validation loss on
+    that function's attribute, looked up by the module-level name, so it lands on the wrapper,
+    where `reset_best_checkpoint_loss` looks for it. If fairseq renamed the function this
+    raises AttributeError; if it stopped calling it on every rank, the test would find a
+    rank's file missing.
+    """
+    directory = Path(directory)
+    save = checkpoint_utils.save_checkpoint
+
+    def save_checkpoint(cfg, trainer, epoch_itr, val_loss):
+        saved = save(cfg, trainer, epoch_itr, val_loss)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {name: t.detach().cpu() for name, t in trainer.get_model().state_dict().items()}
+        torch.save(state, directory / f"rank{trainer.data_parallel_rank}.pt")
+        return saved
+
+    checkpoint_utils.save_checkpoint = save_checkpoint

@@ -28,6 +28,7 @@ TOOL_PACKAGES = {
     "fairseq-hydra-train": "fairseq-fixed",
     "fairseq-generate": "fairseq-fixed",
     "fairseq-validate": "fairseq-fixed",
+    "torchrun": "torch",  # several training processes (experiments/launch.py)
 }
 
 

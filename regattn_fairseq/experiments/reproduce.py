@@ -21,6 +21,7 @@ from pathlib import Path
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
 from regattn_fairseq.experiments.fairseq_logs import json_records
+from regattn_fairseq.experiments.launch import add_launch_arguments, launch_from_args
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.experiments.results import load_rows, plot_attention_figure, write_outputs
@@ -99,7 +100,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="start a small/paper run on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
     )
+    add_launch_arguments(parser)
     args = parser.parse_args(argv)
+    try:
+        args.launch = launch_from_args(args)
+    except ReproError as error:
+        parser.error(str(error))
+    if args.launch.nodes > 1 and args.gamma == "auto":
+        parser.error("--gamma auto reads validation losses on machine 0 only: use one machine")
+    # the devices are part of every training run's composed config (and so of the job's key)
+    args.override = [*args.launch.overrides(), *args.override]
     if args.gamma_grid and args.gamma != "auto":
         parser.error("--gamma-grid needs --gamma auto")
     if args.gamma not in (None, "auto"):
@@ -139,11 +149,11 @@ def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> 
     ]
 
 
-def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain):
+def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain, launch):
     if retrain and run_dir.exists():
         print(f"[train] --retrain: removing {run_dir}", flush=True)
         shutil.rmtree(run_dir)
-    return runs.train(experiment, scale, mapping, seed, data, run_dir, extra)
+    return runs.train(experiment, scale, mapping, seed, data, run_dir, extra, launch)
 
 
 def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) -> dict:
@@ -170,7 +180,9 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
             extra = [*args.override, f"model.attention_gamma={gamma}"]
             # Always through fairseq: a finished run stops at once, an interrupted one resumes
             # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
-            _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, args.retrain)
+            _train_fresh(
+                experiment, scale, mapping, seed, data, run_dir, extra, args.retrain, args.launch
+            )
             # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
             # valid_best_loss only from the second validation on)
             valid = [
@@ -258,11 +270,23 @@ def run(argv: list[str] | None = None) -> None:
                     continue
                 if selection is not None:
                     # trained (or retrained) by choose_gamma: collect it, never train it twice
-                    model = runs.train(experiment, scale, mapping, seed, data, run_dir, extra)
+                    model = runs.train(
+                        experiment, scale, mapping, seed, data, run_dir, extra, args.launch
+                    )
                 else:
                     model = _train_fresh(
-                        experiment, scale, mapping, seed, data, run_dir, extra, args.retrain
+                        experiment,
+                        scale,
+                        mapping,
+                        seed,
+                        data,
+                        run_dir,
+                        extra,
+                        args.retrain,
+                        args.launch,
                     )
+                if model is None:  # another machine than the first: it scores
+                    continue
                 rows = runs.result_rows(
                     spec.table,
                     experiment,

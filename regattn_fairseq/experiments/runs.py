@@ -16,6 +16,7 @@ from . import scoring
 from .builders.inflection import decode_target
 from .common import ReproError, run_logged, tool_path, write_json
 from .fairseq_logs import last_record_with
+from .launch import ONE_PROCESS, Launch
 from .paths import CONFIG_DIR, USER_DIR
 from .prepare import PreparedData
 from .provenance import provenance
@@ -98,8 +99,15 @@ def train(
     prepared: PreparedData,
     run_dir: Path,
     extra_overrides: list[str],
-) -> TrainedModel:
-    """Train one model in run_dir (resuming from run_dir/checkpoints if a run was interrupted)."""
+    launch: Launch = ONE_PROCESS,
+) -> TrainedModel | None:
+    """Train one model in run_dir (resuming from run_dir/checkpoints if a run was interrupted).
+
+    `launch` says on how many processes and machines (`launch.Launch.command`); its
+    `overrides()` must be among `extra_overrides`, which the caller also uses for the job's
+    key. Returns None on a machine other than the first of several: it trains its share, the
+    first one holds the checkpoint and scores.
+    """
     overrides = [
         *hydra_overrides(experiment, scale, prepared),
         mapping_override(experiment, mapping),
@@ -110,7 +118,9 @@ def train(
     ]
     print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
     record_training_start(run_dir)
-    run_logged(train_command(experiment, overrides), run_dir / "train.log")
+    run_logged(launch.command(train_command(experiment, overrides)), run_dir / "train.log")
+    if not launch.scores:
+        return None
     return collect_trained(
         run_dir, run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides
     )
@@ -569,9 +579,13 @@ def config_settings(cfg: DictConfig) -> dict:
     Returns
     -------
     dict
-        model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths).
+        model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths), and the
+        data-parallel world size when it is above 1 (each process takes a batch of the
+        configured size: the effective batch is that many times larger).
     """
+    world_size = cfg.distributed_training.distributed_world_size
     return {
+        **({"distributed_world_size": world_size} if world_size > 1 else {}),
         "model": OmegaConf.to_container(cfg.model, resolve=False),
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
         "lr": OmegaConf.to_container(cfg.optimization.lr, resolve=False),

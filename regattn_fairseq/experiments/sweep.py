@@ -28,6 +28,7 @@ from regattn_fairseq.experiments.common import (
     load_config,
     run_logged,
 )
+from regattn_fairseq.experiments.launch import Launch, add_launch_arguments, launch_from_args
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.experiments.results import load_rows, write_outputs
@@ -60,7 +61,66 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="start a small/paper sweep on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
     )
-    return parser.parse_args()
+    parser.add_argument(
+        "--launcher",
+        choices=sorted(LAUNCHERS),
+        default="basic",
+        help="Hydra launcher of the multirun (LAUNCHER=...): basic (the jobs one after another "
+        "in this process), submitit_local (each job a local process, all at once) or "
+        "submitit_slurm (each job a Slurm job; configs/hydra/launcher/regattn_slurm.yaml)",
+    )
+    parser.add_argument(
+        "--launcher-override",
+        action="append",
+        default=[],
+        metavar="hydra.launcher.KEY=VALUE",
+        help="a launcher setting, e.g. hydra.launcher.partition=gpu (repeatable; LAUNCHER_ARGS)",
+    )
+    add_launch_arguments(parser)
+    args = parser.parse_args()
+    try:
+        args.launch = launch_from_args(args)
+    except ReproError as error:
+        parser.error(str(error))
+    if args.launcher != "basic" and args.launch.world_size > 1:
+        parser.error(
+            f"--launcher {args.launcher} runs each job as its own (Slurm) job on one process: "
+            "use --gpus 0 or 1 (the jobs themselves run in parallel)"
+        )
+    if any(not o.startswith("hydra.launcher.") for o in args.launcher_override):
+        parser.error(f"--launcher-override takes hydra.launcher.* only: {args.launcher_override}")
+    return args
+
+
+# --launcher -> the hydra/launcher config (None: Hydra's basic launcher)
+LAUNCHERS = {
+    "basic": None,
+    "submitit_local": "submitit_local",
+    "submitit_slurm": "regattn_slurm",
+}
+
+
+def launcher_overrides(launcher: str, launch: Launch, settings: list[str]) -> list[str]:
+    """The Hydra overrides that run a sweep's jobs through `launcher`.
+
+    Parameters
+    ----------
+    launcher : str
+        a key of LAUNCHERS.
+    launch : Launch
+        the devices of each job (one process; a submitit job gets `launch.gpus` GPUs).
+    settings : list[str]
+        ``hydra.launcher.*`` overrides (partition, account, ...).
+
+    Returns
+    -------
+    list[str]
+        Nothing for the basic launcher, else the launcher choice and its settings.
+    """
+    config = LAUNCHERS[launcher]
+    if config is None:
+        return []
+    return [f"hydra/launcher={config}", f"hydra.launcher.gpus_per_node={launch.gpus}", *settings]
 
 
 def _key(override: str) -> str:
@@ -106,6 +166,7 @@ def run() -> None:
 
     fixed = [
         *runs.hydra_overrides(experiment, scale, prepared),
+        *args.launch.overrides(),
         # Anchored paths: Hydra moves each job into its own directory (fairseq-notes trap 5).
         "checkpoint.save_dir=${hydra:runtime.output_dir}/checkpoints",
     ]
@@ -117,6 +178,7 @@ def run() -> None:
         # overrides not excluded here, i.e. the swept ones): see job_name
         "hydra.sweep.subdir=${hydra.job.override_dirname}",
         f"hydra.job.config.override_dirname.exclude_keys=[{','.join(_key(o) for o in fixed)}]",
+        *launcher_overrides(args.launcher, args.launch, args.launcher_override),
     ]
     jobs = [
         dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())
@@ -154,7 +216,12 @@ def run() -> None:
         return
     for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
         runs.record_training_start(sweep_dir / job_name(job))
-    run_logged(runs.train_command(experiment, overrides, multirun=True), sweep_dir / "multirun.log")
+    run_logged(
+        args.launch.command(runs.train_command(experiment, overrides, multirun=True)),
+        sweep_dir / "multirun.log",
+    )
+    if not args.launch.scores:  # another machine than the first: it scores
+        return
 
     for job in todo:
         job_dir = sweep_dir / job_name(job)

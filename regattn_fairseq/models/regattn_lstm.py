@@ -3,6 +3,7 @@ feeding) whose attention normalizer is configurable: the NMT model of Niculae & 
 built from fairseq's `lstm` parts."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
@@ -13,15 +14,18 @@ from regattn_fairseq import fairseq_adapter
 from regattn_fairseq.modules import (
     AttentionConfig,
     AttentionNormalizer,
+    ContinuousAttentionConfig,
+    ContinuousSpec,
     RegattnLSTMAttentionLayer,
     attention_spec_from_cfg,
+    continuous_spec_from_cfg,
 )
 
 MODEL_NAME = "regattn_lstm"
 
 
 @dataclass
-class RegattnLSTMConfig(AttentionConfig):
+class RegattnLSTMConfig(AttentionConfig, ContinuousAttentionConfig):
     # defaults: OpenNMT-py's, which the paper's NMT experiments used
     dropout: float = field(default=0.3, metadata={"help": "dropout probability"})
     encoder_embed_dim: int = field(default=500, metadata={"help": "encoder embedding dimension"})
@@ -49,7 +53,9 @@ class RegattnLSTMConfig(AttentionConfig):
 
 
 class RegattnLSTMDecoder(LSTMDecoder):
-    def __init__(self, *args, normalizer: AttentionNormalizer, **kwargs):
+    def __init__(
+        self, *args, normalizer: AttentionNormalizer, continuous: Optional[ContinuousSpec], **kwargs
+    ):
         super().__init__(*args, attention=True, **kwargs)
         fairseq_adapter.replace_lstm_attention(
             self,
@@ -59,6 +65,7 @@ class RegattnLSTMDecoder(LSTMDecoder):
                 self.hidden_size,
                 normalizer=normalizer,
                 bias=False,
+                continuous=continuous,
             ),
         )
 
@@ -74,6 +81,7 @@ class RegattnLSTMModel(LSTMModel):
     @classmethod
     def build_model(cls, cfg: RegattnLSTMConfig, task):
         normalizer = AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME))
+        continuous = continuous_spec_from_cfg(cfg)
         if cfg.encoder_layers != cfg.decoder_layers:
             raise ValueError(
                 "--encoder-layers must match --decoder-layers (the decoder starts "
@@ -121,12 +129,19 @@ class RegattnLSTMModel(LSTMModel):
             share_input_output_embed=share_output,
             max_target_positions=cfg.max_target_positions,
             normalizer=normalizer,
+            continuous=continuous,
         )
         return cls(encoder, decoder)
 
     @property
     def attention_spec(self):
         return self.decoder.attention.normalizer.spec
+
+    @property
+    def continuous_spec(self) -> Optional[ContinuousSpec]:
+        """The continuous-attention options, None with --attention-domain discrete."""
+        continuous = self.decoder.attention.continuous
+        return None if continuous is None else continuous.spec
 
 
 @register_model_architecture(MODEL_NAME, "regattn_lstm_paper")

@@ -10,14 +10,20 @@ from fairseq.modules import FairseqDropout
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from regattn_fairseq.modules import AttentionConfig, AttentionNormalizer, attention_spec_from_cfg
+from regattn_fairseq.modules import (
+    AttentionConfig,
+    AttentionNormalizer,
+    ContinuousAttentionConfig,
+    attention_spec_from_cfg,
+    continuous_spec_from_cfg,
+)
 from regattn_fairseq.modules.premise_attention import PremiseAttention
 
 MODEL_NAME = "regattn_snli"
 
 
 @dataclass
-class RegattnSNLIModelConfig(AttentionConfig):
+class RegattnSNLIModelConfig(AttentionConfig, ContinuousAttentionConfig):
     # defaults: Rocktäschel et al. 2016's attention model (k = 100, 300-d word vectors)
     embed_dim: int = field(default=300, metadata={"help": "word embedding dimension"})
     hidden_size: int = field(default=100, metadata={"help": "LSTM and attention size"})
@@ -33,7 +39,9 @@ class RegattnSNLIModel(BaseFairseqModel):
         self.premise_lstm = nn.LSTM(cfg.embed_dim, cfg.hidden_size, batch_first=True)
         self.hypothesis_lstm = nn.LSTM(cfg.embed_dim, cfg.hidden_size, batch_first=True)
         self.attention = PremiseAttention(
-            cfg.hidden_size, AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME))
+            cfg.hidden_size,
+            AttentionNormalizer(attention_spec_from_cfg(cfg, MODEL_NAME)),
+            continuous=continuous_spec_from_cfg(cfg),
         )
         self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.classifier = nn.Linear(cfg.hidden_size, num_classes)
@@ -52,7 +60,8 @@ class RegattnSNLIModel(BaseFairseqModel):
         return states, final
 
     def forward(self, premise_tokens, premise_lengths, hypothesis_tokens, hypothesis_lengths):
-        """Returns label logits (bsz x labels) and {"attn": bsz x premise_len}."""
+        """Returns label logits (bsz x labels) and {"attn": bsz x premise_len} (with continuous
+        attention, the density's mass per premise token)."""
         premise_states, premise_final = self._encode(
             self.premise_lstm, premise_tokens, premise_lengths
         )
@@ -67,6 +76,12 @@ class RegattnSNLIModel(BaseFairseqModel):
     @property
     def attention_spec(self):
         return self.attention.normalizer.spec
+
+    @property
+    def continuous_spec(self):
+        """The continuous-attention options, None with --attention-domain discrete."""
+        continuous = self.attention.continuous
+        return None if continuous is None else continuous.spec
 
 
 @register_model_architecture(MODEL_NAME, "regattn_snli_paper")

@@ -1,4 +1,6 @@
-"""The attention options every regattn model takes, and the one place they are validated.
+"""The attention options every regattn model takes, and the one place they are validated:
+the discrete mapping (`AttentionConfig`, every model) and continuous attention
+(`ContinuousAttentionConfig`, the LSTM seq2seq and SNLI models).
 
 Each model config inherits `AttentionConfig`, so the options are real dataclass fields: they
 reach the model under `fairseq-train` (argparse) and `fairseq-hydra-train` (OmegaConf) alike.
@@ -11,7 +13,7 @@ from typing import Dict, Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from regattn import mappings
+from regattn import continuous, mappings
 
 LEARNED = "learned"
 ATTENTION_DEVICES = ("same", "cpu")
@@ -169,3 +171,163 @@ def attention_spec_from_cfg(
 
     device = _read_choice(cfg, "attention_device", ATTENTION_DEVICES)
     return AttentionSpec(name=name, params=params, learned_alpha=learned_alpha, device=device)
+
+
+# -- continuous attention (Martins et al. 2020; regattn.continuous) -------------------------
+
+ATTENTION_DOMAINS = ("discrete", "continuous")
+CONTINUOUS_COMBINES = ("none", "sum")
+# where the density's mu and sigma^2 come from
+CONTINUOUS_PARAMS = ("attention_moments", "learned_head")
+# the value each continuous option takes when --attention-domain continuous leaves it unset
+CONTINUOUS_DEFAULTS = {
+    "continuous_density": "gaussian",
+    "continuous_basis": 64,
+    "continuous_ridge": 0.01,
+    "continuous_combine": "none",
+    "continuous_params": "attention_moments",
+}
+
+
+@dataclass
+class ContinuousAttentionConfig(FairseqDataclass):
+    attention_domain: ChoiceEnum(list(ATTENTION_DOMAINS)) = field(
+        default="discrete",
+        metadata={
+            "help": "'continuous': attend with a density over the source positions, placed at "
+            "t = (l - 1/2) / L in [0, 1] (Martins et al. 2020), instead of a distribution over "
+            "the positions"
+        },
+    )
+    continuous_density: Optional[ChoiceEnum(list(continuous.DENSITIES))] = field(
+        default=None,
+        metadata={
+            "help": "the attention density: gaussian (continuous softmax, the default) or "
+            "truncated_parabola (continuous sparsemax, compact support)"
+        },
+    )
+    continuous_basis: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "number N >= 1 of Gaussian basis functions of the value function "
+            f"(default {CONTINUOUS_DEFAULTS['continuous_basis']})"
+        },
+    )
+    continuous_ridge: Optional[float] = field(
+        default=None,
+        metadata={
+            "help": "ridge penalty >= 0 of the value function's regression onto the basis "
+            f"(default {CONTINUOUS_DEFAULTS['continuous_ridge']}, the authors')"
+        },
+    )
+    continuous_combine: Optional[ChoiceEnum(list(CONTINUOUS_COMBINES))] = field(
+        default=None,
+        metadata={
+            "help": "'sum' adds the discrete attention's context to the continuous one, as "
+            "the authors did for NMT (default none)"
+        },
+    )
+    continuous_params: Optional[ChoiceEnum(list(CONTINUOUS_PARAMS))] = field(
+        default=None,
+        metadata={
+            "help": "where mu and sigma^2 come from: attention_moments (default; the mean and "
+            "variance of t under the discrete attention of --attention, the authors' recipe "
+            "with softmax) or learned_head (a linear layer on the query and the mean source "
+            "state)"
+        },
+    )
+
+
+@dataclass(frozen=True)
+class ContinuousSpec:
+    """A validated continuous-attention choice (every option resolved to its value)."""
+
+    density: str
+    num_basis: int
+    ridge: float
+    combine: str
+    params: str
+
+    def describe(self) -> dict:
+        return {
+            "density": self.density,
+            "num_basis": self.num_basis,
+            "ridge": self.ridge,
+            "combine": self.combine,
+            "params": self.params,
+        }
+
+
+def _given_discrete_options(cfg):
+    given = [o for o in OPTION_TO_PARAM if _read(cfg, o) is not None]
+    if str(_read(cfg, "attention")) != "softmax":
+        given.insert(0, "attention")
+    if str(_read(cfg, "attention_device")) != "same":
+        given.append("attention_device")
+    return given
+
+
+def continuous_spec_from_cfg(cfg) -> Optional[ContinuousSpec]:
+    """Validate the continuous-attention options of `cfg`: None for --attention-domain
+    discrete (where any continuous option is an error), else the resolved ContinuousSpec.
+    An option that does not apply is an error naming it."""
+    domain = _read_choice(cfg, "attention_domain", ATTENTION_DOMAINS)
+    if domain == "discrete":
+        for option in CONTINUOUS_DEFAULTS:
+            if _read(cfg, option) is not None:
+                raise ValueError(
+                    f"{cli_name(option)} applies only with --attention-domain continuous"
+                )
+        return None
+
+    def value(option):
+        given = _read(cfg, option)
+        return CONTINUOUS_DEFAULTS[option] if given is None else given
+
+    density = str(value("continuous_density"))
+    if density not in continuous.DENSITIES:
+        raise ValueError(
+            f"{cli_name('continuous_density')}={density!r} is not one of "
+            f"{', '.join(continuous.DENSITIES)}"
+        )
+    combine = str(value("continuous_combine"))
+    if combine not in CONTINUOUS_COMBINES:
+        raise ValueError(
+            f"{cli_name('continuous_combine')}={combine!r} is not one of "
+            f"{', '.join(CONTINUOUS_COMBINES)}"
+        )
+    params = str(value("continuous_params"))
+    if params not in CONTINUOUS_PARAMS:
+        raise ValueError(
+            f"{cli_name('continuous_params')}={params!r} is not one of "
+            f"{', '.join(CONTINUOUS_PARAMS)}"
+        )
+    num_basis, ridge = value("continuous_basis"), value("continuous_ridge")
+    try:
+        continuous.ContinuousAttention(num_basis, density, ridge=float(ridge))
+    except ValueError as e:
+        raise ValueError(
+            f"invalid continuous attention options ({cli_name('continuous_basis')}={num_basis}, "
+            f"{cli_name('continuous_ridge')}={ridge}): {e}"
+        ) from e
+    if params == "learned_head":
+        if combine == "sum":
+            raise ValueError(
+                f"{cli_name('continuous_combine')}=sum adds the discrete attention's context: "
+                f"it needs {cli_name('continuous_params')}=attention_moments (with "
+                "learned_head no discrete attention is computed)"
+            )
+        unused = _given_discrete_options(cfg)
+        if unused:
+            raise ValueError(
+                f"{cli_name(unused[0])} does not apply with "
+                f"{cli_name('continuous_params')}=learned_head: no discrete attention is "
+                "computed"
+            )
+    return ContinuousSpec(
+        density=density,
+        num_basis=int(num_basis),
+        ridge=float(ridge),
+        combine=combine,
+        params=params,
+    )

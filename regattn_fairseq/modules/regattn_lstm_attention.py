@@ -1,14 +1,23 @@
-"""fairseq's LSTM attention layer (Luong "general" scores) with a configurable mapping."""
+"""fairseq's LSTM attention layer (Luong "general" scores) with a configurable mapping, or
+continuous attention over the source."""
+
+from typing import Optional
 
 import torch
 from fairseq.models.lstm import AttentionLayer
 
 from .attention_normalizer import AttentionNormalizer
+from .attention_options import ContinuousSpec
+from .continuous_context import ContinuousContext
 
 
 class RegattnLSTMAttentionLayer(AttentionLayer):
     """Keeps fairseq's `input_proj`/`output_proj` (same parameter names as the stock `lstm`);
-    source padding is a mask for the mapping rather than -inf scores."""
+    source padding is a mask for the mapping rather than -inf scores.
+
+    With `continuous` the context is continuous attention's E_p[V(t)] (plus the discrete
+    context with combine=sum), and the reported attention is the density's mass per source
+    token (`ContinuousContext`)."""
 
     def __init__(
         self,
@@ -17,17 +26,31 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
         output_embed_dim,
         normalizer: AttentionNormalizer,
         bias=False,
+        continuous: Optional[ContinuousSpec] = None,
     ):
         super().__init__(input_embed_dim, source_embed_dim, output_embed_dim, bias=bias)
         self.normalizer = normalizer
+        self.continuous = (
+            None
+            if continuous is None
+            else ContinuousContext(continuous, input_embed_dim, source_embed_dim)
+        )
 
     def forward(self, input, source_hids, encoder_padding_mask):
         # input: bsz x input_embed_dim; source_hids: srclen x bsz x source_embed_dim;
         # encoder_padding_mask: srclen x bsz, True at padding
-        scores = torch.einsum("sbd,bd->bs", source_hids, self.input_proj(input))
         mask = None if encoder_padding_mask is None else ~encoder_padding_mask.t()
-        probs = self.normalizer(scores, mask).type_as(scores)  # bsz x srclen
+        if self.continuous is None or self.continuous.needs_discrete_attention:
+            scores = torch.einsum("sbd,bd->bs", source_hids, self.input_proj(input))
+            probs = self.normalizer(scores, mask).type_as(scores)  # bsz x srclen
+        else:
+            probs = None
 
-        context = torch.einsum("bs,sbd->bd", probs, source_hids)
+        if self.continuous is None:
+            context = torch.einsum("bs,sbd->bd", probs, source_hids)
+        else:
+            if mask is None:
+                mask = source_hids.new_ones(source_hids.shape[:2], dtype=torch.bool).t()
+            context, probs = self.continuous(input, source_hids.transpose(0, 1), mask, probs)
         x = torch.tanh(self.output_proj(torch.cat((context, input), dim=1)))
         return x, probs.t()

@@ -1,0 +1,94 @@
+"""The attention-gradient diagnostic (issue #17 item 7): hand cases of the row statistics, and
+a per-epoch measurement of tiny trained models."""
+
+import json
+
+import pytest
+import torch
+from conftest import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
+
+from regattn import mappings
+from regattn_fairseq.experiments import attention_gradients
+from regattn_fairseq.experiments.common import ReproError
+
+
+def _backward_stats(name, scores, upstream, mask=None, gamma=1.0):
+    scores = scores.clone().requires_grad_(True)
+    probs = mappings.build(name, empty="zero", gamma=gamma)(scores, dim=-1, mask=mask)
+    probs.retain_grad()
+    (probs * upstream).sum().backward()
+    return attention_gradients.row_statistics(
+        scores.detach(), probs.detach(), scores.grad, probs.grad, mask, gamma
+    )
+
+
+def test_sparsemax_with_support_one_passes_no_gradient_softmax_does():
+    scores = torch.tensor([[3.0, 0.5, 0.0, -1.0]])  # margin 2.5 > 1: sparsemax support {0}
+    upstream = torch.tensor([[0.0, 1.0, -2.0, 0.5]])
+    sparse = _backward_stats("sparsemax", scores, upstream)
+    assert sparse["support_one"] == 1 and sparse["zero_grad_scores"] == 1
+    assert sparse["grad_scores"] == 0.0 and sparse["grad_probs"] > 0
+    assert sparse["margin"] == pytest.approx(2.5)
+    dense = _backward_stats("softmax", scores, upstream)
+    assert dense["support_one"] == 0 and dense["zero_grad_scores"] == 0
+    assert dense["grad_scores"] > 0
+    # a higher temperature widens the support and lets gradient through
+    warm = _backward_stats("sparsemax", scores, upstream, gamma=4.0)
+    assert warm["support"] >= 2 and warm["grad_scores"] > 0
+    assert warm["margin"] == pytest.approx(2.5 / 4.0)
+
+
+def test_masked_positions_and_empty_rows_are_left_out():
+    scores = torch.tensor([[1.0, 0.9, 50.0], [0.0, 0.0, 0.0], [0.0, 1.0, 2.0]])
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, True, True]])
+    # the third row's loss gradient is zero: a padded target step
+    upstream = torch.tensor([[1.0, -1.0, 7.0], [1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    stats = _backward_stats("sparsemax", scores, upstream, mask=mask)
+    assert stats["rows"] == 1 and stats["support"] == 2.0
+    assert stats["margin"] == pytest.approx(0.1, abs=1e-6)
+    # ∂L/∂p centred over the two positions: (1, -1) -> norm sqrt(2)
+    assert stats["grad_probs"] == pytest.approx(2**0.5)
+
+
+def test_summary_of_nothing_is_an_error():
+    with pytest.raises(ReproError, match="no attention rows"):
+        attention_gradients.summarize({"rows": 0}, 0.0, 1)
+
+
+def _train(data, save_dir, mapping):
+    common = [a for a in COMMON_ARGS if a != "--no-epoch-checkpoints"]
+    argv = [str(data), *SEQ2SEQ_TRAIN_ARGS, *MODEL_ARGS["regattn_lstm"], *common]
+    train_in_process([*argv, "--attention", mapping, "--save-dir", str(save_dir)])
+
+
+def test_per_epoch_measurement_of_trained_models(translation_data, tmp_path):
+    for mapping in ("softmax", "sparsemax"):
+        _train(translation_data, tmp_path / mapping / "checkpoints", mapping)
+    out = tmp_path / "gradients.json"
+    attention_gradients.main(
+        [str(tmp_path / "softmax"), str(tmp_path / "sparsemax"), "--out", str(out)]
+    )
+    report = json.loads(out.read_text())
+    assert report["provenance"]["git_commit"]
+    by_mapping = {}
+    for run in report["runs"]:
+        epochs = run["epochs"]
+        assert [e["epoch"] for e in epochs] == list(range(1, len(epochs) + 1)) and len(epochs) >= 2
+        by_mapping[epochs[0]["mapping"]["name"]] = epochs
+        for e in epochs:
+            assert e["rows"] > 0 and e["valid_nll"] > 0
+            assert 1.0 <= e["mean_support"] and 0.0 <= e["support_one_fraction"] <= 1.0
+    for e in by_mapping["softmax"]:
+        assert e["zero_grad_scores_fraction"] == 0.0 and e["pass_ratio"] > 0
+    # sparsemax: exactly the rows with a single supported position get no score gradient
+    for e in by_mapping["sparsemax"]:
+        assert e["zero_grad_scores_fraction"] >= e["support_one_fraction"]
+    with pytest.raises(ReproError, match="never overwritten"):
+        attention_gradients.main([str(tmp_path / "softmax"), "--out", str(out)])
+
+
+def test_a_run_without_epoch_checkpoints_is_an_error(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
+    with pytest.raises(ReproError, match="no_epoch_checkpoints=false"):
+        attention_gradients.epoch_checkpoints(tmp_path)

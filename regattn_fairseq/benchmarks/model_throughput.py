@@ -168,15 +168,44 @@ def make_step(model, batch: dict, pad: int):
 
 
 def run(
-    models: list[str], steps: int, repeats: int, seed: int, data_dir: Path, device: str = "cpu"
+    models: list[str],
+    steps: int,
+    repeats: int,
+    seed: int,
+    data_dir: Path,
+    device: str = "cpu",
+    model_specs: dict | None = None,
+    variants: dict | None = None,
 ) -> list[dict]:
+    """Time training steps of each model with each attention variant, round-robin.
+
+    Parameters
+    ----------
+    models : list of str
+        names in `model_specs`.
+    steps, repeats, seed : int
+        steps per timed block, round-robin passes, seed of the weights and the batch.
+    data_dir : Path
+        a folder with the dictionaries (dict.src.txt, dict.tgt.txt).
+    device : str
+    model_specs : dict, optional
+        name -> {"scale": (group, scale), "batch", "src", "tgt"} (default `MODELS`).
+    variants : dict, optional
+        label -> fairseq attention options, with a "softmax" entry, the baseline (default:
+        every mapping, `MAPPINGS`, plus `TRANSFORMER_ONLY` for the Transformer).
+
+    Returns
+    -------
+    list of dict
+        one result per model and variant, its throughput relative to softmax's in this run.
+    """
     device = require_device(device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     results = []
     for model_name in models:
-        spec = MODELS[model_name]
+        spec = (model_specs or MODELS)[model_name]
         arch, flags = _scale_options(*spec["scale"])
-        labels = {**MAPPINGS, **(TRANSFORMER_ONLY if "transformer" in arch else {})}
+        labels = variants or {**MAPPINGS, **(TRANSFORMER_ONLY if "transformer" in arch else {})}
         steps_of, batch = {}, None
         for label, attention in labels.items():
             torch.manual_seed(seed)

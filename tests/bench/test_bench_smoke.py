@@ -67,3 +67,17 @@ def test_model_bench(tmp_path):
     for r in run["results"]:
         assert r["tokens_per_s"] > 0 and r["throughput_ratio_to_softmax"] > 0
     assert "| 1.5-entmax |" in (tmp_path / "model_cpu.md").read_text()
+
+
+@pytest.mark.slow  # builds and trains 4 models twice: about 2 minutes on a busy 2-core machine
+def test_continuous_bench(tmp_path):
+    from regattn_fairseq.benchmarks import continuous_speed
+
+    run_bench("bench_continuous.py", tmp_path, "--basis", "8")
+    run = json.loads((tmp_path / "continuous_cpu.json").read_text())["runs"][-1]
+    labels = list(continuous_speed.variants([8]))
+    # every variant was timed in the same run as discrete softmax, per layer step and training
+    assert list(run["results"]["layer"]) == labels
+    assert [r["attention"] for r in run["results"]["training"]] == labels
+    assert all(t > 0 for t in run["results"]["layer"].values())
+    assert "| continuous sparsemax (N=8) |" in (tmp_path / "continuous_cpu.md").read_text()

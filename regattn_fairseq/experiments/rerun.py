@@ -9,7 +9,8 @@ mapping, seed and the Hydra overrides it was trained with beyond the standard on
 kernels, runs that commit's `scripts/reproduce.py` for that one job into a fresh work and
 results folder, and reports, per evaluation and metric, the recorded value, the new value and
 their difference. Sweep rows are not supported (re-run the sweep at the commit instead); dirty
-rows are refused (their diff is not recoverable from the hash)."""
+rows are refused (their diff is not recoverable from the hash), and so are dry runs (capped
+data, a few updates: nothing to reproduce)."""
 
 from __future__ import annotations
 
@@ -85,8 +86,8 @@ def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) ->
     Raises
     ------
     ReproError
-        the run has no training commit, was trained or scored from a dirty tree, or is a
-        sweep row.
+        the run has no training commit, was trained or scored from a dirty tree, is a
+        sweep row or a dry run.
     """
     row = rows[0]
     started = row["train"].get("started") or {}
@@ -100,6 +101,11 @@ def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) ->
             f"run {row['run_id']} was trained or scored from a dirty tree (diff "
             f"{str(started.get('git_diff_sha256') or row.get('git_diff_sha256'))[:12]}); "
             f"the diff cannot be recovered from its hash"
+        )
+    if row.get("dry_run"):
+        raise ReproError(
+            f"run {row['run_id']} is a dry run ({row['dry_run']}): its numbers mean nothing; "
+            f"run the configuration without the caps instead"
         )
     if row.get("sweep_params"):
         raise ReproError(

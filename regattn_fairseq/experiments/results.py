@@ -14,6 +14,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from .common import ReproError
+from .dry_run import describe as describe_dry_run
+from .paths import RESULTS_DIR
 from .rowkeys import cell_key, mapping_label, row_config_sha256, split_current
 from .significance import p_against
 
@@ -136,19 +139,33 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
         "",
     ]
     current, superseded = split_current(rows)
-    for scale in SCALE_ORDER:
-        scale_rows = [r for r in current if r["scale"] == scale]
-        if not scale_rows:
-            continue
-        lines += [f"## Scale `{scale}`", ""]
-        if scale == "smoke":
+    # one section per scale, and apart from its real rows, one per dry run (`dry_run.DryRun`)
+    sections = sorted(
+        {_section(r) for r in current},
+        key=lambda s: (SCALE_ORDER.index(s[0]), s[1] != "null", s[1]),
+    )
+    for section in sections:
+        scale = section[0]
+        scale_rows = [r for r in current if _section(r) == section]
+        dry_words = describe_dry_run(json.loads(section[1]))
+        lines += [f"## Scale `{scale}`" + (f", {dry_words}" if dry_words else ""), ""]
+        if dry_words:
+            lines += [
+                f"Dry run: the {scale}-scale model, optimizer and schedule on capped data for a "
+                "few updates, a check that the configs run end to end; the numbers mean "
+                "nothing.",
+                "",
+            ]
+        elif scale == "smoke":
             lines += [
                 "Smoke scale: a pipeline test on a few hundred examples; the numbers mean nothing.",
                 "",
             ]
         for experiment in dict.fromkeys(r["experiment"] for r in scale_rows):
             exp_rows = [r for r in scale_rows if r["experiment"] == experiment]
-            old = [r for r in superseded if r["scale"] == scale and r["experiment"] == experiment]
+            old = [
+                r for r in superseded if _section(r) == section and r["experiment"] == experiment
+            ]
             lines += _experiment_table(spec, experiment, exp_rows, old, results_dir)
     lines += [
         "## History (every run, oldest first)",
@@ -160,13 +177,19 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
         metrics = ", ".join(
             f"{k} {v}" for k, v in row["metrics"].items() if not k.startswith("acc_")
         )
+        scale = row["scale"] + (" (dry run)" if row.get("dry_run") else "")
         lines.append(
-            f"| {row['date']} | {row['scale']} | {row['experiment']} | {row['evaluation']} | "
+            f"| {row['date']} | {scale} | {row['experiment']} | {row['evaluation']} | "
             f"{mapping_label(row)} | {row['seed']} | {row_config_sha256(row) or '–'} | "
             f"{metrics} | {row['git_commit'][:10]}"
             f"{'+dirty' if row.get('git_dirty') else ''} | {row['run_id']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _section(row: dict) -> tuple[str, str]:
+    """The table section a row is shown in: its scale and its dry-run caps (as JSON)."""
+    return row["scale"], json.dumps(row.get("dry_run"), sort_keys=True)
 
 
 def _baseline(cells: dict, key: tuple) -> list[dict] | None:
@@ -359,8 +382,52 @@ def plot_attention_figure(
     return plot_sentence(records, sentence, figures_dir, name=name)
 
 
+def check_row_kinds(results_dir: Path, table: str, dry_run: bool) -> None:
+    """Refuse to put a dry run's rows where real rows are, or real rows where dry ones are.
+
+    A dry run (`dry_run.DryRun`) writes to a results folder of its own: never to the
+    committed results/ (`paths.RESULTS_DIR`), never to a raw file that holds real rows; and
+    real rows never go to a raw file of dry-run rows.
+
+    Parameters
+    ----------
+    results_dir : Path
+        the results folder.
+    table : str
+        the table (its raw file is results_dir/raw/<table>.jsonl).
+    dry_run : bool
+        whether the rows to be written are a dry run's.
+
+    Raises
+    ------
+    ReproError
+        the rows would be mixed (the message names the folder or file).
+    """
+    if dry_run and Path(results_dir).resolve() == RESULTS_DIR.resolve():
+        raise ReproError(
+            f"a dry run's rows never go to {RESULTS_DIR} (the committed results): give them a "
+            f"folder of their own, RESULTS_DIR=... (make) / --results-dir"
+        )
+    kinds = {bool(row.get("dry_run")) for row in load_rows(results_dir, table)}
+    if kinds - {dry_run}:
+        raw = Path(results_dir) / "raw" / f"{table}.jsonl"
+        held, new = ("real", "dry-run") if dry_run else ("dry-run", "real")
+        raise ReproError(
+            f"{raw} holds {held} rows: {new} rows are never mixed with them; use another "
+            f"RESULTS_DIR (make) / --results-dir"
+        )
+
+
 def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
-    """Append the new rows, then regenerate the CSV and markdown views of the whole record."""
+    """Append the new rows, then regenerate the CSV and markdown views of the whole record.
+
+    Raises
+    ------
+    ReproError
+        the new rows would mix dry-run and real rows (`check_row_kinds`).
+    """
+    for dry_run in {bool(row.get("dry_run")) for row in new_rows}:
+        check_row_kinds(results_dir, spec.table, dry_run)
     append_rows(results_dir, spec.table, new_rows)
     rows = load_rows(results_dir, spec.table)
     write_csv(results_dir, spec.table, rows)
@@ -422,8 +489,6 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
 def main() -> None:
     """``python -m regattn_fairseq.experiments.results [TABLE ...]``: regenerate the views."""
     import argparse
-
-    from .paths import RESULTS_DIR
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("tables", nargs="*")

@@ -1,11 +1,13 @@
 """What identifies a result row, and the checks that keep rows from being replaced silently.
 
 A row's key is (experiment, evaluation, scale, data source, mapping, the mapping's parameters
-γ/λ/p/α, seed, config hash), the config hash being the SHA-256 of the composed training config's
-settings (`runs.config_settings`: model, optimizer, lr, epochs, batch size; no paths). Rows that
-share everything but the config hash belong to the same table cell: the cell shows the config of
-the newest row, and the others are *superseded* (kept in the raw history, listed under the
-table). A job whose key already has a row is not trained or scored again unless asked."""
+γ/λ/p/α, dry-run caps, seed, config hash), the config hash being the SHA-256 of the composed
+training config's settings (`runs.config_settings`: model, optimizer, lr, epochs, batch size;
+no paths). Rows that share everything but the config hash belong to the same table cell: the
+cell shows the config of the newest row, and the others are *superseded* (kept in the raw
+history, listed under the table). A dry run's rows (`dry_run.DryRun`: capped data, a few
+updates) carry their caps in the key, so they never share a cell with real rows. A job whose key
+already has a row is not trained or scored again unless asked."""
 
 from __future__ import annotations
 
@@ -116,7 +118,8 @@ def cell_key(row: dict) -> tuple:
     Returns
     -------
     tuple
-        (experiment, scale, data source, mapping, parameters as JSON).
+        (experiment, scale, data source, mapping, parameters as JSON, dry-run caps as JSON):
+        a dry run's rows (`dry_run.DryRun`) never share a cell with real rows.
     """
     return (
         row["experiment"],
@@ -124,6 +127,7 @@ def cell_key(row: dict) -> tuple:
         row.get("data_source"),
         row["mapping"],
         json.dumps(mapping_params(row), sort_keys=True),
+        json.dumps(row.get("dry_run"), sort_keys=True),
     )
 
 
@@ -144,7 +148,13 @@ def row_key(row: dict) -> tuple:
 
 
 def job_key(
-    experiment: str, scale: str, data_source: str, mapping: str, settings: dict, seed: int
+    experiment: str,
+    scale: str,
+    data_source: str,
+    mapping: str,
+    settings: dict,
+    seed: int,
+    dry_run: dict | None = None,
 ) -> tuple:
     """The key of a job's rows, less the evaluation, before the job runs.
 
@@ -156,6 +166,8 @@ def job_key(
         the composed config's settings (`runs.config_settings`).
     seed : int
         the seed.
+    dry_run : dict, optional
+        the rows' ``dry_run`` record (`dry_run.DryRun.record`; None for a real run).
 
     Returns
     -------
@@ -170,6 +182,7 @@ def job_key(
         data_source,
         mapping,
         json.dumps(params, sort_keys=True),
+        json.dumps(dry_run, sort_keys=True),
         seed,
         config_sha256(settings),
     )
@@ -194,8 +207,8 @@ def finished_rows(rows: list[dict], key: tuple, evaluations: list[str]) -> list[
     """
     found = {}
     for row in rows:
-        full = row_key(row)
-        if full[:5] + full[6:] == key and row["evaluation"] in evaluations:
+        job = (*cell_key(row), row["seed"], row_config_sha256(row))
+        if job == key and row["evaluation"] in evaluations:
             found[row["evaluation"]] = row
     return [found[e] for e in evaluations] if len(found) == len(evaluations) else []
 
@@ -239,24 +252,27 @@ def data_fingerprint(bin_dir: Path) -> str:
     Returns
     -------
     str
-        Hex SHA-256 over the sorted (name, SHA-256) of every ``*.bin``, ``*.idx`` and
-        ``dict*.txt`` file in it.
+        Hex SHA-256 over the sorted (path relative to `bin_dir`, SHA-256) of every ``*.bin``,
+        ``*.idx``, ``*.label`` and ``dict*.txt`` file in it or its subfolders (SNLI keeps
+        premise, hypothesis and labels in input0/, input1/ and label/).
 
     Raises
     ------
     ReproError
         the folder holds none of them.
     """
+    bin_dir = Path(bin_dir)
     files = sorted(
         p
-        for p in Path(bin_dir).iterdir()
-        if p.is_file() and (p.suffix in (".bin", ".idx") or p.name.startswith("dict"))
+        for p in bin_dir.rglob("*")
+        if p.is_file() and (p.suffix in (".bin", ".idx", ".label") or p.name.startswith("dict"))
     )
     if not files:
         raise ReproError(f"no binarized data or dictionary in {bin_dir}")
     digest = hashlib.sha256()
     for path in files:
-        digest.update(f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+        name = path.relative_to(bin_dir).as_posix()
+        digest.update(f"{name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
     return digest.hexdigest()
 
 

@@ -609,6 +609,7 @@ def result_rows(
     sweep_params: dict | None = None,
     results_dir: Path | None = None,
     gamma_selection: dict | None = None,
+    dry_run: dict | None = None,
 ) -> list[dict]:
     """Score every evaluation set of a trained model: one provenance-complete row each.
 
@@ -640,6 +641,8 @@ def result_rows(
         where the per-item sidecars go (``raw/items/``); none are written without it.
     gamma_selection : dict, optional
         GAMMA=auto's record of the γ choice on validation.
+    dry_run : dict, optional
+        a dry run's caps (`dry_run.DryRun.record`), recorded in the rows and their key.
 
     Returns
     -------
@@ -669,6 +672,7 @@ def result_rows(
                 "config_sha256": config_sha256(config),
                 "items": items,
                 "gamma_selection": gamma_selection,
+                "dry_run": dry_run,
                 "table": table,
                 "experiment": experiment.name,
                 "evaluation": name,

@@ -36,10 +36,16 @@ class ReproError(RuntimeError):
     """A user-facing failure (bad input, missing data, failed tool); printed without a traceback."""
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    """The offline data root: explicit argument, else $REGATTN_DATA_DIR, else ../shared/data."""
+def data_root(data_dir: str | os.PathLike | None) -> Path:
+    """The offline data root, which may not exist (a fresh machine): explicit argument, else
+    $REGATTN_DATA_DIR, else ../shared/data."""
     chosen = data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
-    path = Path(chosen).expanduser().resolve()
+    return Path(chosen).expanduser().resolve()
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """The offline data root (`data_root`), which must exist."""
+    path = data_root(data_dir)
     if not path.is_dir():
         raise ReproError(
             f"DATA_DIR {path} does not exist; point DATA_DIR (make) / --data-dir / "

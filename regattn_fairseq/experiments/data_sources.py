@@ -1,21 +1,285 @@
 """Where a dataset's text comes from, and the record of what was read (for the cache stamp).
 
-- offline: files under the data root (DATA_DIR: the shared offline data, or a user's own copy
-  of the same layout pointed at with --data-dir / $REGATTN_DATA_DIR), paths as declared in
-  configs/prepare/<dataset>.yaml `offline:`; each file read is recorded with its SHA-256;
-- online: a split of a hub dataset through the `datasets` library (`online:` in the spec), the
-  only place anything is downloaded; recorded with the dataset's fingerprint."""
+Three sources, declared per dataset in configs/prepare/<dataset>.yaml:
+
+- offline (`offline:`): files under the data root (DATA_DIR: the shared offline data, or a
+  user's copy of the same layout, --data-dir / $REGATTN_DATA_DIR); each file read is recorded
+  with its SHA-256;
+- online (`online:`): the Hugging Face hub through `datasets.load_dataset`, always in parquet
+  form (no dataset scripts: `datasets` >= 4 refuses them), pinned by revision, the files of
+  each split named by pattern and the columns mapped to the builder's fields in the spec.
+  $REGATTN_HUB_MIRROR=<dir> reads <dir>/<owner>/<name>/ (a copy of the repository's files at
+  that revision) through the same call instead of the hub. Recorded with the `datasets`
+  fingerprint. Besides DATA_SOURCE=online, the hub stands in for missing offline copies (a
+  fresh machine without DATA_DIR): `plan_source`;
+- local (`local:`): the user's full copy of the official distribution, unmodified, under the
+  folder LOCAL_DATA names (--local-data / $REGATTN_LOCAL_DATA); recorded like offline files,
+  under ``local:<path>``.
+"""
 
 from __future__ import annotations
 
 import gzip
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from .common import ReproError, require_file, sha256_file
+from .paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV
 
-SOURCES = ("offline", "online")
+SOURCES = ("offline", "online", "local")
+# The seed of the subsample of a hub split that stands in for a missing offline train set.
+STAND_IN_SEED = 0
+LOCAL_PREFIX = "local:"
+ONLINE_PREFIX = "online:"
+
+
+def read_text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (gzip when it ends in .gz), without line ends.
+
+    Parameters
+    ----------
+    path : Path
+        the file.
+
+    Returns
+    -------
+    list[str]
+        One string per line.
+
+    Raises
+    ------
+    ReproError
+        a line is not UTF-8 (the message names the file and the line).
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    lines = []
+    with opener(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as error:
+                raise line_error(path, number, f"not UTF-8 text ({error.reason})") from None
+    return lines
+
+
+def line_error(path: Path, number: int, problem: str) -> ReproError:
+    """The error for a malformed line of a data file: ``<file>, line <n>: <problem>``."""
+    return ReproError(f"{path}, line {number}: {problem}")
+
+
+def check_parallel(files: tuple[Path, Path], sides: tuple[list, list]) -> None:
+    """Two line-aligned files must have as many lines.
+
+    Raises
+    ------
+    ReproError
+        they differ: the message names both files and the first line one of them lacks.
+    """
+    if len(sides[0]) != len(sides[1]):
+        shorter = 0 if len(sides[0]) < len(sides[1]) else 1
+        raise ReproError(
+            f"{files[shorter]} ends at line {len(sides[shorter])} but its parallel file "
+            f"{files[1 - shorter]} has {len(sides[1 - shorter])} lines (line "
+            f"{len(sides[shorter]) + 1} has no counterpart)"
+        )
+
+
+def _hub_location(online: DictConfig) -> tuple[str, str | None, str]:
+    """Where `datasets.load_dataset` reads a hub dataset: (path, revision, description).
+
+    The hub repository at the pinned revision, or its copy under $REGATTN_HUB_MIRROR (the
+    files of that revision, so no revision is passed)."""
+    mirror = os.environ.get(HUB_MIRROR_ENV)
+    if mirror:
+        path = Path(mirror).expanduser().resolve() / online.hf_id
+        return str(path), None, f"{path} ({HUB_MIRROR_ENV} copy of {online.hf_id})"
+    return online.hf_id, online.revision, f"{online.hf_id}@{online.revision}"
+
+
+def hub_split_pattern(spec: DictConfig, split: str) -> str | None:
+    """The data-file pattern of `split` (a split or evaluation name) in the spec's hub
+    repository: ``online.splits`` (DATA_SOURCE=online) or ``online.stand_in`` (only when the
+    offline copies are missing); None when the hub has no such split."""
+    online = spec.get("online")
+    if online is None:
+        return None
+    for group in ("splits", "stand_in"):
+        pattern = (online.get(group) or {}).get(split)
+        if pattern is not None:
+            return pattern
+    return None
+
+
+@dataclass
+class SourcePlan:
+    """Where one dataset's data comes from at one scale.
+
+    Attributes
+    ----------
+    source : str
+        ``offline``, ``online`` or ``local`` (the prepared data's folder and rows say it).
+    stand_in : bool
+        the offline copies are missing and the hub stands in for them (every split and
+        evaluation set with a hub counterpart comes from the hub, train subsampled).
+    summary : str
+        one line: the source, where it is read and the sizes.
+    """
+
+    source: str
+    stand_in: bool
+    summary: str
+
+    @property
+    def label(self) -> str:
+        """The data's name in folders, the cache key and rows: the source, or
+        ``online-stand-in`` (other data than DATA_SOURCE=online at the same scale)."""
+        return "online-stand-in" if self.stand_in else self.source
+
+
+def offline_files(spec: DictConfig, source: str) -> list[str]:
+    """The paths (relative to DATA_DIR) a build reads offline: every path of ``offline:`` and
+    of ``evaluations:``, except the splits that `source` takes from the hub."""
+    online_splits = (
+        set((spec.get("online") or {}).get("splits") or {}) if source == "online" else set()
+    )
+    paths: list[str] = []
+
+    def collect(node) -> None:
+        if isinstance(node, str):
+            paths.append(node)
+        elif isinstance(node, (DictConfig, dict)):
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, (ListConfig, list)):
+            for value in node:
+                collect(value)
+
+    for split, node in (spec.get("offline") or {}).items():
+        if split not in online_splits:
+            collect(node)
+    for files in (spec.get("evaluations") or {}).values():
+        for key in ("src", "tgt", "refs"):
+            collect(files.get(key))
+    return paths
+
+
+def resolve_local_dir(local_dir) -> Path:
+    """The folder of the user's own copies (DATA_SOURCE=local): the argument, else
+    $REGATTN_LOCAL_DATA.
+
+    Raises
+    ------
+    ReproError
+        none named, or the folder does not exist.
+    """
+    chosen = local_dir or os.environ.get(LOCAL_DATA_ENV)
+    if not chosen:
+        raise ReproError(
+            f"DATA_SOURCE=local reads the official distributions from a folder you name: "
+            f"LOCAL_DATA=<dir> (make), --local-data <dir> or ${LOCAL_DATA_ENV} (layouts: "
+            f"README, 'Data sources')"
+        )
+    path = Path(chosen).expanduser().resolve()
+    if not path.is_dir():
+        raise ReproError(f"LOCAL_DATA {path} is not a folder")
+    return path
+
+
+def _sizes(opts: DictConfig) -> str:
+    caps = [
+        f"{key} {opts[key]:,}" for key in ("max_train", "max_eval") if opts.get(key) is not None
+    ]
+    return f" (capped: {', '.join(caps)})" if caps else ""
+
+
+def plan_source(
+    spec: DictConfig, opts: DictConfig, requested: str | None, data_dir: Path, local_dir
+) -> SourcePlan:
+    """Decide where a dataset's data comes from, before reading any of it.
+
+    Rules: the source asked for (DATA_SOURCE), else the scale's. ``local`` needs the spec's
+    ``local:`` layout; a dataset without one (its offline copy is complete) is read offline.
+    When the offline copies a build needs are missing (no DATA_DIR on a fresh machine) and no
+    source was asked for, the hub stands in: the scale's ``stand_in_train`` pairs sampled
+    from the hub's train split (seed `STAND_IN_SEED`, the size of the offline train set) and
+    the hub's copies of the evaluation sets (``online.stand_in``).
+
+    Parameters
+    ----------
+    spec : DictConfig
+        the dataset spec.
+    opts : DictConfig
+        the scale's options (with overrides and caps).
+    requested : str | None
+        the source asked for, or None.
+    data_dir : Path
+        the offline data root (it may not exist).
+    local_dir
+        the LOCAL_DATA folder, or None.
+
+    Returns
+    -------
+    SourcePlan
+        The source and a one-line summary of it.
+
+    Raises
+    ------
+    ReproError
+        an unknown source; LOCAL_DATA missing for ``local``; offline copies missing where
+        no hub source stands in for them (the message names the first missing file).
+    """
+    source = requested or opts.source
+    if source not in SOURCES:
+        raise ReproError(f"unknown data source {source!r}; choose one of {', '.join(SOURCES)}")
+    name = spec.name
+    if source == "local":
+        if spec.get("local") is not None:
+            root = resolve_local_dir(local_dir)
+            return SourcePlan(
+                "local", False, f"{name}: local, official layout under {root}{_sizes(opts)}"
+            )
+        source = "offline"
+        note = " (no local layout: its offline copy is complete)"
+    else:
+        note = ""
+    missing = [p for p in offline_files(spec, source) if not (data_dir / p).exists()]
+    if not missing:
+        detail = (
+            f"train from {_hub_location(spec.online)[2]}, the rest from {data_dir}"
+            if source == "online"
+            else str(data_dir)
+        )
+        return SourcePlan(
+            source, False, f"{name}: {source}{note} ({detail}): {opts.note}{_sizes(opts)}"
+        )
+    first = data_dir / missing[0]
+    if requested is not None:
+        raise ReproError(
+            f"{name}: DATA_SOURCE={requested} needs the offline copies under {data_dir}, but "
+            f"{first} is missing ({len(missing)} missing); point DATA_DIR at them, or leave "
+            f"DATA_SOURCE unset to let the hub stand in for them"
+        )
+    online = spec.get("online")
+    if online is None or opts.get("stand_in_train") is None:
+        raise ReproError(
+            f"{name}: the offline copies are missing under {data_dir} (e.g. {first}) and no hub "
+            f"source can stand in for them at this scale; point DATA_DIR (make) / --data-dir at "
+            f"the offline data"
+        )
+    evaluations = list((spec.get("evaluations") or {}).keys())
+    on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]
+    absent = [e for e in evaluations if e not in on_hub]
+    summary = (
+        f"{name}: hub {_hub_location(online)[2]} standing in for the offline copies missing "
+        f"under {data_dir}: train {int(opts.stand_in_train):,} pairs sampled from the hub's "
+        f"train split (seed {STAND_IN_SEED}), evaluation sets {on_hub or 'none'} from the hub"
+        + (f", {absent} not on the hub (left out)" if absent else "")
+        + _sizes(opts)
+    )
+    return SourcePlan("online", True, summary)
 
 
 class Inputs:
@@ -26,22 +290,43 @@ class Inputs:
     data_dir : Path
         the offline data root.
     source : str
-        ``"offline"`` or ``"online"`` (the source asked for).
+        ``offline``, ``online`` or ``local`` (`SourcePlan.source`).
     spec : DictConfig
         the dataset spec (configs/prepare/<dataset>.yaml).
+    local_dir : Path | None
+        the LOCAL_DATA folder (source ``local``).
+    stand_in_train : int | None
+        set when the hub stands in for missing offline copies (`SourcePlan.stand_in`): the
+        number of hub train pairs to sample.
 
     Attributes
     ----------
     files
-        input name -> digest (SHA-256 of an offline file, or the `datasets`
-        fingerprint of an online split, under ``"online:<id>/<config>/<split>"``).
+        input name -> digest: SHA-256 of an offline file (its path under DATA_DIR) or of a
+        local one (``local:<path>``), or the `datasets` fingerprint of a hub split
+        (``online:<id>@<revision>/<pattern>``).
     """
 
-    def __init__(self, data_dir: Path, source: str, spec: DictConfig):
+    def __init__(
+        self,
+        data_dir: Path,
+        source: str,
+        spec: DictConfig,
+        local_dir: Path | None = None,
+        stand_in_train: int | None = None,
+    ):
         self.data_dir = data_dir
         self.source = source
         self.spec = spec
+        self.local_dir = local_dir
+        self.stand_in_train = stand_in_train
+        self.stand_in = stand_in_train is not None
         self.files: dict[str, str] = {}
+
+    @property
+    def local(self) -> DictConfig | None:
+        """The spec's local layout when the source is ``local``, else None."""
+        return self.spec.local if self.source == "local" else None
 
     def path(self, relative: str) -> Path:
         """The offline file `relative` (to the data root), recorded.
@@ -56,50 +341,134 @@ class Inputs:
         return path
 
     def lines(self, relative: str) -> list[str]:
-        """The lines of an offline text file (gzip when it ends in .gz), without newlines."""
-        path = self.path(relative)
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as handle:
-            return [line.rstrip("\n") for line in handle]
+        """The lines of an offline text file (see `read_text_lines`)."""
+        return read_text_lines(self.path(relative))
 
-    def online_rows(self, split: str) -> list[dict]:
-        """Rows of one split from the `datasets` library (the only place that downloads).
+    def local_path(self, relative: str) -> Path:
+        """The file `relative` of the user's official layout under LOCAL_DATA, recorded.
 
         Raises
         ------
         ReproError
-            the spec configures no online source for `split`.
+            the file does not exist: the message names it and the layout's README section.
         """
-        online = self.spec.get("online")
-        if online is None or split not in online.splits:
-            raise ReproError(f"{self.spec.name}: no online source configured for split {split!r}")
-        import datasets
+        path = self.local_dir / relative
+        if not path.is_file():
+            raise ReproError(
+                f"{self.spec.name}: missing {path} (DATA_SOURCE=local expects the official "
+                f"layout under LOCAL_DATA={self.local_dir}; README, 'Data sources')"
+            )
+        self.files[LOCAL_PREFIX + relative] = sha256_file(path)
+        return path
 
-        print(
-            f"[prepare] downloading {online.hf_id} {online.get('config') or ''} {split}", flush=True
-        )
-        rows = datasets.load_dataset(online.hf_id, online.get("config"), split=online.splits[split])
-        self.files[f"online:{online.hf_id}/{online.get('config')}/{online.splits[split]}"] = (
-            rows._fingerprint
-        )
-        return list(rows)
+    def local_lines(self, relative: str) -> list[str]:
+        """The lines of a file of the local layout (see `read_text_lines`)."""
+        return read_text_lines(self.local_path(relative))
+
+    def evaluation_names(self) -> list[str]:
+        """The spec's evaluation sets this plan provides: all of them, except those the hub
+        lacks when it stands in for missing offline copies."""
+        names = list((self.spec.get("evaluations") or {}).keys())
+        if self.stand_in:
+            return [name for name in names if hub_split_pattern(self.spec, name) is not None]
+        return names
 
     def split_source(self, split: str) -> str:
-        """Where `split` comes from: 'online' only where an online split is configured and
-        online was asked for, else 'offline'.
+        """Where `split` (a split or evaluation name) comes from: 'local' for a local plan,
+        'online' where the plan takes it from the hub, else 'offline'.
 
         Raises
         ------
         ReproError
-            the split is needed offline but the spec has no offline copy of it
-            (the message points at DATA_SOURCE=online).
+            the split is needed offline but the spec has no offline copy of it (the message
+            points at DATA_SOURCE=online and local).
         """
-        online = self.spec.get("online")
-        if self.source == "online" and online is not None and split in online.splits:
+        if self.source == "local":
+            return "local"
+        if self.source == "online" and split in (
+            (self.spec.get("online") or {}).get("splits") or {}
+        ):
             return "online"
-        if self.spec.offline.get(split) is None:
-            raise ReproError(
-                f"{self.spec.name}: the {split} split is not available offline in {self.data_dir} "
-                f"(use DATA_SOURCE=online to obtain it through the `datasets` library)"
+        if self.stand_in and hub_split_pattern(self.spec, split) is not None:
+            return "online"
+        if (
+            split in (self.spec.get("evaluations") or {})
+            or self.spec.offline.get(split) is not None
+        ):
+            return "offline"
+        raise ReproError(
+            f"{self.spec.name}: the {split} split is not available offline in {self.data_dir} "
+            f"(DATA_SOURCE=online takes it from the hub; DATA_SOURCE=local from your own copy)"
+        )
+
+    def hub_columns(self, split: str) -> dict[str, list]:
+        """One split of the spec's hub dataset, as the builder's fields (``online.columns``).
+
+        A stand-in train split is subsampled (seeded) to the offline train set's size.
+
+        Parameters
+        ----------
+        split : str
+            a split or evaluation name with a hub pattern (`hub_split_pattern`).
+
+        Returns
+        -------
+        dict[str, list]
+            field -> values, one per example (rows whose ``online.drop`` column holds a
+            dropped value are left out first).
+
+        Raises
+        ------
+        ReproError
+            no hub pattern for the split; the dataset cannot be loaded (the message names it
+            and DATA_SOURCE=local); a mapped column is missing; too few rows to sample.
+        """
+        import datasets
+
+        online = self.spec.online
+        pattern = hub_split_pattern(self.spec, split)
+        if pattern is None:
+            raise ReproError(f"{self.spec.name}: no hub source configured for {split!r}")
+        path, revision, where = _hub_location(online)
+        print(f"[prepare] {self.spec.name}: {split} from {where} ({pattern})", flush=True)
+        try:
+            table = datasets.load_dataset(
+                path, revision=revision, data_files={split: pattern}, split=split
             )
-        return "offline"
+        except (OSError, ValueError) as error:
+            raise ReproError(
+                f"{self.spec.name}: could not load {pattern} of the hub dataset {where} "
+                f"({type(error).__name__}: {error}). Without the hub: DATA_SOURCE=local "
+                f"LOCAL_DATA=<folder with the official files> (README, 'Data sources')"
+            ) from error
+        columns = dict(online.columns)
+        needed = {column.split(".")[0] for column in columns.values()}
+        missing = sorted(needed - set(table.column_names))
+        if missing:
+            raise ReproError(
+                f"{self.spec.name}: {where} {pattern} has no column {missing}; it has "
+                f"{table.column_names} (online.columns in configs/prepare/{self.spec.name}.yaml)"
+            )
+        fingerprint = table._fingerprint
+        for column, values_dropped in (online.get("drop") or {}).items():
+            table = table.filter(
+                lambda values, dropped=frozenset(values_dropped): [
+                    v not in dropped for v in values
+                ],
+                input_columns=column,
+                batched=True,
+            )
+        if self.stand_in and split == "train":
+            if len(table) < self.stand_in_train:
+                raise ReproError(
+                    f"{self.spec.name}: {where} {pattern} has {len(table)} rows, fewer than "
+                    f"the {self.stand_in_train} to sample"
+                )
+            table = table.shuffle(seed=STAND_IN_SEED).select(range(self.stand_in_train))
+        self.files[f"{ONLINE_PREFIX}{online.hf_id}@{online.revision}/{pattern}"] = fingerprint
+        out = {}
+        for field, column in columns.items():
+            top, _, key = column.partition(".")
+            values = list(table[top])
+            out[field] = [value[key] for value in values] if key else values
+        return out

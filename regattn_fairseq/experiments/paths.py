@@ -12,6 +12,10 @@ CONFIG_DIR : the Hydra and orchestration configs (configs/).
 PREPARE_CONFIG_DIR : the dataset specs (configs/prepare/*.yaml).
 USER_DIR : the fairseq plugin folder passed as --user-dir / common.user_dir.
 DATA_DIR_ENV : the environment variable naming the offline data root.
+LOCAL_DATA_ENV : the environment variable naming the folder of the user's own full copies in
+    their official layouts (DATA_SOURCE=local); no default.
+HUB_MIRROR_ENV : the environment variable naming a local copy of hub dataset repositories
+    (<dir>/<owner>/<name>/, the files of the pinned revision) read instead of the hub.
 DEFAULT_DATA_DIR : the offline data root when neither an argument nor $REGATTN_DATA_DIR names
     one: the shared data next to the checkout (…/work/main -> …/work/shared/data).
 DEFAULT_WORK_DIR : where data/ (prepared data) and checkpoints/ go by default.
@@ -31,6 +35,8 @@ CONFIG_DIR = REPO_ROOT / "configs"
 PREPARE_CONFIG_DIR = CONFIG_DIR / "prepare"
 USER_DIR = REPO_ROOT / "regattn_fairseq"
 DATA_DIR_ENV = "REGATTN_DATA_DIR"
+LOCAL_DATA_ENV = "REGATTN_LOCAL_DATA"
+HUB_MIRROR_ENV = "REGATTN_HUB_MIRROR"
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_WORK_DIR = REPO_ROOT
 RESULTS_DIR = REPO_ROOT / "results"

@@ -30,13 +30,13 @@ from .builders import builder_for
 from .common import (
     ReproError,
     check_scale,
+    data_root,
     load_config,
     package_version,
-    resolve_data_dir,
     sha256_file,
     write_json,
 )
-from .data_sources import SOURCES, Inputs
+from .data_sources import LOCAL_PREFIX, ONLINE_PREFIX, Inputs, plan_source, resolve_local_dir
 from .paths import DEFAULT_WORK_DIR
 
 
@@ -117,7 +117,7 @@ def tool_versions(kind: str, source: str) -> dict[str, str]:
     ReproError
         unknown kind.
     """
-    tools = list(builder_for(kind).TOOLS) + (["datasets"] if source == "online" else [])
+    tools = list(builder_for(kind).TOOLS) + (["datasets"] if source.startswith("online") else [])
     return {tool: package_version(tool) for tool in sorted(set(tools))}
 
 
@@ -171,10 +171,12 @@ def _digest(key_inputs: dict) -> str:
     return hashlib.sha256(json.dumps(key_inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _stale_reason(stamp: dict, options_key: str, key_inputs: dict, data_dir: Path) -> str | None:
+def _stale_reason(
+    stamp: dict, options_key: str, key_inputs: dict, data_dir: Path, local_dir: Path | None
+) -> str | None:
     """Why a stamp is not current (None when it is): other options, code or tool versions,
-    another data root, or an input file whose hash changed (online inputs are identified by
-    their `datasets` fingerprint and not re-fetched)."""
+    another data root or LOCAL_DATA folder, or an input file whose hash changed (online inputs
+    are identified by their `datasets` fingerprint and not re-fetched)."""
     if stamp.get("options_key") != options_key:
         old = stamp.get("key_inputs") or {}
         changed = [
@@ -185,10 +187,15 @@ def _stale_reason(stamp: dict, options_key: str, key_inputs: dict, data_dir: Pat
         return f"changed: {', '.join(changed) or 'cache key'}"
     if stamp.get("data_dir") != str(data_dir):
         return f"data root was {stamp.get('data_dir')}"
+    if stamp.get("local_dir") != (local_dir and str(local_dir)):
+        return f"LOCAL_DATA was {stamp.get('local_dir')}"
     for relative, digest in stamp["manifest"]["inputs"].items():
-        if relative.startswith("online:"):
+        if relative.startswith(ONLINE_PREFIX):
             continue
-        path = data_dir / relative
+        if relative.startswith(LOCAL_PREFIX):
+            path = local_dir / relative[len(LOCAL_PREFIX) :]
+        else:
+            path = data_dir / relative
         if not path.is_file() or sha256_file(path) != digest:
             return f"input changed: {relative}"
     return None
@@ -202,6 +209,7 @@ def prepare(
     source: str | None = None,
     work_dir: Path = DEFAULT_WORK_DIR,
     overrides: dict | None = None,
+    local_dir=None,
 ) -> PreparedData:
     """Prepare `dataset` at `scale` (options from configs/prepare/<dataset>.yaml), cached.
 
@@ -212,13 +220,17 @@ def prepare(
     scale : str
         paper, small or smoke.
     data_dir
-        the offline data root (default: $REGATTN_DATA_DIR, else the shared data).
+        the offline data root (default: $REGATTN_DATA_DIR, else the shared data); where the
+        copies a build needs are missing, the hub stands in (`data_sources.plan_source`).
     source : str | None
-        ``"offline"`` or ``"online"`` (default: the scale's).
+        ``"offline"``, ``"online"`` or ``"local"`` (default: the scale's).
     work_dir : Path
         the data goes to work_dir/data/<variant>/<scale>-<source>/.
     overrides : dict | None
         options merged over the scale's (e.g. ``{"languages": ["finnish"]}``).
+    local_dir
+        the folder of the official layouts for source ``local`` (default:
+        $REGATTN_LOCAL_DATA).
 
     Returns
     -------
@@ -234,11 +246,11 @@ def prepare(
     check_scale(scale)
     spec = load_config("prepare", dataset)
     opts = OmegaConf.merge(spec.scales[scale], overrides or {})
-    source = source or opts.source
-    if source not in SOURCES:
-        raise ReproError(f"unknown data source {source!r}; choose {' or '.join(SOURCES)}")
     builder = builder_for(spec.kind)
-    data_dir = resolve_data_dir(data_dir)
+    data_dir = data_root(data_dir)
+    plan = plan_source(spec, opts, source, data_dir, local_dir)
+    local_dir = resolve_local_dir(local_dir) if plan.source == "local" else None
+    source = plan.label
     variant = f"{dataset}-{opts.setting}" if opts.get("setting") else dataset
     root = Path(work_dir).resolve() / "data" / variant / f"{scale}-{source}"
     stamp_path = root / "stamp.json"
@@ -247,7 +259,7 @@ def prepare(
     reason = "no stamp"
     if stamp_path.is_file():
         stamp = json.loads(stamp_path.read_text())
-        reason = _stale_reason(stamp, options_key, key_inputs, data_dir)
+        reason = _stale_reason(stamp, options_key, key_inputs, data_dir, local_dir)
         if reason is None:
             print(f"[prepare] {variant} ({scale}, {source}) is up to date: {root}", flush=True)
             return PreparedData(root, stamp["manifest"])
@@ -256,14 +268,23 @@ def prepare(
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    inputs = Inputs(data_dir, source, spec)
+    print(f"[prepare] {plan.summary}", flush=True)
+    inputs = Inputs(
+        data_dir,
+        plan.source,
+        spec,
+        local_dir=local_dir,
+        stand_in_train=opts.stand_in_train if plan.stand_in else None,
+    )
     evaluations = builder.build(inputs, opts, root)
+    # a stand-in's sizes and origin are its plan's, not the scale's note (the offline data)
+    note = plan.summary if plan.stand_in else opts.note
     manifest = {
         "dataset": dataset,
         "variant": variant,
         "scale": scale,
         "source": source,
-        "description": f"{spec.description} [{source}; {opts.note}]",
+        "description": f"{spec.description} [{source}; {note}]",
         "evaluations": evaluations,
         "inputs": inputs.files,
     }
@@ -272,6 +293,7 @@ def prepare(
         {
             "options_key": options_key,
             "data_dir": str(data_dir),
+            "local_dir": local_dir and str(local_dir),
             "manifest": manifest,
             "key_inputs": key_inputs,
         },

@@ -66,6 +66,24 @@ def moses_detokenize(line: str, lang: str) -> str:
     return _moses("detokenizer", lang).detokenize(line.split())
 
 
+def remove_bpe(line: str, marker: str) -> str:
+    """Undo subword-nmt BPE: join each token that ends in `marker` (e.g. ``"@@"``) to the next.
+
+    Parameters
+    ----------
+    line : str
+        BPE-segmented tokens separated by spaces.
+    marker : str
+        the continuation marker.
+
+    Returns
+    -------
+    str
+        The tokens as they were before segmentation.
+    """
+    return (line + " ").replace(f"{marker} ", "").rstrip(" ")
+
+
 def head(items: list, limit) -> list:
     """The first `limit` items (all of them when `limit` is None)."""
     return items if limit is None else items[: int(limit)]

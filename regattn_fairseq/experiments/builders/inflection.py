@@ -9,7 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ..common import ReproError
-from ..data_sources import Inputs
+from ..data_sources import Inputs, line_error, read_text_lines
 from ..text_processing import fairseq_preprocess, head, write_lines
 
 TOOLS = ("fairseq-fixed",)
@@ -71,13 +71,49 @@ def decode_target(tokens: str) -> str:
     return tokens.replace(" ", "").replace(SPACE_SYMBOL, " ")
 
 
+def _available_languages(inputs: Inputs, setting: str) -> list[str]:
+    """The languages with training data for `setting`: from the offline LANGUAGES.tsv table,
+    or, in the release's layout (local), those with a ``<lang>-train-<setting>`` file."""
+    if inputs.source == "local":
+        folder = inputs.local_dir / inputs.local.folder
+        suffix = f"-train-{setting}"
+        return sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}") if p.is_file())
+    table = [line.split("\t") for line in inputs.lines(inputs.spec.offline.languages_table)]
+    header, rows = table[0], table[1:]
+    column = header.index(f"train-{setting}")
+    return [row[0] for row in rows if row[column].strip() not in ("", "0", "-")]
+
+
+def _triples(inputs: Inputs, name: str) -> list[list[str]]:
+    """The (lemma, form, tags) lines of one SIGMORPHON file (blank lines skipped).
+
+    Raises
+    ------
+    ReproError
+        a line without exactly three tab-separated fields (the message names file and line).
+    """
+    if inputs.source == "local":
+        path = inputs.local_path(f"{inputs.local.folder}/{name}")
+    else:
+        path = inputs.path(f"{inputs.spec.offline.folder}/{name}")
+    triples = []
+    for number, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise line_error(path, number, f"expected lemma<TAB>form<TAB>tags, got {line!r}")
+        triples.append(fields)
+    return triples
+
+
 def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     """Build the multilingual inflection data in `root` (see the package docstring).
 
     Parameters
     ----------
     inputs : Inputs
-        reads the SIGMORPHON files (offline only).
+        reads the SIGMORPHON files (offline, or the release's layout: local).
     opts : DictConfig
         the scale's options (setting, languages, max_*_per_language).
     root : Path
@@ -91,13 +127,9 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     Raises
     ------
     ReproError
-        a language without data for the setting, or an input is missing.
+        a language without data for the setting, a malformed line, or an input is missing.
     """
-    spec = inputs.spec
-    table = [line.split("\t") for line in inputs.lines(spec.offline.languages_table)]
-    header, rows = table[0], table[1:]
-    column = header.index(f"train-{opts.setting}")
-    available = [row[0] for row in rows if row[column].strip() not in ("", "0", "-")]
+    available = _available_languages(inputs, opts.setting)
     languages = available if opts.languages == "all" else list(opts.languages)
     missing = sorted(set(languages) - set(available))
     if missing:
@@ -110,12 +142,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
             ("valid", "dev", opts.max_eval_per_language),
             ("test", "test", opts.max_eval_per_language),
         ):
-            triples = [
-                line.split("\t")
-                for line in inputs.lines(f"{spec.offline.folder}/{lang}-{suffix}")
-                if line.strip()
-            ]
-            for lemma, form, tags in head(triples, limit):
+            for lemma, form, tags in head(_triples(inputs, f"{lang}-{suffix}"), limit):
                 # The language tag is the first source token (one multilingual model).
                 splits[split][0].append(encode_source(lang, lemma, tags))
                 splits[split][1].append(encode_target(form))

@@ -8,17 +8,41 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ..common import ReproError
-from ..data_sources import Inputs
+from ..data_sources import Inputs, check_parallel, read_text_lines
 from ..text_processing import (
     bpe_segment,
     fairseq_preprocess,
     head,
     moses_detokenize,
     moses_tokenize,
+    remove_bpe,
     write_lines,
 )
 
 TOOLS = ("sacremoses", "subword-nmt", "fairseq-fixed")
+
+
+def _read_pair(inputs: Inputs, split: str) -> tuple[tuple[list[str], list[str]], bool]:
+    """The two sides of a split or evaluation set, and whether they are distributed
+    tokenized (then Moses is not run on them again)."""
+    spec = inputs.spec
+    source = inputs.split_source(split)
+    if source == "local":
+        local = inputs.local
+        files = local.evaluations[split] if split in spec.evaluations else local[split]
+        paths = (inputs.local_path(files.src), inputs.local_path(files.tgt))
+        pair = (read_text_lines(paths[0]), read_text_lines(paths[1]))
+        check_parallel(paths, pair)
+        if local.get("bpe_marker"):
+            # distributed BPE-segmented (fairseq's prepare-iwslt14.sh): back to tokens, the
+            # suite learns its own BPE
+            pair = tuple([remove_bpe(x, local.bpe_marker) for x in side] for side in pair)
+        return pair, bool(local.get("tokenized"))
+    if source == "online":
+        columns = inputs.hub_columns(split)
+        return (columns["src"], columns["tgt"]), False
+    files = spec.evaluations[split] if split in spec.evaluations else spec.offline[split]
+    return (inputs.lines(files.src), inputs.lines(files.tgt)), bool(files.get("tokenized"))
 
 
 def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
@@ -27,7 +51,8 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     Parameters
     ----------
     inputs : Inputs
-        reads the spec's files (offline) or splits (online).
+        reads the spec's files (offline), the hub's splits (online) or the official layout
+        (local).
     opts : DictConfig
         the scale's options (max_train, max_eval, bpe_merges).
     root : Path
@@ -45,18 +70,13 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     """
     spec = inputs.spec
     src, tgt = spec.src, spec.tgt
+    evaluation_names = inputs.evaluation_names()
     pairs: dict[str, tuple[list[str], list[str]]] = {}
-    # Evaluation sets are the standard offline files; train/valid may come from online.
-    for split in ("train", "valid", *spec.evaluations.keys()):
-        if split in spec.evaluations:
-            files = spec.evaluations[split]
-            pair = (inputs.lines(files.src), inputs.lines(files.tgt))
-        elif inputs.split_source(split) == "online":
-            rows = inputs.online_rows(split)
-            pair = ([r["translation"][src] for r in rows], [r["translation"][tgt] for r in rows])
-        else:
-            files = spec.offline[split]
-            pair = (inputs.lines(files.src), inputs.lines(files.tgt))
+    tokenized_splits = set()
+    for split in ("train", "valid", *evaluation_names):
+        pair, tokenized = _read_pair(inputs, split)
+        if tokenized:
+            tokenized_splits.add(split)
         limit = opts.max_train if split == "train" else opts.max_eval
         pairs[split] = (head(pair[0], limit), head(pair[1], limit))
         if len(pairs[split][0]) != len(pairs[split][1]):
@@ -67,8 +87,8 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     print(f"[prepare] {spec.name}: Moses tokenization", flush=True)
     tokenized = {}
     for split, (src_lines, tgt_lines) in pairs.items():
-        if split in spec.evaluations and spec.evaluations[split].get("tokenized"):
-            # Test sets distributed tokenized (IWSLT14's fairseq split) are used as they are.
+        if split in tokenized_splits:
+            # Text distributed tokenized (IWSLT14's fairseq split) is used as it is.
             tokenized[f"{split}.{src}"], tokenized[f"{split}.{tgt}"] = src_lines, tgt_lines
         else:
             for lang, lines in ((src, src_lines), (tgt, tgt_lines)):
@@ -84,14 +104,14 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
 
     evaluations = {}
     test_prefixes = []
-    for index, name in enumerate(spec.evaluations):
+    for index, name in enumerate(evaluation_names):
         subset = "test" if index == 0 else f"test{index}"
         test_prefixes.append(str(root / "raw" / name))
         refs = root / "refs" / f"{name}.{tgt}"
         # BLEU is computed by sacrebleu on detokenized text: references are kept (or made)
         # untokenized, and lowercased when the whole pipeline is lowercased.
         references = pairs[name][1]
-        if spec.evaluations[name].get("tokenized"):
+        if name in tokenized_splits:
             references = [moses_detokenize(x, tgt) for x in references]
         write_lines(refs, [x.lower() for x in references] if spec.lowercase else references)
         evaluations[name] = {"subset": subset, "refs": [str(refs)], "detokenize": tgt}

@@ -1,0 +1,384 @@
+"""Where the data comes from (issue #16): the user's own full copies in their official layouts
+(DATA_SOURCE=local), the hub in parquet form through `datasets.load_dataset` (a local folder
+in the hub's layout stands in for the hub: $REGATTN_HUB_MIRROR, the same call), and a fresh
+machine without the offline copies (the hub stands in for them). Nothing here touches the
+network: HF_HUB_OFFLINE=1 throughout."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from local_layouts import (
+    SIGMORPHON_SIZES,
+    SUMMARY_SIZES,
+    TRANSLATION_SIZES,
+    gigaword_hub_columns,
+    snli_hub_columns,
+    write_all,
+    write_hub_dataset,
+    write_iwslt14,
+    write_sent_summary,
+    write_sigmorphon,
+    write_snli,
+    write_wmt16,
+)
+
+from regattn_fairseq.experiments.builders.snli import read_snli_jsonl
+from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
+from regattn_fairseq.experiments.prepare import prepare
+
+CAPS = {"max_train": 24, "max_eval": 5}
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch, tmp_path):
+    """No hub access in these tests: offline mode, and no mirror or LOCAL_DATA from outside."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.delenv(HUB_MIRROR_ENV, raising=False)
+    monkeypatch.delenv(LOCAL_DATA_ENV, raising=False)
+
+
+def lines(path) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def prepare_local(dataset, tmp_path, **overrides):
+    """`dataset` at SCALE=paper from its official layout, capped; no offline data at all."""
+    local = tmp_path / "local"
+    if not local.exists():
+        write_all(local)
+    empty = tmp_path / "empty"
+    empty.mkdir(exist_ok=True)
+    return prepare(
+        dataset,
+        "paper",
+        data_dir=empty,
+        source="local",
+        local_dir=local,
+        work_dir=tmp_path / "work",
+        overrides={**CAPS, **overrides},
+    )
+
+
+def check_local_manifest(prepared, tmp_path):
+    assert prepared.manifest["source"] == "local"
+    assert prepared.root.name.startswith("paper-local")
+    inputs = prepared.manifest["inputs"]
+    assert inputs and all(name.startswith("local:") for name in inputs)
+    stamp = json.loads((prepared.root / "stamp.json").read_text())
+    assert stamp["local_dir"] == str((tmp_path / "local").resolve())
+
+
+# --- DATA_SOURCE=local: every official layout, at SCALE=paper with capped sizes ---------------
+
+
+@pytest.mark.slow  # three fairseq-preprocess runs: about a minute on 2 busy cores
+def test_local_snli_1_0_jsonl(tmp_path):
+    prepared = prepare_local("snli", tmp_path)
+    check_local_manifest(prepared, tmp_path)
+    assert set(prepared.manifest["inputs"]) == {
+        f"local:snli_1.0/snli_1.0_{split}.jsonl" for split in ("train", "dev", "test")
+    }
+    labels = lines(prepared.root / "bin" / "label" / "train.label")
+    # pairs with gold_label "-" are dropped before the cap: 24 labelled pairs remain
+    assert len(labels) == CAPS["max_train"] and "-" not in labels
+    assert set(labels) == {"entailment", "neutral", "contradiction"}
+    assert len(lines(prepared.root / "bin" / "label" / "test.label")) == CAPS["max_eval"]
+    # raw text is Moses-tokenized: the final period is a token of its own
+    assert lines(prepared.root / "raw" / "train.premise")[0].endswith(" .")
+    assert (prepared.root / "bin" / "input0" / "train.bin").is_file()
+
+
+def test_local_sent_summary(tmp_path):
+    prepared = prepare_local("gigaword_duc", tmp_path, n_valid=6)
+    check_local_manifest(prepared, tmp_path)
+    assert set(prepared.manifest["evaluations"]) == {"gigaword", "duc2004"}
+    assert len(prepared.evaluation("duc2004")["refs"]) == 4
+    assert prepared.evaluation("duc2004")["truncate_bytes"] == 75
+    # validation: the first n_valid pairs of the distribution's own validation split
+    local = tmp_path / "local" / "sumdata" / "train"
+    assert (
+        lines(prepared.root / "raw" / "valid.article")
+        == lines(local / "valid.article.filter.txt")[:5]
+    )
+    assert lines(prepared.root / "raw" / "train.article") == lines(local / "train.article.txt")[:24]
+    # DUC inputs get Gigaword's digit convention
+    assert all("####" in line for line in lines(prepared.root / "raw" / "duc2004.article"))
+    assert (prepared.root / "bin" / "test1.article-title.article.bin").is_file()
+
+
+def test_local_fairseq_iwslt14(tmp_path):
+    prepared = prepare_local("iwslt14", tmp_path)
+    check_local_manifest(prepared, tmp_path)
+    # the distribution's BPE is undone before the suite's own: no word is split as it was
+    raw_train = (tmp_path / "local" / "iwslt14.tokenized.de-en" / "train.en").read_text()
+    assert "@@ " in raw_train
+    [refs] = prepared.evaluation("test")["refs"]
+    references = lines(refs)
+    assert len(references) == CAPS["max_eval"]
+    assert not any("@@" in line for line in references)
+    expected = [
+        line.replace("@@ ", "")
+        for line in lines(tmp_path / "local" / "iwslt14.tokenized.de-en" / "test.en")
+    ][: CAPS["max_eval"]]
+    # references are detokenized (sacrebleu tokenizes itself): "word ." -> "word."
+    assert references == [line[:-2] + "." for line in expected]
+    assert (prepared.root / "bin" / "train.de-en.de.bin").is_file()
+
+
+def test_local_wmt16_plain_text(tmp_path):
+    prepared = prepare_local("wmt16_roen", tmp_path)
+    check_local_manifest(prepared, tmp_path)
+    assert set(prepared.manifest["evaluations"]) == {"newstest2016"}
+    [refs] = prepared.evaluation("newstest2016")["refs"]
+    assert lines(refs) == lines(tmp_path / "local" / "wmt16_en_ro" / "test.en")[:5]
+    assert len(lines(prepared.root / "raw" / "train.ro")) == CAPS["max_train"]
+
+
+def test_local_sigmorphon_release(tmp_path):
+    prepared = prepare_local("sigmorphon", tmp_path)
+    check_local_manifest(prepared, tmp_path)
+    # languages: those with training data for the setting (medium); lowonly has none
+    tests = SIGMORPHON_SIZES["test"]
+    assert lines(prepared.root / "refs" / "test.languages") == ["other"] * tests + ["toy"] * tests
+    assert len(lines(prepared.root / "raw" / "train.src")) == 2 * SIGMORPHON_SIZES["train"]
+
+
+def test_local_layout_file_is_reread_into_the_stamp(tmp_path, capsys):
+    first = prepare_local("wmt16_roen", tmp_path)
+    capsys.readouterr()
+    again = prepare_local("wmt16_roen", tmp_path)
+    assert "is up to date" in capsys.readouterr().out and again.manifest == first.manifest
+    test_en = tmp_path / "local" / "wmt16_en_ro" / "test.en"
+    test_en.write_text("A changed first line.\n" + test_en.read_text().split("\n", 1)[1])
+    prepare_local("wmt16_roen", tmp_path)
+    assert "input changed: local:wmt16_en_ro/test.en" in capsys.readouterr().out
+
+
+# --- local layouts: missing files and malformed lines name the file and the line ------------
+
+
+def test_local_needs_a_folder(tmp_path):
+    with pytest.raises(ReproError, match="LOCAL_DATA=<dir>"):
+        prepare("snli", "paper", data_dir=tmp_path, source="local", work_dir=tmp_path)
+
+
+def test_local_missing_file_is_named(tmp_path):
+    local = tmp_path / "local"
+    write_snli(local)
+    (local / "snli_1.0" / "snli_1.0_dev.jsonl").unlink()
+    with pytest.raises(ReproError, match=r"missing .*snli_1\.0/snli_1\.0_dev\.jsonl"):
+        prepare_local("snli", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("{not json", "not a JSON object"),
+        ('["a list"]', "not a JSON object"),
+        ('{"sentence1": "A dog.", "gold_label": "neutral"}', "no string field .'sentence2'."),
+        ('{"sentence1": "A.", "sentence2": "B.", "gold_label": "maybe"}', "gold_label 'maybe'"),
+    ],
+)
+def test_snli_malformed_line_names_file_and_line(tmp_path, line, problem):
+    folder = write_snli(tmp_path)
+    path = folder / "snli_1.0_dev.jsonl"
+    rows = lines(path)
+    path.write_text("\n".join([*rows[:3], line, *rows[3:]]) + "\n")
+    with pytest.raises(ReproError, match=rf"snli_1\.0_dev\.jsonl, line 4: {problem}"):
+        read_snli_jsonl(path)
+
+
+def test_parallel_files_of_unequal_length_name_the_line(tmp_path):
+    local = tmp_path / "local"
+    write_wmt16(local)
+    valid_ro = local / "wmt16_en_ro" / "valid.ro"
+    valid_ro.write_text("".join(line + "\n" for line in lines(valid_ro)[:-1]))
+    count = TRANSLATION_SIZES["valid"]
+    with pytest.raises(
+        ReproError,
+        match=rf"valid\.ro ends at line {count - 1} but .*valid\.en has {count} lines "
+        rf"\(line {count} has no counterpart\)",
+    ):
+        prepare_local("wmt16_roen", tmp_path)
+
+
+def test_sent_summary_reference_of_unequal_length(tmp_path):
+    local = tmp_path / "local"
+    write_sent_summary(local)
+    ref = local / "sumdata" / "DUC2004" / "task1_ref2.txt"
+    ref.write_text(ref.read_text() + "one more line\n")
+    with pytest.raises(ReproError, match=rf"input\.txt ends at line {SUMMARY_SIZES['duc']}"):
+        prepare_local("gigaword_duc", tmp_path, n_valid=6)
+
+
+def test_sigmorphon_malformed_line_names_file_and_line(tmp_path):
+    local = tmp_path / "local"
+    write_sigmorphon(local)
+    dev = local / "conll2018" / "task1" / "all" / "toy-dev"
+    rows = lines(dev)
+    dev.write_text("\n".join([*rows[:1], "walk\twalked", *rows[1:]]) + "\n")
+    with pytest.raises(ReproError, match=r"toy-dev, line 2: expected lemma<TAB>form<TAB>tags"):
+        prepare_local("sigmorphon", tmp_path)
+
+
+def test_text_that_is_not_utf8_names_file_and_line(tmp_path):
+    local = tmp_path / "local"
+    write_iwslt14(local)
+    train_de = local / "iwslt14.tokenized.de-en" / "train.de"
+    train_de.write_bytes(train_de.read_bytes().replace(b"\n", b"\n\xff\xfe\n", 1))
+    with pytest.raises(ReproError, match=r"train\.de, line 2: not UTF-8 text"):
+        prepare_local("iwslt14", tmp_path)
+
+
+# --- the hub in parquet form (a local folder in the hub's layout stands in for it) -----------
+
+
+def snli_mirror(tmp_path):
+    mirror = tmp_path / "mirror"
+    write_hub_dataset(
+        mirror,
+        "stanfordnlp/snli",
+        {
+            "plain_text/train-00000-of-00001.parquet": snli_hub_columns(80, 1),
+            "plain_text/validation-00000-of-00001.parquet": snli_hub_columns(16, 3),
+            "plain_text/test-00000-of-00001.parquet": snli_hub_columns(16, 5),
+        },
+    )
+    return mirror
+
+
+def gigaword_mirror(tmp_path, train_rows=60, test_rows=9):
+    mirror = tmp_path / "mirror"
+    write_hub_dataset(
+        mirror,
+        "Harvard/gigaword",
+        {
+            "default/train/0000.parquet": gigaword_hub_columns(train_rows, 1),
+            "default/test/0000.parquet": gigaword_hub_columns(test_rows, 3),
+        },
+    )
+    return mirror
+
+
+def test_online_reads_the_hub_layout_through_load_dataset(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(gigaword_mirror(tmp_path)))
+    prepared = prepare(
+        "gigaword_duc",
+        "smoke",
+        data_dir=shared_data,
+        source="online",
+        work_dir=tmp_path / "work",
+        overrides={"n_valid": 10},
+    )
+    assert prepared.manifest["source"] == "online"
+    online = [name for name in prepared.manifest["inputs"] if name.startswith("online:")]
+    assert online == ["online:Harvard/gigaword@refs/convert/parquet/default/train/*.parquet"]
+    # train from the hub (the document/summary columns mapped), the evaluation sets offline
+    hub = gigaword_hub_columns(60, 1)
+    assert lines(prepared.root / "raw" / "train.article") == hub["document"][:50]
+    assert set(prepared.manifest["evaluations"]) == {"gigaword", "duc2004"}
+    assert "duc2004/input.txt" in prepared.manifest["inputs"]
+
+
+def test_a_missing_hub_column_is_named(shared_data, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    columns = snli_hub_columns(20, 1)
+    columns["sentence1"] = columns.pop("premise")
+    write_hub_dataset(mirror, "stanfordnlp/snli", {"plain_text/train-0.parquet": columns})
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(mirror))
+    with pytest.raises(ReproError, match=r"has no column \['premise'\]; it has"):
+        prepare("snli", "smoke", data_dir=shared_data, source="online", work_dir=tmp_path / "work")
+
+
+def _run(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_unreachable_hub_names_the_dataset_and_the_local_alternative(shared_data, tmp_path):
+    """The hub cannot be reached (offline mode stands in for a network failure): one error
+    naming the dataset and DATA_SOURCE=local. In a subprocess: `datasets` reads the offline
+    switch when it is imported."""
+    code = (
+        "from regattn_fairseq.experiments.prepare import prepare\n"
+        "from regattn_fairseq.experiments.common import ReproError\n"
+        "try:\n"
+        f"    prepare('gigaword_duc', 'smoke', data_dir={str(shared_data)!r}, source='online',"
+        f" work_dir={str(tmp_path)!r})\n"
+        "except ReproError as error:\n"
+        "    print('ReproError:', error)\n"
+    )
+    result = _run(code, {"HF_HOME": str(tmp_path / "hf")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    message = result.stdout.split("ReproError:", 1)[1]
+    assert "Harvard/gigaword@refs/convert/parquet" in message
+    assert "default/train/*.parquet" in message and "DATA_SOURCE=local" in message
+
+
+# --- a fresh machine: no offline copies, the hub stands in at the default scale --------------
+
+
+@pytest.mark.slow  # three fairseq-preprocess runs: about a minute on 2 busy cores
+def test_fresh_machine_snli_small_from_the_hub(tmp_path, monkeypatch):
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(snli_mirror(tmp_path)))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    prepared = prepare(
+        "snli",
+        "small",
+        data_dir=empty,
+        work_dir=tmp_path / "work",
+        overrides={"stand_in_train": 30, "vocab_size": 200},
+    )
+    assert prepared.manifest["source"] == "online-stand-in"
+    assert prepared.root.name == "small-online-stand-in"
+    assert (
+        "30 pairs sampled from the hub's train split (seed 0)" in prepared.manifest["description"]
+    )
+    assert sorted(prepared.manifest["inputs"]) == [
+        f"online:stanfordnlp/snli@main/plain_text/{split}-*.parquet"
+        for split in ("test", "train", "validation")
+    ]
+    labels = lines(prepared.root / "bin" / "label" / "train.label")
+    # 30 sampled among the 60 pairs with a gold label
+    assert len(labels) == 30 and "-" not in labels
+    assert len(lines(prepared.root / "bin" / "label" / "test.label")) == 12
+
+
+def test_fresh_machine_gigaword_leaves_out_what_the_hub_lacks(tmp_path, monkeypatch):
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(gigaword_mirror(tmp_path)))
+    prepared = prepare(
+        "gigaword_duc",
+        "small",
+        data_dir=tmp_path / "does-not-exist",
+        work_dir=tmp_path / "work",
+        overrides={"stand_in_train": 40, "n_valid": 10, "vocab_size": 300},
+    )
+    # the held-out rule of the offline pool applies to the sample: 30 train, 10 valid
+    assert len(lines(prepared.root / "raw" / "train.article")) == 30
+    assert len(lines(prepared.root / "raw" / "valid.article")) == 10
+    assert set(prepared.manifest["evaluations"]) == {"gigaword"}
+    assert lines(prepared.root / "refs" / "gigaword.ref0") == gigaword_hub_columns(9, 3)["summary"]
+    assert "['duc2004'] not on the hub (left out)" in prepared.manifest["description"]
+
+
+def test_explicit_offline_source_does_not_fall_back(tmp_path):
+    with pytest.raises(ReproError, match="DATA_SOURCE=offline needs the offline copies"):
+        prepare("snli", "small", data_dir=tmp_path, source="offline", work_dir=tmp_path)
+
+
+def test_no_stand_in_where_the_hub_has_none(tmp_path):
+    with pytest.raises(ReproError, match="no hub source can stand in for them"):
+        prepare("multi30k", "small", data_dir=tmp_path, work_dir=tmp_path)

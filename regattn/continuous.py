@@ -301,6 +301,10 @@ def token_masses(mask, mu, sigma_sq, density: str) -> torch.Tensor:
     _check_mask(mask)
     _check_density(density)
     _check_params(mu, sigma_sq)
+    return _token_masses(mask, mu, sigma_sq, density)
+
+
+def _token_masses(mask, mu, sigma_sq, density):
     dtype = mu.dtype
     lengths = mask.sum(-1, keepdim=True).to(dtype)
     rank = mask.to(dtype).cumsum(-1) - 1
@@ -319,11 +323,15 @@ def token_masses(mask, mu, sigma_sq, density: str) -> torch.Tensor:
 # -- r = E_p[psi] and its Jacobian ----------------------------------------------------------
 
 
-def _gaussian_expectation(mu, sigma_sq, centres, widths):
-    """Return r, dr/dmu, dr/dsigma^2 for p = N(mu, sigma^2): r_j = N(mu; m_j, sigma^2 + s_j^2)."""
+def _gaussian_expectation(mu, sigma_sq, centres, widths, jacobian):
+    """Return r, dr/dmu, dr/dsigma^2 (None, None without `jacobian`) for p = N(mu, sigma^2):
+    r_j = N(mu; m_j, sigma^2 + s_j^2).
+    """
     var = sigma_sq.unsqueeze(-1) + widths * widths
     d = mu.unsqueeze(-1) - centres
     r = torch.exp(-0.5 * d * d / var) * _INV_SQRT_2PI / var.sqrt()
+    if not jacobian:
+        return r, None, None
     d_mu = -r * d / var
     d_sigma_sq = r * (d * d / var - 1) / (2 * var)
     return r, d_mu, d_sigma_sq
@@ -348,8 +356,9 @@ def _normal_mass(lo, hi):
     )
 
 
-def _truncated_parabola_expectation(mu, sigma_sq, centres, widths):
-    """Return r, dr/dmu, dr/dsigma^2 for the truncated parabola (see the module docstring).
+def _truncated_parabola_expectation(mu, sigma_sq, centres, widths, jacobian):
+    """Return r, dr/dmu, dr/dsigma^2 (None, None without `jacobian`) for the truncated
+    parabola (see the module docstring).
 
     Every argument float64: the closed form subtracts terms of size |c| phi to get results of
     size h^3 phi, which float32 cannot resolve for narrow densities.
@@ -370,6 +379,8 @@ def _truncated_parabola_expectation(mu, sigma_sq, centres, widths):
     hh = h * h
     w2 = widths * widths
     r = w2 * (hh * k0 - k2) / (2 * sigma_sq_)
+    if not jacobian:
+        return r, None, None
     d_mu = widths * k1 / sigma_sq_
     d_sigma_sq = w2 * (k2 - hh * k0 / 3) / (2 * sigma_sq_ * sigma_sq_)
     return r, d_mu, d_sigma_sq
@@ -389,10 +400,13 @@ class _ExpectedBasis(torch.autograd.Function):
         # the truncated parabola's closed form needs float64 (see its docstring); the
         # Gaussian's is stable in the input dtype
         work = torch.float64 if density == "truncated_parabola" else mu.dtype
+        # the Jacobian only when a gradient will be asked for (not in inference)
+        jacobian = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         r, d_mu, d_sigma_sq = compute(
-            mu.to(work), sigma_sq.to(work), centres.to(work), widths.to(work)
+            mu.to(work), sigma_sq.to(work), centres.to(work), widths.to(work), jacobian
         )
-        ctx.save_for_backward(d_mu.to(mu.dtype), d_sigma_sq.to(mu.dtype))
+        if jacobian:
+            ctx.save_for_backward(d_mu.to(mu.dtype), d_sigma_sq.to(mu.dtype))
         return r.to(mu.dtype)
 
     @staticmethod
@@ -427,6 +441,11 @@ def expected_basis(
     ValueError
         unknown density, sigma_sq <= 0 or non-finite, mu non-finite, mismatched shapes.
     """
+    _check_density_params(mu, sigma_sq, density)
+    return _ExpectedBasis.apply(mu, sigma_sq, basis.centres, basis.widths, density)
+
+
+def _check_density_params(mu, sigma_sq, density):
     _check_density(density)
     if mu.shape != sigma_sq.shape:
         raise ValueError(
@@ -437,7 +456,6 @@ def expected_basis(
             f"mu and sigma_sq must both be float32 or float64, got {mu.dtype} and {sigma_sq.dtype}"
         )
     _check_params(mu, sigma_sq)
-    return _ExpectedBasis.apply(mu, sigma_sq, basis.centres, basis.widths, density)
 
 
 # -- where mu and sigma^2 come from -----------------------------------------------------
@@ -505,13 +523,15 @@ class ContinuousAttentionOutput:
     """What continuous attention computed.
 
     context (..., D): E_p[V(t)]; weights (..., S): w = G r, with context = sum_l w_l v_l
-    (signed, not a distribution); mu, sigma_sq (...): the density.
+    (signed, not a distribution); mu, sigma_sq (...): the density; token_masses (..., S):
+    `token_masses` of the density, when asked for (no gradient), else None.
     """
 
     context: torch.Tensor
     weights: torch.Tensor
     mu: torch.Tensor
     sigma_sq: torch.Tensor
+    token_masses: torch.Tensor | None = None
 
 
 def continuous_attention(
@@ -545,9 +565,15 @@ def continuous_attention(
     -------
     ContinuousAttentionOutput
     """
+    _check_mask(mask)
+    _check_density_params(mu, sigma_sq, density)
     if smoother is None:
         smoother = ridge_smoother(basis, mask, ridge)
-    r = expected_basis(mu, sigma_sq, basis, density)
+    return _attend(values, smoother, mu, sigma_sq, basis, density)
+
+
+def _attend(values, smoother, mu, sigma_sq, basis, density) -> ContinuousAttentionOutput:
+    r = _ExpectedBasis.apply(mu, sigma_sq, basis.centres, basis.widths, density)
     weights = (smoother.to(values.dtype) @ r.to(values.dtype).unsqueeze(-1)).squeeze(-1)
     context = (weights.unsqueeze(-2) @ values).squeeze(-2)
     return ContinuousAttentionOutput(context, weights, mu, sigma_sq)
@@ -593,27 +619,33 @@ class ContinuousAttention(nn.Module):
     def smoother(self, mask: torch.Tensor, dtype) -> torch.Tensor:
         """ridge_smoother(basis, mask, ridge) in `dtype`, from the table: (..., S, N)."""
         _check_mask(mask)
+        return self._smoother_rows(mask, dtype)
+
+    def _smoother_rows(self, mask, dtype):
         table = self._smoother_table(mask.size(-1), mask.device, dtype)
         lengths = mask.sum(-1, keepdim=True)
         rank = (mask.cumsum(-1) - 1).clamp_min(0)
         rows = table[lengths - 1, rank]
         return rows * mask.unsqueeze(-1).to(dtype)
 
-    def forward(self, values, mask, mu, sigma_sq) -> ContinuousAttentionOutput:
+    def forward(
+        self, values, mask, mu, sigma_sq, report_token_masses: bool = False
+    ) -> ContinuousAttentionOutput:
         """Attend: values (..., S, D), mask (..., S), mu and sigma_sq (...).
 
-        Returns the context and the density (`continuous_attention`).
+        Returns the context and the density (`continuous_attention`), and with
+        `report_token_masses` the density's mass per token (`token_masses`, no gradient).
+        The inputs are checked once here (each check waits for the device).
         """
-        return continuous_attention(
-            values,
-            mask,
-            mu,
-            sigma_sq,
-            self.basis,
-            self.density,
-            self.ridge,
-            smoother=self.smoother(mask, values.dtype),
+        _check_mask(mask)
+        _check_density_params(mu, sigma_sq, self.density)
+        out = _attend(
+            values, self._smoother_rows(mask, values.dtype), mu, sigma_sq, self.basis, self.density
         )
+        if report_token_masses:
+            with torch.no_grad():
+                out.token_masses = _token_masses(mask, mu.detach(), sigma_sq.detach(), self.density)
+        return out
 
     def extra_repr(self) -> str:
         """The density, basis size and ridge in the module's repr."""

@@ -7,12 +7,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from regattn.continuous import (
-    ContinuousAttention,
-    LearnedDensityHead,
-    density_from_attention,
-    token_masses,
-)
+from regattn.continuous import ContinuousAttention, LearnedDensityHead, density_from_attention
 
 from .attention_options import ContinuousSpec
 
@@ -72,10 +67,8 @@ class ContinuousContext(nn.Module):
             mu, sigma_sq = density_from_attention(probs, mask)
         else:
             mu, sigma_sq = self.head(query, values, mask)
-        out = self.attention(values, mask, mu, sigma_sq)
+        out = self.attention(values, mask, mu, sigma_sq, report_token_masses=True)
         context = out.context
         if self.spec.combine == "sum":
             context = context + torch.bmm(probs.unsqueeze(1), values).squeeze(1)
-        with torch.no_grad():
-            reported = token_masses(mask, mu.detach(), sigma_sq.detach(), self.spec.density)
-        return context, reported
+        return context, out.token_masses

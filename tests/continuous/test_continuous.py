@@ -160,7 +160,7 @@ def test_left_right_and_no_padding_agree(density):
     values[1, :2] = pad - 3.0
     mask = torch.zeros(3, 6, dtype=torch.bool)
     mask[0, :4], mask[1, 2:], mask[2, :4] = True, True, True
-    out = attention(values, mask, mu, sigma_sq)
+    out = attention(values, mask, mu, sigma_sq, report_token_masses=True)
     unpadded = attention(
         states.unsqueeze(0), torch.ones(1, 4, dtype=torch.bool), mu[:1], sigma_sq[:1]
     )
@@ -170,6 +170,7 @@ def test_left_right_and_no_padding_agree(density):
     assert out.weights[0, 4:].eq(0).all() and out.weights[1, :2].eq(0).all()
     masses = token_masses(mask, mu, sigma_sq, density)
     torch.testing.assert_close(masses[1, 2:], masses[0, :4])
+    torch.testing.assert_close(out.token_masses, masses)
 
 
 def test_table_smoother_equals_the_direct_ridge_fit():

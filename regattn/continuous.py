@@ -97,12 +97,14 @@ def _check_density(density: str) -> None:
 
 
 def _check_params(mu: torch.Tensor, sigma_sq: torch.Tensor) -> None:
+    # `x > 0` is False for NaN; one reduction, so one wait for the device when all is well
+    good_sigma_sq = (sigma_sq > 0) & torch.isfinite(sigma_sq)
+    if bool(torch.isfinite(mu).all() & good_sigma_sq.all()):
+        return
     if not bool(torch.isfinite(mu).all()):
         raise ValueError("mu has NaN or infinite entries")
-    # `not (x > 0)` also catches NaN
-    if not bool((sigma_sq > 0).all()) or not bool(torch.isfinite(sigma_sq).all()):
-        bad = sigma_sq[~((sigma_sq > 0) & torch.isfinite(sigma_sq))].flatten()[0].item()
-        raise ValueError(f"sigma_sq must be positive and finite, got {bad}")
+    bad = sigma_sq[~good_sigma_sq].flatten()[0].item()
+    raise ValueError(f"sigma_sq must be positive and finite, got {bad}")
 
 
 def _check_mask(mask: torch.Tensor) -> None:

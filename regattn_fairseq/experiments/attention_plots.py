@@ -116,6 +116,10 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
     for spine in ax.spines.values():
         spine.set_color(BORDER_COLOUR)
     title = analysis.describe_mapping(mapping["name"], mapping.get("params", {}))
+    if "continuous" in record:  # continuous attention: the cells are the density's mass per token
+        options = record["continuous"]
+        density = f"{options['density'].replace('_', ' ')} density (N={options['num_basis']})"
+        title = f"{density} + discrete {title}" if options["combine"] == "sum" else density
     if "label" in record:  # SNLI
         title += f"\ngold: {record['label']}, predicted: {record.get('prediction', '?')}"
     ax.set_title(title, fontsize=9)

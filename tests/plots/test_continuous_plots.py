@@ -3,9 +3,11 @@ export of a continuous model (a hand-made record in the export's format)."""
 
 import json
 
+import matplotlib.pyplot as plt
 import pytest
+from matplotlib.colors import Normalize
 
-from regattn_fairseq.experiments import continuous_plots
+from regattn_fairseq.experiments import attention_plots, continuous_plots
 
 
 def test_example_figure(tmp_path):
@@ -42,3 +44,14 @@ def test_an_export_without_a_density_is_an_error(tmp_path):
     path.write_text(json.dumps({"id": 1, "attention": [[1.0]]}) + "\n")
     with pytest.raises(SystemExit, match="continuous"):
         continuous_plots.export_figure(path, "1", 0, tmp_path)
+
+
+def test_attention_heatmap_names_the_density(tmp_path):
+    # the per-table heatmaps (attention_plots) title a continuous model by its density, not
+    # by the discrete mapping its mu and sigma^2 came from
+    record = json.loads(_export(tmp_path, "truncated_parabola").read_text())
+    record["continuous"] = {"density": "truncated_parabola", "num_basis": 64, "combine": "sum"}
+    fig, ax = plt.subplots()
+    attention_plots.draw_panel(ax, record, Normalize(0, 1), 0.0)
+    assert ax.get_title().startswith("truncated parabola density (N=64) + discrete softmax")
+    plt.close(fig)

@@ -585,7 +585,8 @@ class ContinuousAttention(nn.Module):
     """`continuous_attention` with a fixed basis, density and ridge, for models that call it
     on many batches: the smoother G of every source length L (it depends on L only) is
     computed once per device and dtype and kept, so a decoder step costs a gather, two small
-    matrix products and the closed form of r.
+    matrix products and the closed form of r. The table holds L_max^2 N numbers for the
+    longest source seen (L_max = 100, N = 64: 2.6 MB in float32; L_max = 1000: 256 MB).
 
     Parameters
     ----------

@@ -638,8 +638,13 @@ class ContinuousAttention(nn.Module):
 
         Returns the context and the density (`continuous_attention`), and with
         `report_token_masses` the density's mass per token (`token_masses`, no gradient).
-        The inputs are checked once here (each check waits for the device).
+        The inputs are checked once here (each check waits for the device). float16 and
+        bfloat16 inputs (mixed-precision training) are computed in float32 and the outputs
+        cast back.
         """
+        dtype = values.dtype
+        if dtype in (torch.float16, torch.bfloat16):
+            values, mu, sigma_sq = values.float(), mu.float(), sigma_sq.float()
         _check_mask(mask)
         _check_density_params(mu, sigma_sq, self.density)
         out = _attend(
@@ -648,6 +653,11 @@ class ContinuousAttention(nn.Module):
         if report_token_masses:
             with torch.no_grad():
                 out.token_masses = _token_masses(mask, mu.detach(), sigma_sq.detach(), self.density)
+        if dtype != values.dtype:
+            out.context, out.weights = out.context.to(dtype), out.weights.to(dtype)
+            out.mu, out.sigma_sq = out.mu.to(dtype), out.sigma_sq.to(dtype)
+            if out.token_masses is not None:
+                out.token_masses = out.token_masses.to(dtype)
         return out
 
     def extra_repr(self) -> str:

@@ -226,6 +226,23 @@ def test_float32_agrees_with_float64_on_any_batch_shape(density):
     torch.testing.assert_close(out32.context.double(), out64.context, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_is_computed_in_float32(dtype):
+    gen = torch.Generator().manual_seed(6)
+    attention = ContinuousAttention(16, "truncated_parabola")
+    values = torch.randn(3, 7, 4, generator=gen)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mu, sigma_sq = torch.rand(3, generator=gen), 1e-3 + torch.rand(3, generator=gen) / 10
+    rounded = [x.to(dtype).float() for x in (values, mu, sigma_sq)]
+    ref = attention(rounded[0], mask, rounded[1], rounded[2])
+    values_, mu_ = values.to(dtype).requires_grad_(), mu.to(dtype).requires_grad_()
+    out = attention(values_, mask, mu_, sigma_sq.to(dtype), report_token_masses=True)
+    assert out.context.dtype == out.token_masses.dtype == dtype
+    torch.testing.assert_close(out.context.float(), ref.context, rtol=1e-2, atol=1e-2)
+    out.context.sum().backward()
+    assert mu_.grad.dtype == dtype and torch.isfinite(values_.grad.float()).all()
+
+
 def test_density_from_attention_is_the_mean_and_variance_of_the_positions():
     mask = torch.tensor([[1, 1, 1, 1, 0], [0, 1, 1, 1, 1]], dtype=torch.bool)
     uniform = mask.double() / 4

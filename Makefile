@@ -86,6 +86,9 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
+#   MAX_TRAIN, MAX_EVAL, MAX_UPDATE  a dry run (e.g. SCALE=paper MAX_TRAIN=200 MAX_EVAL=20
+#                MAX_UPDATE=3): the scale's model and optimizer on capped data for a few
+#                updates; rows are marked and need a RESULTS_DIR other than results/
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
 #                under torchrun); NODES=M NODE_RANK=r MASTER=host:port: the same command on
 #                M machines, machine 0 scores (README "At paper scale, on GPUs and clusters")
@@ -107,7 +110,9 @@ SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
 # only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) \
-               $(if $(filter 1 true yes,$(RETRAIN)),--retrain)
+               $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
+               $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
+               $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
 
 .PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row

@@ -37,6 +37,7 @@ from .common import (
     write_json,
 )
 from .data_sources import LOCAL_PREFIX, ONLINE_PREFIX, Inputs, plan_source, resolve_local_dir
+from .dry_run import caps_label
 from .paths import DEFAULT_WORK_DIR
 
 
@@ -167,6 +168,13 @@ def cache_key(spec: DictConfig, opts: DictConfig, source: str) -> str:
     return _digest(cache_key_inputs(spec, opts, source))
 
 
+def _caps_note(caps: dict) -> str:
+    """The caps in the data's description (the scale's note describes the uncapped data)."""
+    if not caps:
+        return ""
+    return "; capped: " + ", ".join(f"{name} {value}" for name, value in caps.items())
+
+
 def _digest(key_inputs: dict) -> str:
     return hashlib.sha256(json.dumps(key_inputs, sort_keys=True).encode()).hexdigest()
 
@@ -209,6 +217,7 @@ def prepare(
     source: str | None = None,
     work_dir: Path = DEFAULT_WORK_DIR,
     overrides: dict | None = None,
+    caps: dict | None = None,
     local_dir=None,
 ) -> PreparedData:
     """Prepare `dataset` at `scale` (options from configs/prepare/<dataset>.yaml), cached.
@@ -228,6 +237,11 @@ def prepare(
         the data goes to work_dir/data/<variant>/<scale>-<source>/.
     overrides : dict | None
         options merged over the scale's (e.g. ``{"languages": ["finnish"]}``).
+    caps : dict | None
+        caps on the number of examples, ``{"max_train": n, "max_eval": m}`` (a dry run,
+        `dry_run.DryRun.data_caps`): each lowers the option of that name, never raises it;
+        the capped data goes to a folder of its own (``<scale>-<source>-capped-train<n>...``)
+        and is never taken for the full data.
     local_dir
         the folder of the official layouts for source ``local`` (default:
         $REGATTN_LOCAL_DATA).
@@ -246,13 +260,26 @@ def prepare(
     check_scale(scale)
     spec = load_config("prepare", dataset)
     opts = OmegaConf.merge(spec.scales[scale], overrides or {})
+    caps = dict(caps or {})
+    for name, cap in caps.items():
+        if name not in opts:
+            raise ReproError(
+                f"configs/prepare/{dataset}.yaml: scale {scale} has no option {name!r} to cap "
+                f"(options: {', '.join(opts)})"
+            )
+        opts[name] = cap if opts[name] is None else min(int(opts[name]), cap)
     builder = builder_for(spec.kind)
     data_dir = data_root(data_dir)
     plan = plan_source(spec, opts, source, data_dir, local_dir)
     local_dir = resolve_local_dir(local_dir) if plan.source == "local" else None
     source = plan.label
     variant = f"{dataset}-{opts.setting}" if opts.get("setting") else dataset
-    root = Path(work_dir).resolve() / "data" / variant / f"{scale}-{source}"
+    root = (
+        Path(work_dir).resolve()
+        / "data"
+        / variant
+        / f"{scale}-{source}{caps_label('capped', caps)}"
+    )
     stamp_path = root / "stamp.json"
     key_inputs = cache_key_inputs(spec, opts, source)
     options_key = _digest(key_inputs)
@@ -284,7 +311,7 @@ def prepare(
         "variant": variant,
         "scale": scale,
         "source": source,
-        "description": f"{spec.description} [{source}; {note}]",
+        "description": f"{spec.description} [{source}; {note}{_caps_note(caps)}]",
         "evaluations": evaluations,
         "inputs": inputs.files,
     }

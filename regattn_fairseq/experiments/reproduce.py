@@ -20,11 +20,17 @@ from pathlib import Path
 
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.dry_run import DryRun
 from regattn_fairseq.experiments.fairseq_logs import json_records
 from regattn_fairseq.experiments.launch import add_launch_arguments, launch_from_args
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import prepare
-from regattn_fairseq.experiments.results import load_rows, plot_attention_figure, write_outputs
+from regattn_fairseq.experiments.results import (
+    check_row_kinds,
+    load_rows,
+    plot_attention_figure,
+    write_outputs,
+)
 from regattn_fairseq.experiments.rowkeys import (
     allow_dirty_from_env,
     check_clean_tree,
@@ -100,6 +106,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="start a small/paper run on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
     )
+    dry = parser.add_argument_group(
+        "dry run",
+        "the scale's model, optimizer and schedule on capped data for a few updates, to check "
+        "that its configs run end to end (regattn_fairseq/experiments/dry_run.py); the rows are "
+        "marked and kept apart from real ones, in a --results-dir other than results/",
+    )
+    dry.add_argument(
+        "--max-train", type=int, help="at most N training examples (per language: inflection)"
+    )
+    dry.add_argument(
+        "--max-eval", type=int, help="at most N examples of each validation and evaluation set"
+    )
+    dry.add_argument("--max-update", type=int, help="stop training after N updates")
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -110,6 +129,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--gamma auto reads validation losses on machine 0 only: use one machine")
     # the devices are part of every training run's composed config (and so of the job's key)
     args.override = [*args.launch.overrides(), *args.override]
+    try:
+        args.dry_run = DryRun(args.max_train, args.max_eval, args.max_update)
+    except ReproError as error:
+        parser.error(str(error))
+    # every training run of the job (γ selection included) stops at the dry run's max_update
+    args.override = [*args.dry_run.train_overrides(), *args.override]
     if args.gamma_grid and args.gamma != "auto":
         parser.error("--gamma-grid needs --gamma auto")
     if args.gamma not in (None, "auto"):
@@ -124,13 +149,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma=None) -> Path:
+def _run_dir(
+    work_dir, spec, experiment, scale, data, mapping, seed, gamma=None, dry_run=None
+) -> Path:
+    suffix = dry_run.folder_suffix() if dry_run is not None else ""
     folder = (
         work_dir
         / "checkpoints"
         / spec.table
         / experiment.name
-        / f"{scale}-{data.manifest['source']}"
+        / f"{scale}-{data.manifest['source']}{suffix}"
     )
     folder = folder / mapping
     if gamma is not None:
@@ -176,7 +204,9 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
     for gamma in grid:
         losses = []
         for seed in seeds:
-            run_dir = _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma)
+            run_dir = _run_dir(
+                work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
+            )
             extra = [*args.override, f"model.attention_gamma={gamma}"]
             # Always through fairseq: a finished run stops at once, an interrupted one resumes
             # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
@@ -208,7 +238,8 @@ def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     spec = load_config("reproduce", args.table)
     scale = check_scale(args.scale)
-    check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
+    # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
+    check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
     rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
     seeds = args.seeds or list(spec.seeds[scale])
     experiments = [e for e in spec.experiments if scale in e.scales]
@@ -217,6 +248,7 @@ def run(argv: list[str] | None = None) -> None:
         check_mappings(mappings, experiment.get("mapping_group", "attention"))
     work_dir = args.work_dir.resolve()
     results_dir = args.results_dir.resolve()
+    check_row_kinds(results_dir, spec.table, args.dry_run.active)  # before any training
 
     # Prepare every dataset before training anything: missing data fails in seconds.
     prepared = {
@@ -227,6 +259,7 @@ def run(argv: list[str] | None = None) -> None:
             source=args.source,
             work_dir=work_dir,
             overrides=e.get("dataset_options"),
+            caps=args.dry_run.data_caps(),
         )
         for e in experiments
     }
@@ -247,13 +280,21 @@ def run(argv: list[str] | None = None) -> None:
             if gamma is not None and mapping in GAMMA_MAPPINGS:
                 extra.append(f"model.attention_gamma={gamma}")
             for seed in seeds:
-                run_dir = _run_dir(work_dir, spec, experiment, scale, data, mapping, seed, gamma)
+                run_dir = _run_dir(
+                    work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
+                )
                 settings = runs.compose_settings(
                     experiment.train_config,
                     _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
                 )
                 key = job_key(
-                    experiment.name, scale, data.manifest["source"], mapping, settings, seed
+                    experiment.name,
+                    scale,
+                    data.manifest["source"],
+                    mapping,
+                    settings,
+                    seed,
+                    args.dry_run.record(),
                 )
                 done = finished_rows(
                     load_rows(results_dir, spec.table), key, list(experiment.evaluations)
@@ -300,6 +341,7 @@ def run(argv: list[str] | None = None) -> None:
                     uuid.uuid4().hex[:12],
                     results_dir=results_dir,
                     gamma_selection=selection,
+                    dry_run=args.dry_run.record(),
                 )
                 table_file = write_outputs(results_dir, spec, rows)
                 scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
@@ -310,7 +352,7 @@ def run(argv: list[str] | None = None) -> None:
         if exports:
             figure = plot_attention_figure(
                 results_dir / "figures",
-                f"{spec.table}_{experiment.name}_{scale}_attention",
+                f"{spec.table}_{experiment.name}_{scale}{args.dry_run.folder_suffix()}_attention",
                 exports,
             )
             print(f"[figure] {figure[0]}", flush=True)

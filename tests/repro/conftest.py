@@ -17,15 +17,21 @@ def shared_data() -> Path:
 
 
 def run_make(
-    target: str, tmp_path: Path, data_dir: Path, timeout: int = 900
+    target: str,
+    tmp_path: Path,
+    data_dir: Path,
+    timeout: int = 900,
+    variables: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """`make <target> SCALE=smoke` with work and results under tmp_path."""
+    """`make <target> SCALE=smoke` (or the given variables) with work and results under
+    tmp_path."""
+    variables = {"SCALE": "smoke", **(variables or {})}
     return subprocess.run(
         [
             "make",
             "--no-print-directory",
             target,
-            "SCALE=smoke",
+            *(f"{name}={value}" for name, value in variables.items()),
             f"DATA_DIR={data_dir}",
             f"WORK_DIR={tmp_path}",
             f"RESULTS_DIR={tmp_path / 'results'}",

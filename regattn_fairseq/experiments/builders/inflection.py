@@ -115,7 +115,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     inputs : Inputs
         reads the SIGMORPHON files (offline, or the release's layout: local).
     opts : DictConfig
-        the scale's options (setting, languages, max_*_per_language).
+        the scale's options (setting, languages, max_train, max_eval: words per language).
     root : Path
         the build folder.
 
@@ -138,9 +138,9 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     test_languages = []
     for lang in languages:
         for split, suffix, limit in (
-            ("train", f"train-{opts.setting}", opts.max_train_per_language),
-            ("valid", "dev", opts.max_eval_per_language),
-            ("test", "test", opts.max_eval_per_language),
+            ("train", f"train-{opts.setting}", opts.max_train),
+            ("valid", "dev", opts.max_eval),
+            ("test", "test", opts.max_eval),
         ):
             for lemma, form, tags in head(_triples(inputs, f"{lang}-{suffix}"), limit):
                 # The language tag is the first source token (one multilingual model).

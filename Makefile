@@ -79,7 +79,9 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 # points scripts/reproduce.py, scripts/sweep.py)
 # (configs/reproduce/, configs/sweep/); these targets only pass the variables through.
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
-#   DATA_SOURCE  offline | online (default: per dataset and scale, see configs/prepare/)
+#   DATA_SOURCE  offline | online | local (default: per dataset and scale, configs/prepare/;
+#                without the offline copies the hub stands in at the same sizes)
+#   LOCAL_DATA   DATA_SOURCE=local: the folder of your own full copies, official layouts (README)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
@@ -100,6 +102,7 @@ SCALE       ?= small
 REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE)) \
+               $(if $(LOCAL_DATA),--local-data $(LOCAL_DATA)) \
                $(if $(filter 1 true yes,$(RESCORE)),--rescore) \
                $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty) \
                $(if $(GPUS),--gpus $(GPUS)) $(if $(NODES),--nodes $(NODES)) \

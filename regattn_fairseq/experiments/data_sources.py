@@ -436,8 +436,16 @@ class Inputs:
                 path, revision=revision, data_files={split: pattern}, split=split
             )
         except (OSError, ValueError) as error:
+            # on a fresh machine the hub was the last resort: say that both are out of reach
+            standing_in = (
+                f"the offline copies are missing under {self.data_dir} and the hub, standing "
+                f"in for them, cannot be reached: "
+                if self.stand_in
+                else ""
+            )
             raise ReproError(
-                f"{self.spec.name}: could not load {pattern} of the hub dataset {where} "
+                f"{self.spec.name}: {standing_in}could not load {pattern} of the hub dataset "
+                f"{where} "
                 f"({type(error).__name__}: {error}). Without the hub: DATA_SOURCE=local "
                 f"LOCAL_DATA=<folder with the official files> (README, 'Data sources')"
             ) from error

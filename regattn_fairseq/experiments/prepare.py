@@ -326,3 +326,53 @@ def prepare(
         },
     )
     return PreparedData(root, manifest)
+
+
+def describe_sources(
+    title: str,
+    datasets: list[tuple[str, dict | None]],
+    scale: str,
+    *,
+    data_dir=None,
+    source: str | None = None,
+    local_dir=None,
+    caps: dict | None = None,
+) -> str:
+    """The line a run prints first: where each dataset's data comes from, and its sizes.
+
+    Nothing is read (`data_sources.plan_source` on the composed options), so that a user
+    sees which source a run takes, hub stand-in included, before anything is downloaded.
+
+    Parameters
+    ----------
+    title : str
+        what runs (a table or a sweep).
+    datasets : list[tuple[str, dict | None]]
+        the datasets it prepares, each with its option overrides.
+    scale : str
+        paper, small or smoke.
+    data_dir, source, local_dir
+        as for `prepare`.
+    caps : dict | None
+        a dry run's caps (added to the line).
+
+    Returns
+    -------
+    str
+        ``[data] <title> at scale <scale>: <dataset>: <source> ...; <dataset>: ...``.
+
+    Raises
+    ------
+    ReproError
+        as `data_sources.plan_source`: no LOCAL_DATA for local, or offline copies missing
+        where the hub cannot stand in for them.
+    """
+    summaries = []
+    for dataset, overrides in datasets:
+        spec = load_config("prepare", dataset)
+        opts = OmegaConf.merge(spec.scales[check_scale(scale)], overrides or {})
+        summary = plan_source(spec, opts, source, data_root(data_dir), local_dir).summary
+        if summary not in summaries:
+            summaries.append(summary)
+    capped = f" [dry run, capped: {caps}]" if caps else ""
+    return f"[data] {title} at scale {scale}{capped}: {'; '.join(summaries)}"

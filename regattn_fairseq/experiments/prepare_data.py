@@ -2,6 +2,7 @@
 """Prepare (tokenize, segment, binarize) one dataset at one scale; cached under data/.
 
     python scripts/prepare_data.py multi30k --scale small [--source online] [--data-dir DIR]
+    python scripts/prepare_data.py snli --scale paper --source local --local-data DIR
 
 Datasets are the files in configs/prepare/. Normally scripts/reproduce.py calls this itself."""
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.paths import DEFAULT_WORK_DIR, PREPARE_CONFIG_DIR
 from regattn_fairseq.experiments.prepare import prepare
 
@@ -21,8 +23,11 @@ def main() -> None:
     )
     parser.add_argument("dataset", choices=datasets)
     parser.add_argument("--scale", default="small")
+    parser.add_argument("--source", choices=list(SOURCES), help="default: the scale's config value")
     parser.add_argument(
-        "--source", choices=["offline", "online"], help="default: the scale's config value"
+        "--local-data",
+        help="--source local: the folder holding the official distributions "
+        "(default $REGATTN_LOCAL_DATA)",
     )
     parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
@@ -41,6 +46,7 @@ def main() -> None:
             data_dir=args.data_dir,
             source=args.source,
             work_dir=args.work_dir,
+            local_dir=args.local_data,
         )
     except ReproError as error:
         sys.exit(f"error: {error}")

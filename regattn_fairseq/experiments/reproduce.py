@@ -20,11 +20,12 @@ from pathlib import Path
 
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.dry_run import DryRun
 from regattn_fairseq.experiments.fairseq_logs import json_records
 from regattn_fairseq.experiments.launch import add_launch_arguments, launch_from_args
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
-from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.prepare import describe_sources, prepare
 from regattn_fairseq.experiments.results import (
     check_row_kinds,
     load_rows,
@@ -77,8 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--source",
-        choices=["offline", "online"],
-        help="data source (default: per dataset and scale)",
+        choices=list(SOURCES),
+        help="data source (default: per dataset and scale; README 'Data sources')",
+    )
+    parser.add_argument(
+        "--local-data",
+        help="--source local: the folder holding the official distributions "
+        "(default $REGATTN_LOCAL_DATA)",
     )
     parser.add_argument(
         "--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where data/ and checkpoints/ go"
@@ -238,11 +244,25 @@ def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     spec = load_config("reproduce", args.table)
     scale = check_scale(args.scale)
+    experiments = [e for e in spec.experiments if scale in e.scales]
+    # the first line says where the data comes from (hub stand-in included) and its sizes
+    datasets = [(e.dataset, e.get("dataset_options")) for e in experiments]
+    print(
+        describe_sources(
+            args.table,
+            datasets,
+            scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            local_dir=args.local_data,
+            caps=args.dry_run.data_caps(),
+        ),
+        flush=True,
+    )
     # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
     rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
     seeds = args.seeds or list(spec.seeds[scale])
-    experiments = [e for e in spec.experiments if scale in e.scales]
     mappings = list(args.mappings or spec.mappings)
     for experiment in experiments:
         check_mappings(mappings, experiment.get("mapping_group", "attention"))
@@ -260,9 +280,18 @@ def run(argv: list[str] | None = None) -> None:
             work_dir=work_dir,
             overrides=e.get("dataset_options"),
             caps=args.dry_run.data_caps(),
+            local_dir=args.local_data,
         )
         for e in experiments
     }
+    for experiment in experiments:
+        # a hub stand-in lacks the evaluation sets the hub does not have (DUC 2004)
+        available = prepared[experiment.name].manifest["evaluations"]
+        left_out = [name for name in experiment.evaluations if name not in available]
+        for name in left_out:
+            del experiment.evaluations[name]
+        if left_out:
+            print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
     for experiment in experiments:
         data = prepared[experiment.name]
         exports = []  # first evaluation set, first seed: one panel per mapping in the figure

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from .common import ReproError
+from .data_sources import SOURCES
 from .paths import REPO_ROOT
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py
@@ -126,8 +127,9 @@ def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) ->
         row["mapping"],
         "--seeds",
         str(row["seed"]),
-        "--source",
-        row["data_source"],
+        # a hub stand-in (no offline copies) is no source to ask for: it arises again by itself;
+        # local data is found again through $REGATTN_LOCAL_DATA
+        *(["--source", row["data_source"]] if row["data_source"] in SOURCES else []),
         "--work-dir",
         str(work_dir),
         "--results-dir",

@@ -28,9 +28,10 @@ from regattn_fairseq.experiments.common import (
     load_config,
     run_logged,
 )
+from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.launch import Launch, add_launch_arguments, launch_from_args
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
-from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.prepare import describe_sources, prepare
 from regattn_fairseq.experiments.results import load_rows, write_outputs
 from regattn_fairseq.experiments.rowkeys import (
     allow_dirty_from_env,
@@ -50,7 +51,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
     )
-    parser.add_argument("--source", choices=["offline", "online"])
+    parser.add_argument(
+        "--source", choices=list(SOURCES), help="default: per dataset and scale (README)"
+    )
+    parser.add_argument(
+        "--local-data",
+        help="--source local: the folder holding the official distributions "
+        "(default $REGATTN_LOCAL_DATA)",
+    )
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument(
@@ -151,6 +159,18 @@ def run() -> None:
     args = parse_args()
     sweep = load_config("sweep", args.sweep)
     scale = check_scale(args.scale)
+    # the first line says where the data comes from (hub stand-in included) and its sizes
+    print(
+        describe_sources(
+            f"sweep {sweep.name}",
+            [(sweep.experiment.dataset, None)],
+            scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            local_dir=args.local_data,
+        ),
+        flush=True,
+    )
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
     rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
     params = sweep.params[scale]
@@ -158,7 +178,12 @@ def run() -> None:
     work_dir = args.work_dir.resolve()
     experiment = sweep.experiment
     prepared = prepare(
-        experiment.dataset, scale, data_dir=args.data_dir, source=args.source, work_dir=work_dir
+        experiment.dataset,
+        scale,
+        data_dir=args.data_dir,
+        source=args.source,
+        work_dir=work_dir,
+        local_dir=args.local_data,
     )
     sweep_dir = (
         work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 from local_layouts import (
+    GERMAN,
     SIGMORPHON_SIZES,
     SUMMARY_SIZES,
     TRANSLATION_SIZES,
     gigaword_hub_columns,
+    sentences,
     snli_hub_columns,
     write_all,
     write_hub_dataset,
@@ -381,4 +383,71 @@ def test_explicit_offline_source_does_not_fall_back(tmp_path):
 
 def test_no_stand_in_where_the_hub_has_none(tmp_path):
     with pytest.raises(ReproError, match="no hub source can stand in for them"):
-        prepare("multi30k", "small", data_dir=tmp_path, work_dir=tmp_path)
+        prepare("sigmorphon", "small", data_dir=tmp_path, work_dir=tmp_path)
+
+
+def test_fresh_machine_multi30k_from_the_hubs_json_lines(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    for name, count in (("train", 50), ("val", 8), ("test", 6)):
+        rows = zip(sentences(count, count), sentences(count, count + 1, GERMAN), strict=True)
+        path = mirror / "bentrevett" / "multi30k" / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"en": en, "de": de}) + "\n" for en, de in rows))
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(mirror))
+    prepared = prepare(
+        "multi30k",
+        "small",
+        data_dir=tmp_path / "empty",
+        work_dir=tmp_path / "work",
+        overrides={"stand_in_train": 40, "bpe_merges": 50},
+    )
+    assert prepared.manifest["source"] == "online-stand-in"
+    assert set(prepared.manifest["evaluations"]) == {"test2016"}
+    [refs] = prepared.evaluation("test2016")["refs"]
+    assert lines(refs) == sentences(6, 7, GERMAN)
+    assert len(lines(prepared.root / "raw" / "train.en")) == 40
+
+
+def run_reproduce_table2(tmp_path, env: dict) -> subprocess.CompletedProcess:
+    """`make reproduce-table2` at the default scale with an empty DATA_DIR, the hub offline."""
+    empty = tmp_path / "empty"
+    empty.mkdir(exist_ok=True)
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in (HUB_MIRROR_ENV, LOCAL_DATA_ENV, "SCALE", "DATA_SOURCE")
+    }
+    return subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "reproduce-table2",
+            f"DATA_DIR={empty}",
+            f"WORK_DIR={tmp_path / 'work'}",
+            f"RESULTS_DIR={tmp_path / 'results'}",
+            "ALLOW_DIRTY=1",
+        ],
+        cwd=REPO_ROOT,
+        env={**environment, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_fresh_machine_says_its_source_first_and_fails_once_without_the_hub(tmp_path):
+    result = run_reproduce_table2(tmp_path, {"HF_HOME": str(tmp_path / "hf")})
+    assert result.returncode != 0
+    program = [line for line in result.stdout.splitlines() if not line.startswith(".venv")]
+    first = program[0]
+    assert first.startswith(
+        "[data] table2 at scale small: gigaword_duc: hub Harvard/gigaword@refs/convert/parquet "
+        f"standing in for the offline copies missing under {(tmp_path / 'empty').resolve()}: "
+        "train 26,498 pairs sampled from the hub's train split (seed 0), evaluation sets "
+        "['gigaword'] from the hub, ['duc2004'] not on the hub (left out)"
+    ), result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr[-3000:]
+    assert "the offline copies are missing under" in errors[0]
+    assert "cannot be reached" in errors[0] and "DATA_SOURCE=local" in errors[0]
+    assert "Traceback" not in result.stderr

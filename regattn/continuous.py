@@ -607,6 +607,10 @@ class ContinuousAttention(nn.Module):
         self.ridge = float(ridge)
         # (device, dtype) -> (L_max, L_max, N): [L - 1, l] = row l of the smoother of length L
         self._smoothers = {}
+        # (mask, dtype, rows) of the last call: a decoder calls once per target step with the
+        # same source mask object, whose rows are then gathered once (the mask is held, so
+        # no other tensor can take its identity)
+        self._last_rows = None
 
     def _smoother_table(self, max_length: int, device, dtype) -> torch.Tensor:
         key = (str(device), dtype)
@@ -625,11 +629,15 @@ class ContinuousAttention(nn.Module):
         return self._smoother_rows(mask, dtype)
 
     def _smoother_rows(self, mask, dtype):
+        last = self._last_rows
+        if last is not None and last[0] is mask and last[1] == dtype:
+            return last[2]
         table = self._smoother_table(mask.size(-1), mask.device, dtype)
         lengths = mask.sum(-1, keepdim=True)
         rank = (mask.cumsum(-1) - 1).clamp_min(0)
-        rows = table[lengths - 1, rank]
-        return rows * mask.unsqueeze(-1).to(dtype)
+        rows = table[lengths - 1, rank] * mask.unsqueeze(-1).to(dtype)
+        self._last_rows = (mask, dtype, rows)
+        return rows
 
     def forward(
         self, values, mask, mu, sigma_sq, report_token_masses: bool = False

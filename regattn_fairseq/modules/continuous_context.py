@@ -41,6 +41,7 @@ class ContinuousContext(nn.Module):
         values: torch.Tensor,
         mask: torch.Tensor,
         probs: Optional[torch.Tensor],
+        report: bool = True,
     ):
         """Continuous attention of `query` over `values`.
 
@@ -54,20 +55,22 @@ class ContinuousContext(nn.Module):
             bool bsz x srclen, True at source tokens.
         probs : torch.Tensor or None
             bsz x srclen, the layer's discrete attention (None with the learned head).
+        report : bool
+            whether to compute the attention to report (see Returns).
 
         Returns
         -------
-        (torch.Tensor, torch.Tensor)
+        (torch.Tensor, torch.Tensor or None)
             the context (bsz x source_dim) and the attention the layer reports
-            (bsz x srclen): the density's mass on each token's cell of [0, 1]
-            (`regattn.continuous.token_masses`), for plots and statistics; it carries no
-            gradient (the context does not depend on it).
+            (bsz x srclen; None without `report`): the density's mass on each token's cell
+            of [0, 1] (`regattn.continuous.token_masses`), for plots and statistics; it
+            carries no gradient (the context does not depend on it).
         """
         if self.head is None:
             mu, sigma_sq = density_from_attention(probs, mask)
         else:
             mu, sigma_sq = self.head(query, values, mask)
-        out = self.attention(values, mask, mu, sigma_sq, report_token_masses=True)
+        out = self.attention(values, mask, mu, sigma_sq, report_token_masses=report)
         context = out.context
         if self.spec.combine == "sum":
             context = context + torch.bmm(probs.unsqueeze(1), values).squeeze(1)

@@ -17,7 +17,7 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
 
     With `continuous` the context is continuous attention's E_p[V(t)] (plus the discrete
     context with combine=sum), and the reported attention is the density's mass per source
-    token (`ContinuousContext`)."""
+    token (`ContinuousContext`) in evaluation, zeros in training (where fairseq drops it)."""
 
     def __init__(
         self,
@@ -30,16 +30,28 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
     ):
         super().__init__(input_embed_dim, source_embed_dim, output_embed_dim, bias=bias)
         self.normalizer = normalizer
+        self._last_mask = None  # (encoder_padding_mask, its source mask), see _source_mask
         self.continuous = (
             None
             if continuous is None
             else ContinuousContext(continuous, input_embed_dim, source_embed_dim)
         )
 
+    def _source_mask(self, encoder_padding_mask):
+        """bsz x srclen, True at source tokens (None without padding), made once per source
+        batch: LSTMDecoder passes the same padding mask object at every step, and continuous
+        attention reuses what it derived from the mask object it saw last."""
+        if encoder_padding_mask is None:
+            return None
+        last = self._last_mask
+        if last is None or last[0] is not encoder_padding_mask:
+            self._last_mask = (encoder_padding_mask, ~encoder_padding_mask.t())
+        return self._last_mask[1]
+
     def forward(self, input, source_hids, encoder_padding_mask):
         # input: bsz x input_embed_dim; source_hids: srclen x bsz x source_embed_dim;
         # encoder_padding_mask: srclen x bsz, True at padding
-        mask = None if encoder_padding_mask is None else ~encoder_padding_mask.t()
+        mask = self._source_mask(encoder_padding_mask)
         if self.continuous is None or self.continuous.needs_discrete_attention:
             scores = torch.einsum("sbd,bd->bs", source_hids, self.input_proj(input))
             probs = self.normalizer(scores, mask).type_as(scores)  # bsz x srclen
@@ -51,6 +63,11 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
         else:
             if mask is None:
                 mask = source_hids.new_ones(source_hids.shape[:2], dtype=torch.bool).t()
-            context, probs = self.continuous(input, source_hids.transpose(0, 1), mask, probs)
+            # fairseq's LSTMDecoder stores the reported attention of every step but drops it
+            # in training: only evaluation computes it (training reports zeros)
+            context, reported = self.continuous(
+                input, source_hids.transpose(0, 1), mask, probs, report=not self.training
+            )
+            probs = reported if reported is not None else context.new_zeros(mask.shape)
         x = torch.tanh(self.output_proj(torch.cat((context, input), dim=1)))
         return x, probs.t()

@@ -184,6 +184,13 @@ def test_table_smoother_equals_the_direct_ridge_fit():
         attention.smoother(longer, F64), ridge_smoother(attention.basis, longer, 0.03)
     )
     torch.testing.assert_close(attention.smoother(mask, F64), direct, rtol=1e-12, atol=1e-12)
+    # the rows of the last mask object are reused; another mask object of the same shape is not
+    # mistaken for it
+    assert attention.smoother(mask, F64) is attention.smoother(mask, F64)
+    flipped = mask.flip(-1)
+    torch.testing.assert_close(
+        attention.smoother(flipped, F64), ridge_smoother(attention.basis, flipped, 0.03)
+    )
 
 
 @pytest.mark.parametrize("ridge", [0.0, 0.01, 1.0])

@@ -88,14 +88,14 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
-#   MAX_TRAIN, MAX_EVAL, MAX_UPDATE  a dry run (e.g. SCALE=paper MAX_TRAIN=200 MAX_EVAL=20
-#                MAX_UPDATE=3): the scale's model and optimizer on capped data for a few
-#                updates; rows are marked and need a RESULTS_DIR other than results/
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
 #                under torchrun); NODES=M NODE_RANK=r MASTER=host:port: the same command on
 #                M machines, machine 0 scores (README "At paper scale, on GPUs and clusters")
 #   LAUNCHER     sweeps only: basic | submitit_local | submitit_slurm (each job a Slurm job),
 #                LAUNCHER_ARGS="hydra.launcher.partition=gpu ..." its settings
+#   MAX_TRAIN, MAX_EVAL, MAX_UPDATE  a dry run (e.g. SCALE=paper MAX_TRAIN=200 MAX_EVAL=20
+#                MAX_UPDATE=3): the scale's model and optimizer on capped data for a few
+#                updates; rows are marked and need a RESULTS_DIR other than results/
 SCALE       ?= small
 # Unset path variables are left to the programs, whose defaults live in one place
 # (regattn_fairseq/experiments/paths.py).
@@ -117,7 +117,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
 
-.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner sweep-lambda sweep-alpha sweep-gamma \
+.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row
 
 results-tables: setup ## regenerate results/*.md and results/raw/*.csv from the raw rows (rows untouched)
@@ -141,6 +141,9 @@ reproduce-inflection: setup ## SIGMORPHON 2018 inflection, softmax/sparsemax/1.5
 
 reproduce-ner: setup ## CoNLL-2002 NER F1 (es, nl), smoothed-Viterbi tagger, entropy vs l2 loss -> results/ner.md
 	$(PY) scripts/reproduce.py ner $(REPRO_ARGS) $(TABLE_ARGS)
+
+reproduce-continuous: setup ## continuous attention (softmax, sparsemax, + discrete) vs discrete softmax, Multi30k NMT and SNLI -> results/continuous.md
+	$(PY) scripts/reproduce.py continuous $(REPRO_ARGS) $(TABLE_ARGS)
 
 sweep-lambda: setup ## fusedmax/oscarmax lambda sweep (one Hydra multirun) -> results/sweep_lambda.{md,png}
 	$(PY) scripts/sweep.py lambda $(REPRO_ARGS) $(SWEEP_ARGS)

@@ -544,7 +544,6 @@ def continuous_attention(
     basis: GaussianBasis,
     density: str,
     ridge: float = 0.01,
-    smoother: torch.Tensor | None = None,
 ) -> ContinuousAttentionOutput:
     """The context c = E_p[V(t)] = B r, with B the ridge fit of `values` on the basis.
 
@@ -560,17 +559,13 @@ def continuous_attention(
     density : str
     ridge : float
         >= 0 (the authors' 0.01).
-    smoother : torch.Tensor, optional
-        `ridge_smoother(basis, mask, ridge)` if already computed (float64 or values' dtype).
 
     Returns
     -------
     ContinuousAttentionOutput
     """
-    _check_mask(mask)
     _check_density_params(mu, sigma_sq, density)
-    if smoother is None:
-        smoother = ridge_smoother(basis, mask, ridge)
+    smoother = ridge_smoother(basis, mask, ridge)  # checks the mask
     return _attend(values, smoother, mu, sigma_sq, basis, density)
 
 

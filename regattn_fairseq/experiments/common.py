@@ -164,9 +164,6 @@ def run_logged(cmd: list[str], log_path: Path, cwd: Path | None = None, echo: bo
     Returns the captured output; raises ReproError naming the log on failure."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    # wandb (if installed and asked for through fairseq's common.wandb_project) stays offline
-    # unless the user configured it.
-    env.setdefault("WANDB_MODE", "offline")
     lines = []
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import scoring
+from . import scoring, tracking
 from .builders.inflection import decode_target
 from .common import ReproError, run_logged, tool_path, write_json
 from .fairseq_logs import last_record_with
@@ -705,4 +705,6 @@ def result_rows(
                 **context,
             }
         )
+    # the final metrics and attention statistics into the training run's wandb run
+    tracking.log_results(model.checkpoint.parent, rows)
     return rows

@@ -10,6 +10,7 @@ included, goes through the mapping); one mapping in the default suite, the other
 import pytest
 import torch
 from omegaconf import OmegaConf
+from wandb_offline import offline_runs
 
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import MAPPINGS, ReproError
@@ -63,6 +64,9 @@ def _check_identical_ranks(model, run_dir):
         assert torch.equal(value, saved[name]), name
     # the world size is part of the run's composed config, hence of its rows' key
     assert runs.composed_config(model)["distributed_world_size"] == 2
+    # one wandb run, from rank 0 (fairseq logs from rank 0 only)
+    [wandb_run] = offline_runs(run_dir)
+    assert wandb_run["config"]["world_size"] == 2 and "train/loss" in wandb_run["history_keys"]
 
 
 @pytest.mark.parametrize(

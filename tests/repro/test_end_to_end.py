@@ -4,9 +4,11 @@ with its provenance. The λ sweep (one Hydra multirun) is the default-suite repr
 the table targets take 1-3 minutes each on 2 cores and are marked slow (`make test-slow`)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import run_make
+from wandb_offline import offline_runs
 
 PROVENANCE = ("date", "git_commit", "versions", "hardware", "seed", "data", "train", "decode")
 
@@ -58,6 +60,27 @@ def test_sweep_lambda_multirun(shared_data, tmp_path):
     assert {row["sweep_params"]["model.attention_lambda"] for row in rows} == {"0.1", "1.0"}
     assert len({row["train"]["checkpoint"] for row in rows}) == 2
     assert (tmp_path / "results" / "sweep_lambda_smoke.png").stat().st_size > 0
+    check_wandb_runs(rows, group="sweep_lambda/smoke-offline")
+
+
+def check_wandb_runs(rows: list[dict], group: str) -> None:
+    """Each trained model left offline wandb runs in its run folder (no network): the
+    training run with its config and fairseq's training curves, then the scoring's summary,
+    under the same id and in the sweep's group."""
+    for row in rows:
+        run_dir = Path(row["train"]["checkpoint"]).parent.parent
+        training, scoring = offline_runs(run_dir)
+        assert training["id"] == scoring["id"] and training["group"] == scoring["group"] == group
+        config = training["config"]
+        assert config["mapping"] == "fusedmax" and config["scale"] == "smoke"
+        assert config["attention_lambda"] == float(row["sweep_params"]["model.attention_lambda"])
+        assert config["seed"] == row["seed"] and config["commit"] == row["git_commit"]
+        assert config["data"]["fingerprint"] == row["data"]["fingerprint"]
+        assert {"train/loss", "valid/loss"} <= training["history_keys"]
+        evaluation = row["evaluation"]
+        assert scoring["summary"][f"{evaluation}/rougeL"] == row["metrics"]["rougeL"]
+        zeros = scoring["summary"][f"{evaluation}/attention/mean_zero_fraction"]
+        assert zeros == row["attention"]["mean_zero_fraction"]
 
 
 @pytest.mark.slow

@@ -5,8 +5,10 @@ fairseq's public extension points (register_model, the build_* hooks, FairseqTas
 Each function says why it is needed and what breaks if fairseq changes. The contract that
 keeps them honest is tests/plugin/test_stock_equivalence.py: with --attention softmax the
 plugin's models compute what stock fairseq's `lstm` and `transformer` compute (evaluation,
-training mode, beam search), and each function below is exercised there. Run those tests
-before adding a fairseq version to TESTED_FAIRSEQ_VERSIONS.
+training mode, beam search), and each function below is exercised there, except the two of
+data-parallel training (`allow_cpu_data_parallel`, `save_parameters_on_every_rank`), which
+tests/repro/test_distributed.py exercises. Run those tests before adding a fairseq version to
+TESTED_FAIRSEQ_VERSIONS.
 
 Behaviour relied on without a call to route here: fairseq's `TransformerConfig.from_namespace`
 returns an instance of the config class unchanged, so the `RegattnTransformerConfig` built in

@@ -201,7 +201,8 @@ def plan_source(
     """Decide where a dataset's data comes from, before reading any of it.
 
     Rules: the source asked for (DATA_SOURCE), else the scale's. ``local`` needs the spec's
-    ``local:`` layout; a dataset without one (its offline copy is complete) is read offline.
+    ``local:`` layout, ``online`` hub splits (``online.splits``); a dataset without them (its
+    offline copy is complete) is read offline.
     When the offline copies a build needs are missing (no DATA_DIR on a fresh machine) and no
     source was asked for, the hub stands in: the scale's ``stand_in_train`` pairs sampled
     from the hub's train split (seed `STAND_IN_SEED`, the size of the offline train set) and
@@ -243,6 +244,9 @@ def plan_source(
             )
         source = "offline"
         note = " (no local layout: its offline copy is complete)"
+    elif source == "online" and not ((spec.get("online") or {}).get("splits")):
+        source = "offline"
+        note = " (nothing to take from the hub: its offline copy is complete)"
     else:
         note = ""
     missing = [p for p in offline_files(spec, source) if not (data_dir / p).exists()]

@@ -31,7 +31,7 @@ from local_layouts import (
 from regattn_fairseq.experiments.builders.snli import read_snli_jsonl
 from regattn_fairseq.experiments.common import ReproError
 from regattn_fairseq.experiments.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
-from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.prepare import describe_sources, prepare
 
 CAPS = {"max_train": 24, "max_eval": 5}
 
@@ -386,6 +386,19 @@ def test_no_stand_in_where_the_hub_has_none(tmp_path):
         prepare("sigmorphon", "small", data_dir=tmp_path, work_dir=tmp_path)
 
 
+def test_first_line_names_each_source(shared_data, tmp_path):
+    line = describe_sources(
+        "nmt",
+        [("multi30k", None), ("iwslt14", None)],
+        "small",
+        data_dir=shared_data,
+        source="online",
+    )
+    assert line.startswith("[data] nmt at scale small: multi30k: offline (nothing to take from")
+    assert "; iwslt14: online (train from IWSLT/iwslt2017@refs/convert/parquet, the rest " in line
+    assert "first 20k IWSLT train pairs (online)" in line
+
+
 def test_fresh_machine_multi30k_from_the_hubs_json_lines(tmp_path, monkeypatch):
     mirror = tmp_path / "mirror"
     for name, count in (("train", 50), ("val", 8), ("test", 6)):
@@ -451,3 +464,63 @@ def test_fresh_machine_says_its_source_first_and_fails_once_without_the_hub(tmp_
     assert "the offline copies are missing under" in errors[0]
     assert "cannot be reached" in errors[0] and "DATA_SOURCE=local" in errors[0]
     assert "Traceback" not in result.stderr
+
+
+# --- SCALE=paper DATA_SOURCE=local end to end (a dry run: capped data, a few updates) ------
+
+
+def reproduce_local_dry_run(table: str, mapping: str, tmp_path) -> list[dict]:
+    """`scripts/reproduce.py <table> --scale paper --source local` on the layouts of
+    tests/repro/local_layouts.py, one mapping, capped at 24 train / 5 eval, 2 updates."""
+    from regattn_fairseq.experiments import reproduce
+
+    local = write_all(tmp_path / "local")
+    results_dir = tmp_path / "results"
+    reproduce.run(
+        [
+            table,
+            "--scale",
+            "paper",
+            "--source",
+            "local",
+            "--local-data",
+            str(local),
+            "--mappings",
+            mapping,
+            "--seeds",
+            "1",
+            "--max-train",
+            "24",
+            "--max-eval",
+            "5",
+            "--max-update",
+            "2",
+            "--data-dir",
+            str(tmp_path / "empty"),
+            "--work-dir",
+            str(tmp_path / "work"),
+            "--results-dir",
+            str(results_dir),
+        ]  # fmt: skip
+    )
+    rows = [json.loads(line) for line in lines(results_dir / "raw" / f"{table}.jsonl")]
+    assert {row["data_source"] for row in rows} == {"local"}
+    assert {row["mapping"] for row in rows} == {mapping}
+    return rows
+
+
+@pytest.mark.slow
+def test_table1_paper_from_snli_1_0(tmp_path, capsys):
+    [row] = reproduce_local_dry_run("table1", "sparsemax", tmp_path)
+    assert 0.0 <= row["metrics"]["accuracy"] <= 100.0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("[data] table1 at scale paper [dry run, capped: ")
+    assert "snli: local, official layout under" in first
+
+
+@pytest.mark.slow
+def test_table2_paper_from_sent_summary(tmp_path):
+    rows = reproduce_local_dry_run("table2", "softmax", tmp_path)
+    assert {row["evaluation"] for row in rows} == {"duc2004", "gigaword"}
+    for row in rows:
+        assert 0.0 <= row["metrics"]["rougeL"] <= 100.0

@@ -24,12 +24,15 @@ through the mapping), and the validation NLL per target token.
   python -m regattn_fairseq.experiments.attention_gradients RUN_DIR [RUN_DIR ...] \\
       --out results/attention_gradients/NAME.json [--max-sentences 400]
 
+writes NAME.json and a figure NAME.png/.pdf of the statistics against the epoch.
+
 RUN_DIR is a run folder of scripts/reproduce.py (its checkpoints/ hold checkpoint<N>.pt).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -243,6 +246,58 @@ def epoch_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in found]
 
 
+PLOTTED = (
+    ("support_one_fraction", "rows with support 1"),
+    ("pass_ratio", "pass ratio Σ‖∂L/∂s‖ / Σ‖∂L/∂p‖"),
+    ("mean_margin_over_gamma", "top-score margin / γ"),
+    ("valid_nll", "validation NLL per token"),
+)
+
+
+def plot_report(report: dict, path: Path) -> Path:
+    """One panel per statistic against the epoch, one line per run.
+
+    Parameters
+    ----------
+    report : dict
+        what `main` writes (``runs``: each with its ``epochs``).
+    path : Path
+        the PNG to write (a PDF is written beside it).
+
+    Returns
+    -------
+    Path
+        The PNG.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(PLOTTED), figsize=(4 * len(PLOTTED), 3.4))
+    for run in report["runs"]:
+        epochs = run["epochs"]
+        mapping = epochs[0]["mapping"]
+        gamma = mapping["params"].get("gamma")
+        label = mapping["name"] + (f" γ={gamma:g}" if gamma is not None else "")
+        for axis, (key, _) in zip(axes, PLOTTED, strict=True):
+            axis.plot(
+                [e["epoch"] for e in epochs], [e[key] for e in epochs], marker=".", label=label
+            )
+    for axis, (key, title) in zip(axes, PLOTTED, strict=True):
+        axis.set_title(title, fontsize=10)
+        axis.set_xlabel("epoch")
+        if key == "pass_ratio":
+            axis.set_yscale("symlog", linthresh=1e-3)
+    axes[0].legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    figure.savefig(path.with_suffix(".pdf"))
+    plt.close(figure)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -287,6 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         },
     )
     print(f"[gradients] -> {args.out}", flush=True)
+    figure = plot_report(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
+    print(f"[gradients] figure {figure}", flush=True)
 
 
 if __name__ == "__main__":

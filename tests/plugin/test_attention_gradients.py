@@ -83,6 +83,7 @@ def test_per_epoch_measurement_of_trained_models(translation_data, tmp_path):
     # sparsemax: exactly the rows with a single supported position get no score gradient
     for e in by_mapping["sparsemax"]:
         assert e["zero_grad_scores_fraction"] >= e["support_one_fraction"]
+    assert out.with_suffix(".png").stat().st_size > 0
     with pytest.raises(ReproError, match="never overwritten"):
         attention_gradients.main([str(tmp_path / "softmax"), "--out", str(out)])
 

@@ -259,19 +259,21 @@ def plan_source(
         return SourcePlan(
             source, False, f"{name}: {source}{note} ({detail}): {opts.note}{_sizes(opts)}"
         )
-    first = data_dir / missing[0]
+    if data_dir.is_dir():
+        absent_copies = f"{data_dir / missing[0]} is missing ({len(missing)} files missing)"
+    else:
+        absent_copies = f"DATA_DIR {data_dir} does not exist"
     if requested is not None:
         raise ReproError(
-            f"{name}: DATA_SOURCE={requested} needs the offline copies under {data_dir}, but "
-            f"{first} is missing ({len(missing)} missing); point DATA_DIR at them, or leave "
-            f"DATA_SOURCE unset to let the hub stand in for them"
+            f"{name}: DATA_SOURCE={requested}{note} reads the offline copies, but "
+            f"{absent_copies}; point DATA_DIR at them, or leave DATA_SOURCE unset to let the hub "
+            f"stand in for them"
         )
     online = spec.get("online")
     if online is None or opts.get("stand_in_train") is None:
         raise ReproError(
-            f"{name}: the offline copies are missing under {data_dir} (e.g. {first}) and no hub "
-            f"source can stand in for them at this scale; point DATA_DIR (make) / --data-dir at "
-            f"the offline data"
+            f"{name}: {absent_copies}, and no hub source can stand in for the offline copies at "
+            f"this scale; point DATA_DIR (make) / --data-dir at the offline data"
         )
     evaluations = list((spec.get("evaluations") or {}).keys())
     on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]

@@ -377,13 +377,16 @@ def test_fresh_machine_gigaword_leaves_out_what_the_hub_lacks(tmp_path, monkeypa
 
 
 def test_explicit_offline_source_does_not_fall_back(tmp_path):
-    with pytest.raises(ReproError, match="DATA_SOURCE=offline needs the offline copies"):
+    with pytest.raises(ReproError, match="DATA_SOURCE=offline reads the offline copies, but"):
         prepare("snli", "small", data_dir=tmp_path, source="offline", work_dir=tmp_path)
 
 
 def test_no_stand_in_where_the_hub_has_none(tmp_path):
-    with pytest.raises(ReproError, match="no hub source can stand in for them"):
-        prepare("sigmorphon", "small", data_dir=tmp_path, work_dir=tmp_path)
+    with pytest.raises(ReproError, match="none does not exist, and no hub source can stand in"):
+        prepare("sigmorphon", "small", data_dir=tmp_path / "none", work_dir=tmp_path)
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ReproError, match=r"LANGUAGES\.tsv is missing \(2 files missing\), and"):
+        prepare("sigmorphon", "small", data_dir=tmp_path / "data", work_dir=tmp_path)
 
 
 def test_first_line_names_each_source(shared_data, tmp_path):

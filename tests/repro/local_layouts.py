@@ -141,7 +141,7 @@ def write_wmt16(local: Path) -> Path:
     return folder
 
 
-SIGMORPHON_LANGUAGES = {"toy": "medium", "other": "medium", "lowonly": "low"}
+SIGMORPHON_LANGUAGES = {"toy": ("medium", "high"), "other": ("medium",), "lowonly": ("low",)}
 # words per language and file: below the tests' caps, so that every word is read
 SIGMORPHON_SIZES = {"train": 20, "dev": 4, "test": 4}
 
@@ -149,11 +149,12 @@ SIGMORPHON_SIZES = {"train": 20, "dev": 4, "test": 4}
 def write_sigmorphon(local: Path) -> Path:
     """CoNLL-SIGMORPHON 2018 task 1 as released (github.com/sigmorphon/conll2018):
     conll2018/task1/all/<lang>-train-<setting>, <lang>-dev, <lang>-test (lemma TAB form TAB
-    tags). `lowonly` has low-setting training data only."""
+    tags). `toy` has medium and high training sets, `other` medium, `lowonly` low only."""
     folder = local / "conll2018" / "task1" / "all"
-    for index, (lang, setting) in enumerate(SIGMORPHON_LANGUAGES.items()):
-        for split, count in SIGMORPHON_SIZES.items():
-            suffix = f"train-{setting}" if split == "train" else split
+    for index, (lang, settings) in enumerate(SIGMORPHON_LANGUAGES.items()):
+        files = [(f"train-{setting}", SIGMORPHON_SIZES["train"]) for setting in settings]
+        files += [(split, SIGMORPHON_SIZES[split]) for split in ("dev", "test")]
+        for suffix, count in files:
             lemmas = [w for w in sentences(count, 90 + index, length=(1, 1))]
             lines = [
                 f"{lemma}\t{lemma}ed\tV;PST" if k % 2 else f"{lemma}\t{lemma}s\tV;3;SG"

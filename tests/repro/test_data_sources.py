@@ -149,6 +149,11 @@ def test_local_sigmorphon_release(tmp_path):
     tests = SIGMORPHON_SIZES["test"]
     assert lines(prepared.root / "refs" / "test.languages") == ["other"] * tests + ["toy"] * tests
     assert len(lines(prepared.root / "raw" / "train.src")) == 2 * SIGMORPHON_SIZES["train"]
+    high = prepare_local("sigmorphon", tmp_path, setting="high")
+    assert lines(high.root / "refs" / "test.languages") == ["toy"] * tests
+    (tmp_path / "local" / "conll2018" / "task1" / "all" / "toy-train-high").unlink()
+    with pytest.raises(ReproError, match="sigmorphon: no language has train-high data"):
+        prepare_local("sigmorphon", tmp_path, setting="high")
 
 
 def test_local_layout_file_is_reread_into_the_stamp(tmp_path, capsys):

@@ -134,6 +134,8 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     missing = sorted(set(languages) - set(available))
     if missing:
         raise ReproError(f"sigmorphon: no train-{opts.setting} data for {missing}")
+    if not languages:
+        raise ReproError(f"sigmorphon: no language has train-{opts.setting} data")
     splits = {"train": ([], []), "valid": ([], []), "test": ([], [])}
     test_languages = []
     for lang in languages:

@@ -1,11 +1,13 @@
-"""Data preparation: read a dataset (offline from DATA_DIR or online through `datasets`),
-tokenize / segment it as the field does, binarize it with fairseq-preprocess, and cache the
-result under <work_dir>/data/<variant>/<scale>-<source>/ behind a stamp.
+"""Data preparation: read a dataset (offline from DATA_DIR, online from the hub through
+`datasets`, or local from the user's official layouts under LOCAL_DATA), tokenize / segment
+it as the field does, binarize it with fairseq-preprocess, and cache the result under
+<work_dir>/data/<variant>/<scale>-<source>/ behind a stamp.
 
 What is read and how is declared in configs/prepare/<dataset>.yaml. The work is split by
-concern: `data_sources` (offline files, online splits), `text_processing` (Moses, BPE,
-fairseq-preprocess), `builders` (one module per dataset kind); this module holds the cache
-and the `prepare()` entry.
+concern: `data_sources` (where the data comes from: the plan, offline and local files, hub
+splits), `text_processing` (Moses, BPE, fairseq-preprocess), `builders` (one module per
+dataset kind); this module holds the cache, the `prepare()` entry and the line a run prints
+first (`describe_sources`).
 
 The cache key (`cache_key_inputs`) covers everything that shapes the prepared data: the
 composed dataset spec and options, the source, the source code of every module that takes

@@ -133,7 +133,7 @@ reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.
 reproduce-table2: setup ## Table 2, summarization ROUGE on DUC 2004 + Gigaword -> results/table2.md (SCALE=...)
 	$(PY) scripts/reproduce.py table2 $(REPRO_ARGS) $(TABLE_ARGS)
 
-reproduce-nmt: setup ## NMT BLEU per mapping (Multi30k; IWSLT14/WMT16 at SCALE=paper, online) -> results/nmt.md
+reproduce-nmt: setup ## NMT BLEU per mapping (Multi30k; IWSLT14/WMT16 at SCALE=paper, online or local) -> results/nmt.md
 	$(PY) scripts/reproduce.py nmt $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-inflection: setup ## SIGMORPHON 2018 inflection, softmax/sparsemax/1.5-entmax -> results/inflection.md

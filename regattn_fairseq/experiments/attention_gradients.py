@@ -198,7 +198,7 @@ def measure_checkpoint(path: Path, subset: str, max_sentences: int, batch_size: 
             target = sample["target"]
             nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)[target.ne(pad)].sum()
             nll.backward()
-            nll_sum += float(nll)
+            nll_sum += float(nll.detach())
             tokens += int(target.ne(pad).sum())
             for call in tap.calls:
                 gamma = call["module"].spec.params.get("gamma") or 1.0

@@ -51,12 +51,14 @@ EXAMPLE = {
 }
 
 
-def plot_panel(ax, tokens, discrete, mu, sigma_sq, density, title):
+def plot_panel(
+    ax, tokens, discrete, mu, sigma_sq, density, title, discrete_label="discrete softmax"
+):
     """One output step: bars of `discrete` at the tokens' positions and the density p(t) / L."""
     length = len(tokens)
     mask = torch.ones(length, dtype=torch.bool)
     t = positions(mask, torch.float64)
-    ax.bar(t, discrete, width=0.8 / length, color="0.75", label="discrete softmax")
+    ax.bar(t, discrete, width=0.8 / length, color="0.75", label=discrete_label)
     grid = torch.linspace(-0.1, 1.1, 1201, dtype=torch.float64)
     mu_, sigma_sq_ = (
         torch.tensor(mu, dtype=torch.float64),
@@ -124,6 +126,9 @@ def export_figure(export: Path, sentence_id: str, row: int, out_dir: Path) -> li
         density,
         f"{DENSITY_TITLES[density]}, output step {row}"
         + (f" ({tgt[row]})" if row < len(tgt) else ""),
+        discrete_label=f"discrete {record['mapping']['name']}"
+        if "discrete_attention" in record
+        else "density's mass per token",
     )
     return _save(fig, out_dir / f"continuous_attention_{sentence_id}_{row}")
 

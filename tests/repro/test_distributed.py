@@ -5,7 +5,13 @@ both ranks must end identical, and equal to the checkpoint rank 0 saved. The ran
 different halves of each batch, so ranks whose gradients were not averaged would differ.
 
 A tiny Transformer on the first Multi30k lines (every attention of the model, learned α
-included, goes through the mapping); one mapping in the default suite, the others slow."""
+included, goes through the mapping); one mapping in the default suite, the others slow. Also
+slow: NODES=2 simulated by two commands on this machine (machine 0 alone scores)."""
+
+import json
+import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,6 +21,7 @@ from wandb_offline import offline_runs
 from regattn_fairseq.experiments import runs
 from regattn_fairseq.experiments.common import MAPPINGS, ReproError
 from regattn_fairseq.experiments.launch import Launch
+from regattn_fairseq.experiments.paths import REPO_ROOT
 from regattn_fairseq.experiments.prepare import prepare
 from regattn_fairseq.fairseq_adapter import RANK_PARAMETERS_DIR_ENV
 
@@ -117,3 +124,58 @@ def test_launch_commands_and_overrides():
 def test_bad_launch_is_named(kwargs, message):
     with pytest.raises(ReproError, match=message):
         Launch(**kwargs)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_machines_on_localhost(shared_data, tmp_path):
+    # NODES=2: the same command twice, NODE_RANK 0 and 1, one CPU process each, torchrun's
+    # static rendezvous at "machine" 0; both train, machine 0 alone scores and writes the row
+    port = _free_port()
+    machines = []
+    for rank in (0, 1):
+        work = tmp_path / f"machine{rank}"
+        work.mkdir()
+        log = open(work / "reproduce.log", "w")  # closed once the process has ended
+        command = [
+            sys.executable,
+            "scripts/reproduce.py",
+            "nmt",
+            "--scale",
+            "smoke",
+            "--mappings",
+            "fusedmax",
+            "--data-dir",
+            str(shared_data),
+            "--work-dir",
+            str(work),
+            "--results-dir",
+            str(work / "results"),
+            "--nodes",
+            "2",
+            "--node-rank",
+            str(rank),
+            "--master",
+            f"localhost:{port}",
+        ]
+        # output to files, not pipes: a full pipe would stall one machine and so both
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+        machines.append((work, log, process))
+    for work, log, process in machines:
+        process.wait(timeout=900)
+        log.close()
+        assert process.returncode == 0, (work / "reproduce.log").read_text()[-3000:]
+    (first, *_), (second, *_) = machines
+    assert "distributed init (rank 1)" in (second / "reproduce.log").read_text()
+    assert not (second / "results").exists()  # machine 1 trained only
+    [row] = [
+        json.loads(line)
+        for line in (first / "results" / "raw" / "nmt.jsonl").read_text().splitlines()
+    ]
+    assert row["train"]["config"]["distributed_world_size"] == 2
+    assert 0.0 <= row["metrics"]["bleu"] <= 100.0

@@ -17,10 +17,12 @@ stamp also records each input file's hash, re-checked on every call."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -211,6 +213,19 @@ def _stale_reason(
     return None
 
 
+@contextmanager
+def _build_lock(root: Path):
+    """An exclusive lock on a prepared-data folder (a file beside it), held while its stamp is
+    checked and, if stale, while it is rebuilt; released when the process ends, even killed."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{root.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def prepare(
     dataset: str,
     scale: str,
@@ -285,49 +300,52 @@ def prepare(
     stamp_path = root / "stamp.json"
     key_inputs = cache_key_inputs(spec, opts, source)
     options_key = _digest(key_inputs)
-    reason = "no stamp"
-    if stamp_path.is_file():
-        stamp = json.loads(stamp_path.read_text())
-        reason = _stale_reason(stamp, options_key, key_inputs, data_dir, local_dir)
-        if reason is None:
-            print(f"[prepare] {variant} ({scale}, {source}) is up to date: {root}", flush=True)
-            return PreparedData(root, stamp["manifest"])
+    # Two runs that need the same data (two mappings started side by side) must not build it
+    # into the same folder at once: the second waits, then finds the first one's stamp.
+    with _build_lock(root):
+        reason = "no stamp"
+        if stamp_path.is_file():
+            stamp = json.loads(stamp_path.read_text())
+            reason = _stale_reason(stamp, options_key, key_inputs, data_dir, local_dir)
+            if reason is None:
+                print(f"[prepare] {variant} ({scale}, {source}) is up to date: {root}", flush=True)
+                return PreparedData(root, stamp["manifest"])
 
-    print(f"[prepare] building {variant} ({scale}, {source}) in {root} ({reason})", flush=True)
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    print(f"[prepare] {plan.summary}", flush=True)
-    inputs = Inputs(
-        data_dir,
-        plan.source,
-        spec,
-        local_dir=local_dir,
-        stand_in_train=opts.stand_in_train if plan.stand_in else None,
-    )
-    evaluations = builder.build(inputs, opts, root)
-    # a stand-in's sizes and origin are its plan's, not the scale's note (the offline data)
-    note = plan.summary if plan.stand_in else opts.note
-    manifest = {
-        "dataset": dataset,
-        "variant": variant,
-        "scale": scale,
-        "source": source,
-        "description": f"{spec.description} [{source}; {note}{_caps_note(caps)}]",
-        "evaluations": evaluations,
-        "inputs": inputs.files,
-    }
-    write_json(
-        stamp_path,
-        {
-            "options_key": options_key,
-            "data_dir": str(data_dir),
-            "local_dir": local_dir and str(local_dir),
-            "manifest": manifest,
-            "key_inputs": key_inputs,
-        },
-    )
-    return PreparedData(root, manifest)
+        print(f"[prepare] building {variant} ({scale}, {source}) in {root} ({reason})", flush=True)
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        print(f"[prepare] {plan.summary}", flush=True)
+        inputs = Inputs(
+            data_dir,
+            plan.source,
+            spec,
+            local_dir=local_dir,
+            stand_in_train=opts.stand_in_train if plan.stand_in else None,
+        )
+        evaluations = builder.build(inputs, opts, root)
+        # a stand-in's sizes and origin are its plan's, not the scale's note (the offline data)
+        note = plan.summary if plan.stand_in else opts.note
+        manifest = {
+            "dataset": dataset,
+            "variant": variant,
+            "scale": scale,
+            "source": source,
+            "description": f"{spec.description} [{source}; {note}{_caps_note(caps)}]",
+            "evaluations": evaluations,
+            "inputs": inputs.files,
+        }
+        write_json(
+            stamp_path,
+            {
+                "options_key": options_key,
+                "data_dir": str(data_dir),
+                "local_dir": local_dir and str(local_dir),
+                "manifest": manifest,
+                "key_inputs": key_inputs,
+            },
+        )
+        return PreparedData(root, manifest)
 
 
 def describe_sources(

@@ -172,3 +172,33 @@ def test_unknown_kind_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(prepare_module, "load_config", lambda *parts: spec)
     with pytest.raises(ReproError, match="unknown dataset kind 'parsing'"):
         prepare("sigmorphon", "smoke", data_dir=tmp_path, work_dir=tmp_path)
+
+
+def _prepare_toy_capturing(data_dir, work_dir):
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        prepare(
+            "sigmorphon",
+            "smoke",
+            data_dir=data_dir,
+            work_dir=work_dir,
+            overrides={"languages": ["toy"]},
+        )
+    return out.getvalue()
+
+
+def test_two_processes_preparing_the_same_data_build_it_once(tmp_path):
+    """Two runs started side by side (two mappings of one table) need the same prepared data:
+    one builds it, the other waits for the lock and reuses it (without the lock both built
+    into the same folder at once)."""
+    import multiprocessing
+
+    data_dir = tmp_path / "shared"
+    make_sigmorphon(data_dir)
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        outputs = pool.starmap(_prepare_toy_capturing, [(data_dir, tmp_path)] * 2)
+    assert sum("[prepare] building" in out for out in outputs) == 1, outputs
+    assert sum("is up to date" in out for out in outputs) == 1, outputs

@@ -12,6 +12,7 @@ code path the GPUs take. torch DDP on CPU also needs `fairseq_adapter.allow_cpu_
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 
 from .common import ReproError, tool_path
@@ -71,6 +72,27 @@ class Launch:
         """Whether this machine decodes, scores and writes result rows: machine 0 only (the
         others train and stop)."""
         return self.node_rank == 0
+
+    def check_visible_gpus(self) -> None:
+        """Refuses GPUS=N on a machine that sees fewer GPUs: fairseq would train on the CPU
+        without a word (`common.cpu=false` only allows CUDA).
+
+        Raises
+        ------
+        ReproError
+            fewer than `gpus` CUDA devices are visible here.
+        """
+        if not self.gpus:
+            return
+        import torch
+
+        visible = torch.cuda.device_count()
+        if visible < self.gpus:
+            raise ReproError(
+                f"GPUS={self.gpus}, but this machine sees {visible} CUDA device(s) "
+                f"(torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})"
+            )
 
     def overrides(self) -> list[str]:
         """The Hydra overrides of the training run.

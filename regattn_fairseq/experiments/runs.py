@@ -118,6 +118,7 @@ def train(
     ]
     print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
     record_training_start(run_dir)
+    launch.check_visible_gpus()
     run_logged(launch.command(train_command(experiment, overrides)), run_dir / "train.log")
     if not launch.scores:
         return None

@@ -241,6 +241,8 @@ def run() -> None:
         return
     for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
         runs.record_training_start(sweep_dir / job_name(job))
+    if args.launcher == "basic":  # a submitit launcher's jobs run on other machines
+        args.launch.check_visible_gpus()
     run_logged(
         args.launch.command(runs.train_command(experiment, overrides, multirun=True)),
         sweep_dir / "multirun.log",

@@ -112,6 +112,14 @@ def test_launch_commands_and_overrides():
     assert "distributed_training.distributed_backend=gloo" in TWO_CPU_PROCESSES.overrides()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_gpus_without_a_gpu_is_an_error():
+    # fairseq would otherwise train on the CPU silently
+    with pytest.raises(ReproError, match="GPUS=1, but this machine sees 0 CUDA device"):
+        Launch(gpus=1).check_visible_gpus()
+    Launch(cpu_processes=2).check_visible_gpus()
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

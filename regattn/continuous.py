@@ -648,7 +648,8 @@ class ContinuousAttention(nn.Module):
         dtype = values.dtype
         if dtype in (torch.float16, torch.bfloat16):
             values, mu, sigma_sq = values.float(), mu.float(), sigma_sq.float()
-        _check_mask(mask)
+        if self._last_rows is None or self._last_rows[0] is not mask:
+            _check_mask(mask)  # (the last mask object was checked when it was first seen)
         _check_density_params(mu, sigma_sq, self.density)
         out = _attend(
             values, self._smoother_rows(mask, values.dtype), mu, sigma_sq, self.basis, self.density

@@ -86,6 +86,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
+#   GAMMA_SEEDS  all (default) | first: GAMMA=auto chooses on every seed's or the first seed's runs
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
@@ -112,7 +113,7 @@ SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
                $(foreach o,$(LAUNCHER_ARGS),--launcher-override $(o))
 # only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
-               $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) \
+               $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) $(if $(GAMMA_SEEDS),--gamma-seeds $(GAMMA_SEEDS)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))

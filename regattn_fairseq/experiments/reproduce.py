@@ -74,6 +74,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the grid is recorded with the choice",
     )
     parser.add_argument(
+        "--gamma-seeds",
+        choices=["all", "first"],
+        default="all",
+        help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
+        "grid x seeds trainings) or on the first seed only (`first`: grid + seeds - 1 "
+        "trainings; the other seeds train at the chosen γ)",
+    )
+    parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
     )
     parser.add_argument(
@@ -141,8 +149,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(str(error))
     # every training run of the job (γ selection included) stops at the dry run's max_update
     args.override = [*args.dry_run.train_overrides(), *args.override]
-    if args.gamma_grid and args.gamma != "auto":
-        parser.error("--gamma-grid needs --gamma auto")
+    if (args.gamma_grid or args.gamma_seeds != "all") and args.gamma != "auto":
+        parser.error("--gamma-grid and --gamma-seeds need --gamma auto")
     if args.gamma not in (None, "auto"):
         try:
             fixed = float(args.gamma)
@@ -191,12 +199,17 @@ def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain
 
 
 def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) -> dict:
-    """GAMMA=auto: train every γ of the grid (every seed) and pick the best validation loss.
+    """GAMMA=auto: train every γ of the grid and pick the best validation loss.
+
+    The grid is trained for every seed (``--gamma-seeds all``, the mean loss decides) or for
+    the first seed only (``--gamma-seeds first``; the caller trains the other seeds at the
+    chosen γ).
 
     Returns
     -------
     dict
-        ``{"grid", "criterion", "validation": {γ: mean best validation loss}, "chosen"}``.
+        ``{"grid", "criterion", "seeds", "validation": {γ: mean best validation loss},
+        "chosen"}``.
     """
     grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
     if not grid:
@@ -206,10 +219,11 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
         )
     if any(gamma <= 0 for gamma in grid):
         raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
+    selection_seeds = seeds[:1] if args.gamma_seeds == "first" else list(seeds)
     validation = {}
     for gamma in grid:
         losses = []
-        for seed in seeds:
+        for seed in selection_seeds:
             run_dir = _run_dir(
                 work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
             )
@@ -235,6 +249,7 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
     return {
         "grid": grid,
         "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
+        "seeds": selection_seeds,
         "validation": validation,
         "chosen": chosen,
     }
@@ -338,7 +353,7 @@ def run(argv: list[str] | None = None) -> None:
                     if seed == seeds[0] and done[0].get("attention", {}).get("export"):
                         exports.append(Path(done[0]["attention"]["export"]))
                     continue
-                if selection is not None:
+                if selection is not None and seed in selection["seeds"]:
                     # trained (or retrained) by choose_gamma: collect it, never train it twice
                     model = runs.train(
                         experiment, scale, mapping, seed, data, run_dir, extra, args.launch

@@ -28,7 +28,7 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
     args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
     trained = []
 
-    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra):
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
         gamma = float(extra[-1].split("=")[1])
         trained.append(gamma)
         # the "resumed" run ends with a better loss for γ = 4
@@ -92,3 +92,29 @@ def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert "[skip]" in second.stdout and "[train]" in second.stdout  # grid runs stop at once
     assert len((tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()) == 1
+
+
+def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypatch):
+    """--gamma-seeds first: the grid is trained for the first seed only, and the choice records
+    which seeds decided it."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}})()
+    args = reproduce.parse_args(
+        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    )
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        trained.append((seed, extra[-1]))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
+
+    monkeypatch.setattr(runs, "train", fake_train)
+    selection = reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
+    )
+    assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
+    assert selection["seeds"] == [1]
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(["inflection", "--gamma-seeds", "first"])

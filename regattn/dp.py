@@ -55,10 +55,16 @@ Edot = Hessian(theta) Z. This Hessian-vector product is the backward of the back
 so that double backward (gradgradcheck, Hessian-vector products) works. For DTW the
 local op is a min: Qdot = -J(Q) Rdot_parents.
 
-Cells are processed vectorised over the batch and the states (Viterbi) or over the
-anti-diagonals i + j = const (DTW); time is sequential. Padded batches: positions past a
-sequence's length are replaced by 0 before the recursion (their gradient is 0) and the
-value is read at the sequence's own end.
+Two implementations of the Viterbi sweeps (forward with the local argmax distributions Q,
+reverse sweep, hard decode): compiled C++ ones (regattn/csrc/dp_sweeps.h, parallel over the
+batch), used for float32/float64 CPU tensors when regattn._C is built (the dispatch of
+`regattn.mappings`' kernels: `mappings.torch_reference()` forces the torch path), and the
+torch code here, on any device, which is the reference they are tested against. The
+Hessian-vector product is torch code for both. In the torch code cells are processed
+vectorised over the batch and the states (Viterbi) or over the anti-diagonals i + j = const
+(DTW); time is sequential. Padded batches: positions past a sequence's length are ignored
+(the torch code replaces them by 0 before the recursion), get gradient 0, and the value is
+read at the sequence's own end.
 """
 
 from __future__ import annotations
@@ -69,10 +75,13 @@ from collections.abc import Sequence
 import torch
 
 from .mappings import sparsemax
+from .mappings._kernels import kernels, use_kernels
 
 __all__ = ["dtw", "viterbi", "viterbi_decode"]
 
 REGS = ("entropy", "l2")
+# the compiled sweeps take an empty tensor for "every sequence uses all T steps"
+_NO_LENGTHS = torch.empty(0, dtype=torch.long)
 
 
 # -- local smoothed max over the last dimension ------------------------------------------
@@ -166,11 +175,31 @@ def _entropy_q(theta, v_all, valid, gamma):
     return q
 
 
-def _viterbi_marginals(q_all, q_final, valid):
+def _valid_steps(lengths, steps):
+    """(batch, T) bool, True at the steps t < lengths[b]; None for no lengths."""
+    if lengths is None:
+        return None
+    return torch.arange(steps, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def _compiled(theta: torch.Tensor) -> bool:
+    """Whether theta's Viterbi sweeps run compiled (float32/float64 on the "cpu" backend)."""
+    return theta.dtype in (torch.float32, torch.float64) and use_kernels(theta)
+
+
+def _lengths_arg(lengths):
+    return _NO_LENGTHS if lengths is None else lengths.contiguous()
+
+
+def _viterbi_marginals(q_all, u_final, lengths, compiled):
+    """The reverse sweep from U_T = u_final: (E, U_0..U_T), E zero past each length."""
+    if compiled:
+        return kernels.viterbi_marginals_sweep(q_all, u_final.contiguous(), _lengths_arg(lengths))
+    valid = _valid_steps(lengths, q_all.shape[1])
     steps = q_all.shape[1]
     marg = torch.empty_like(q_all)
-    mass = q_final.new_empty(q_final.shape[0], steps + 1, q_final.shape[1])
-    u = q_final
+    mass = u_final.new_empty(u_final.shape[0], steps + 1, u_final.shape[1])
+    u = u_final
     mass[:, steps] = u
     for t in reversed(range(steps)):
         e = q_all[:, t] * u[:, :, None]
@@ -206,53 +235,72 @@ def _viterbi_hvp(z, q_all, q_final, mass, valid, reg, gamma):
 class ViterbiFunction(torch.autograd.Function):
     """Smoothed Viterbi value; its backward is `ViterbiGradFunction` (double-differentiable).
 
-    The forward saves the node values V (entropy: the softmax weights Q are recomputed from
-    them in one vectorised op in the backward) or the local sparsemax distributions Q (l2).
+    The compiled forward saves the local argmax distributions Q. The torch forward saves the
+    node values V (entropy: the softmax weights Q are recomputed from them in one vectorised
+    op in the backward) or Q (l2). `lengths`: checked (batch,) long tensor or None; past a
+    sequence's length theta is ignored by the compiled sweep and must be 0 for the torch one.
     """
 
     @staticmethod
-    def forward(ctx, theta, valid, reg: str, gamma: float):
-        """The forward recursion; saves V (entropy) or Q (l2), and the final q."""
-        value, v_all, q_all, q_final = _viterbi_forward(theta.detach(), valid, reg, gamma)
-        ctx.save_for_backward(theta, v_all if q_all is None else q_all, q_final)
-        ctx.valid, ctx.reg, ctx.gamma = valid, reg, gamma
+    def forward(ctx, theta, lengths, reg: str, gamma: float, compiled: bool):
+        """The forward recursion; saves Q (or V), and the final q."""
+        if compiled:
+            value, saved, q_final = kernels.viterbi_forward_sweep(
+                theta.detach().contiguous(), _lengths_arg(lengths), reg, gamma
+            )
+        else:
+            valid = _valid_steps(lengths, theta.shape[1])
+            value, v_all, q_all, q_final = _viterbi_forward(theta.detach(), valid, reg, gamma)
+            saved = v_all if q_all is None else q_all
+        ctx.save_for_backward(theta, saved, q_final)
+        ctx.lengths, ctx.reg, ctx.gamma, ctx.compiled = lengths, reg, gamma, compiled
         return value
 
     @staticmethod
     def backward(ctx, grad):
         """The reverse sweep: grad times the expected transition marginals."""
         theta, saved, q_final = ctx.saved_tensors
-        if ctx.reg == "entropy":
-            q_all = _entropy_q(theta.detach(), saved, ctx.valid, ctx.gamma)
+        if ctx.reg == "entropy" and not ctx.compiled:
+            valid = _valid_steps(ctx.lengths, theta.shape[1])
+            q_all = _entropy_q(theta.detach(), saved, valid, ctx.gamma)
         else:
             q_all = saved
-        out = ViterbiGradFunction.apply(theta, grad, q_all, q_final, ctx.valid, ctx.reg, ctx.gamma)
-        return out, None, None, None
+        out = ViterbiGradFunction.apply(
+            theta, grad, q_all, q_final, ctx.lengths, ctx.reg, ctx.gamma, ctx.compiled
+        )
+        return out, None, None, None, None
 
 
 class ViterbiGradFunction(torch.autograd.Function):
-    """grad[b] * E[b] from the saved Q; its backward is the Hessian-vector product."""
+    """grad[b] * E[b] from the saved Q; its backward is the Hessian-vector product.
+
+    theta is an input only so that the Hessian-vector product flows back to it.
+    """
 
     @staticmethod
-    def forward(ctx, theta, grad, q_all, q_final, valid, reg: str, gamma: float):
-        """The reverse sweep U_T = q, E_t = Q_t * U_t, U_{t-1} = sum_i E_t."""
-        marg, mass = _viterbi_marginals(q_all, q_final, valid)
-        ctx.save_for_backward(grad, q_all, q_final, mass, marg)
-        ctx.valid, ctx.reg, ctx.gamma = valid, reg, gamma
-        return grad[:, None, None, None] * marg
+    def forward(ctx, theta, grad, q_all, q_final, lengths, reg: str, gamma: float, compiled):
+        """The reverse sweep from U_T = grad * q (linear in U_T: it gives grad * E)."""
+        marg, _ = _viterbi_marginals(q_all, grad[:, None] * q_final, lengths, compiled)
+        ctx.save_for_backward(grad, q_all, q_final)
+        ctx.lengths, ctx.reg, ctx.gamma, ctx.compiled = lengths, reg, gamma, compiled
+        return marg
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, z):
-        """Hessian(theta) z (the "dot" pass) times grad, and <z, E> for grad."""
-        grad, q_all, q_final, mass, marg = ctx.saved_tensors
+        """Hessian(theta) z (the "dot" pass) times grad, and <z, E> for grad; E and the
+        mass U are swept again from U_T = q (only double backward needs them unscaled).
+        """
+        grad, q_all, q_final = ctx.saved_tensors
+        marg, mass = _viterbi_marginals(q_all, q_final, ctx.lengths, ctx.compiled)
+        valid = _valid_steps(ctx.lengths, q_all.shape[1])
         d_theta = d_grad = None
         if ctx.needs_input_grad[0]:
-            hz = _viterbi_hvp(z, q_all, q_final, mass, ctx.valid, ctx.reg, ctx.gamma)
+            hz = _viterbi_hvp(z, q_all, q_final, mass, valid, ctx.reg, ctx.gamma)
             d_theta = grad[:, None, None, None] * hz
         if ctx.needs_input_grad[1]:
             d_grad = (z * marg).sum((1, 2, 3))
-        return d_theta, d_grad, None, None, None, None, None
+        return d_theta, d_grad, None, None, None, None, None, None
 
 
 # -- DTW -------------------------------------------------------------------------------
@@ -418,12 +466,12 @@ def _check_values(theta, valid, allow_neg_inf):
 # -- public API ------------------------------------------------------------------------
 
 
-def _viterbi_valid(theta, lengths):
+def _viterbi_lengths(theta, lengths):
+    """The checked (batch,) long lengths on theta's device, or None."""
     if lengths is None:
         return None
     batch, steps = theta.shape[:2]
-    lengths = _check_lengths(lengths, batch, steps, "lengths", theta.device)
-    return torch.arange(steps, device=theta.device)[None, :] < lengths[:, None]
+    return _check_lengths(lengths, batch, steps, "lengths", theta.device)
 
 
 def viterbi(
@@ -470,11 +518,14 @@ def viterbi(
     if theta.shape[2] != theta.shape[3]:
         raise ValueError(f"theta must have square (S, S) transitions, got {tuple(theta.shape)}")
     _check_reg_gamma(reg, gamma)
-    valid = _viterbi_valid(theta, lengths)
+    lengths = _viterbi_lengths(theta, lengths)
+    if _compiled(theta):  # the sweep checks the used potentials and the values as it goes
+        return ViterbiFunction.apply(theta, lengths, reg, float(gamma), True)
+    valid = _valid_steps(lengths, theta.shape[1])
     _check_values(theta, valid, allow_neg_inf=True)
     if valid is not None:
         theta = torch.where(valid[:, :, None, None], theta, 0.0)
-    value = ViterbiFunction.apply(theta, valid, reg, float(gamma))
+    value = ViterbiFunction.apply(theta, lengths, reg, float(gamma), False)
     if not torch.isfinite(value.detach()).all():
         raise ValueError("theta leaves some sequence with no path of finite score")
     return value
@@ -505,9 +556,12 @@ def viterbi_decode(theta: torch.Tensor, lengths: torch.Tensor | None = None) -> 
     _check_theta(theta, 4, "(batch, T, S, S)")
     if theta.shape[2] != theta.shape[3]:
         raise ValueError(f"theta must have square (S, S) transitions, got {tuple(theta.shape)}")
-    valid = _viterbi_valid(theta, lengths)
-    _check_values(theta, valid, allow_neg_inf=True)
+    lengths = _viterbi_lengths(theta, lengths)
     theta = theta.detach()
+    if _compiled(theta):  # the sweep checks the used potentials and the values as it goes
+        return kernels.viterbi_decode_sweep(theta.contiguous(), _lengths_arg(lengths))
+    valid = _valid_steps(lengths, theta.shape[1])
+    _check_values(theta, valid, allow_neg_inf=True)
     batch, steps, states, _ = theta.shape
     ident = torch.arange(states, device=theta.device).expand(batch, states)
     v = theta.new_zeros(batch, states)

@@ -1,5 +1,6 @@
-// The powers alpha-entmax's root finding spends its time on, in 8 float lanes on x86-64 CPUs
-// with AVX2 and FMA (chosen at run time: the extension itself is built for baseline x86-64).
+// The powers alpha-entmax's root finding spends its time on, and the exponentials of
+// regattn.dp's entropic Viterbi (exp8_nonpositive), in 8 float lanes on x86-64 CPUs with
+// AVX2 and FMA (chosen at run time: the extension itself is built for baseline x86-64).
 // Each Halley step of entmax_halley_row needs d^r for every value of the active set; glibc's
 // powf takes about 10 ns per call, this about 3 ns per value, to within a few ulp of it
 // (2-4 ulp for the exponents of alpha in [1.1, 2], measured against double-precision pow).
@@ -84,6 +85,46 @@ __attribute__((target("avx2,fma"))) inline v8f pow8(v8f x, float r) {
   std::memcpy(&scale, &scale_bits, sizeof(scale));
   const v8f result = under ? zero : p * scale;
   return over ? zero + std::numeric_limits<float>::infinity() : result;
+}
+
+// e^x for x <= 0 (-inf included), as 2^n e^g with n = round(x / ln 2) and g = x - n ln 2
+// (ln 2 split in a 9-bit head, so that n ln2_head is exact), |g| <= ln(2)/2, by the Taylor
+// polynomial of degree 7 (truncation below 1e-8 relative: within about 1 ulp of expf).
+// Results below 2^-126 are 0 (no subnormals). regattn.dp's entropic Viterbi spends its
+// forward on these exponentials; glibc's expf takes several ns per call.
+__attribute__((target("avx2,fma"))) inline v8f exp8_nonpositive(v8f x) {
+  const v8f zero = {};
+  x = x < zero - 104.0f ? zero - 104.0f : x;  // e^-104 < 2^-126: 0 below, and no -inf to round
+  const v8f n = round_to_integer8(x * 1.44269504088896341f);
+  const v8f g = (x - n * 0.693359375f) - n * -2.12194440054690583e-4f;
+  const v8f p = 1.0f + g * (1.0f + g * (0.5f + g * (1.0f / 6 + g * (1.0f / 24 + g * (1.0f / 120 +
+                                                  g * (1.0f / 720 + g * (1.0f / 5040)))))));
+  const v8i ni = __builtin_convertvector(n, v8i);
+  const v8i under = ni < -126;
+  const v8i scale_bits = ((under ? v8i{} : ni) + 127) << 23;
+  v8f scale;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return under ? zero : p * scale;
+}
+
+// out[k] = e^x[k] for the n values x[k] <= 0 (exp8_nonpositive; the last block padded).
+__attribute__((target("avx2,fma"))) inline void exp_nonpositive_avx2(const float* x, float* out, int64_t n) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    v8f v;
+    std::memcpy(&v, x + k, sizeof(v));
+    const v8f e = exp8_nonpositive(v);
+    std::memcpy(out + k, &e, sizeof(e));
+  }
+  if (k < n) {
+    float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(tail, x + k, (n - k) * sizeof(float));
+    v8f v;
+    std::memcpy(&v, tail, sizeof(v));
+    const v8f e = exp8_nonpositive(v);
+    std::memcpy(tail, &e, sizeof(e));
+    std::memcpy(out + k, tail, (n - k) * sizeof(float));
+  }
 }
 
 // For the a values d of `active` (read in blocks of 8: entries [a, a rounded up to 8) are

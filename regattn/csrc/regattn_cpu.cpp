@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "dp_sweeps.h"
 #include "row_algorithms.h"
 
 namespace regattn {
@@ -426,6 +427,132 @@ torch::Tensor sq_pnorm_max_jvp_rows(torch::Tensor y, torch::Tensor v, double gam
   return out;
 }
 
+// Smoothed Viterbi sweeps (dp_sweeps.h) over a (batch, T, S, S) contiguous theta, in
+// parallel over sequences. lengths: (batch,) int64 in [1, T] (checked by dp.py; the bounds
+// again here, so that no sweep reads past theta), or an empty tensor for "all T".
+const int64_t* checked_lengths(const torch::Tensor& lengths, int64_t batch, int64_t steps) {
+  if (!lengths.defined() || lengths.numel() == 0) return nullptr;
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == batch && lengths.scalar_type() == torch::kLong &&
+                  lengths.is_contiguous() && lengths.device().is_cpu(),
+              "lengths must be a contiguous (batch,) int64 CPU tensor");
+  const int64_t* lp = lengths.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK_VALUE(lp[b] >= 1 && lp[b] <= steps, "lengths must lie in [1, ", steps, "], got ", lp[b]);
+  }
+  return lp;
+}
+
+void check_chain(const torch::Tensor& theta, const char* what) {
+  TORCH_CHECK(theta.dim() == 4 && theta.size(2) == theta.size(3) && theta.is_contiguous() && theta.device().is_cpu(),
+              what, " must be a contiguous (batch, T, S, S) CPU tensor");
+}
+
+DpReg dp_reg(const std::string& reg) {
+  TORCH_CHECK_VALUE(reg == "entropy" || reg == "l2", "reg must be 'entropy' or 'l2', got '", reg, "'");
+  return reg == "entropy" ? DpReg::kEntropy : DpReg::kL2;
+}
+
+// Collects the sweeps' DpInputFlags across threads and raises dp.py's ValueErrors for them.
+struct SharedDpFlags {
+  std::atomic<bool> nan{false}, pos_inf{false}, no_path{false};
+  void add(const DpInputFlags& f) {
+    if (f.nan) nan = true;
+    if (f.pos_inf) pos_inf = true;
+    if (f.no_path) no_path = true;
+  }
+  void raise() const {
+    TORCH_CHECK_VALUE(!nan, "theta contains NaN");
+    TORCH_CHECK_VALUE(!pos_inf, "theta contains +inf");
+    TORCH_CHECK_VALUE(!no_path, "theta leaves some sequence with no path of finite score");
+  }
+};
+
+int64_t chain_grain(int64_t steps, int64_t states) { return grain_for(steps * states * states); }
+
+// theta -> (value (batch,), Q (batch, T, S, S), q (batch, S)).
+std::vector<torch::Tensor> viterbi_forward_sweep(torch::Tensor theta, torch::Tensor lengths, std::string reg,
+                                                 double gamma) {
+  check_chain(theta, "theta");
+  const DpReg r = dp_reg(reg);
+  const int64_t batch = theta.size(0), steps = theta.size(1), states = theta.size(2);
+  const int64_t* lp = checked_lengths(lengths, batch, steps);
+  auto value = torch::empty({batch}, theta.options());
+  auto q = torch::empty_like(theta);
+  auto q_final = torch::empty({batch, states}, theta.options());
+  SharedDpFlags flags;
+  AT_DISPATCH_FLOATING_TYPES(theta.scalar_type(), "viterbi_forward_sweep", [&] {
+    const scalar_t* tp = theta.data_ptr<scalar_t>();
+    scalar_t* vp = value.data_ptr<scalar_t>();
+    scalar_t* qp = q.data_ptr<scalar_t>();
+    scalar_t* fp = q_final.data_ptr<scalar_t>();
+    const scalar_t g = static_cast<scalar_t>(gamma);
+    const int64_t seq = steps * states * states;
+    at::parallel_for(0, batch, chain_grain(steps, states), [&](int64_t begin, int64_t end) {
+      ViterbiScratch<scalar_t> s(states);
+      DpInputFlags local;
+      for (int64_t b = begin; b < end; ++b) {
+        vp[b] = viterbi_forward_sequence(tp + b * seq, steps, lp ? lp[b] : steps, states, r, g, qp + b * seq,
+                                         fp + b * states, s, local);
+      }
+      flags.add(local);
+    });
+  });
+  flags.raise();
+  return {value, q, q_final};
+}
+
+// (Q (batch, T, S, S), U_T (batch, S)) -> (E (batch, T, S, S), U_0..U_T (batch, T + 1, S)).
+std::vector<torch::Tensor> viterbi_marginals_sweep(torch::Tensor q, torch::Tensor u_final, torch::Tensor lengths) {
+  check_chain(q, "Q");
+  const int64_t batch = q.size(0), steps = q.size(1), states = q.size(2);
+  TORCH_CHECK(u_final.dim() == 2 && u_final.size(0) == batch && u_final.size(1) == states &&
+                  u_final.is_contiguous() && u_final.scalar_type() == q.scalar_type(),
+              "U_T must be a contiguous (batch, S) tensor of Q's dtype");
+  const int64_t* lp = checked_lengths(lengths, batch, steps);
+  auto marg = torch::empty_like(q);
+  auto mass = torch::empty({batch, steps + 1, states}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "viterbi_marginals_sweep", [&] {
+    const scalar_t* qp = q.data_ptr<scalar_t>();
+    const scalar_t* up = u_final.data_ptr<scalar_t>();
+    scalar_t* ep = marg.data_ptr<scalar_t>();
+    scalar_t* mp = mass.data_ptr<scalar_t>();
+    const int64_t seq = steps * states * states;
+    at::parallel_for(0, batch, chain_grain(steps, states), [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        viterbi_marginals_sequence(qp + b * seq, up + b * states, steps, lp ? lp[b] : steps, states, ep + b * seq,
+                                   mp + b * (steps + 1) * states);
+      }
+    });
+  });
+  return {marg, mass};
+}
+
+// theta -> the hard Viterbi paths (batch, T + 1), int64, -1 past each length.
+torch::Tensor viterbi_decode_sweep(torch::Tensor theta, torch::Tensor lengths) {
+  check_chain(theta, "theta");
+  const int64_t batch = theta.size(0), steps = theta.size(1), states = theta.size(2);
+  const int64_t* lp = checked_lengths(lengths, batch, steps);
+  auto path = torch::empty({batch, steps + 1}, theta.options().dtype(torch::kLong));
+  SharedDpFlags flags;
+  AT_DISPATCH_FLOATING_TYPES(theta.scalar_type(), "viterbi_decode_sweep", [&] {
+    const scalar_t* tp = theta.data_ptr<scalar_t>();
+    int64_t* pp = path.data_ptr<int64_t>();
+    const int64_t seq = steps * states * states;
+    at::parallel_for(0, batch, chain_grain(steps, states), [&](int64_t begin, int64_t end) {
+      ViterbiScratch<scalar_t> s(states);
+      std::vector<int32_t> pointers(steps * states);
+      DpInputFlags local;
+      for (int64_t b = begin; b < end; ++b) {
+        viterbi_decode_sequence(tp + b * seq, lp ? lp[b] : steps, steps, states, pp + b * (steps + 1),
+                                pointers.data(), s, local);
+      }
+      flags.add(local);
+    });
+  });
+  flags.raise();
+  return path;
+}
+
 }  // namespace
 }  // namespace regattn
 
@@ -445,6 +572,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows, "sq-pnorm-max of each row");
   m.def("sq_pnorm_max_jvp_rows", &regattn::sq_pnorm_max_jvp_rows, "backward of sq-pnorm-max (J v, J symmetric)");
   m.def("entmax15_rows", &regattn::entmax15_rows, "exact 1.5-entmax of each row");
+  m.def("viterbi_forward_sweep", &regattn::viterbi_forward_sweep,
+        "smoothed Viterbi forward: theta -> (value, local argmax Q, final argmax q)");
+  m.def("viterbi_marginals_sweep", &regattn::viterbi_marginals_sweep,
+        "smoothed Viterbi reverse sweep: (Q, U_T) -> (expected transitions E, mass U_0..U_T)");
+  m.def("viterbi_decode_sweep", &regattn::viterbi_decode_sweep, "hard Viterbi paths, -1 past each length");
   m.def(
       "use_avx2_powers",
       [](bool enable) {
@@ -478,6 +610,9 @@ TORCH_LIBRARY(regattn, m) {
   m.def("sq_pnorm_max_rows(Tensor x, Tensor mask, float gamma, float p) -> Tensor");
   m.def("sq_pnorm_max_jvp_rows(Tensor y, Tensor v, float gamma, float p) -> Tensor");
   m.def("entmax15_rows(Tensor x, Tensor mask) -> Tensor");
+  m.def("viterbi_forward_sweep(Tensor theta, Tensor lengths, str reg, float gamma) -> (Tensor, Tensor, Tensor)");
+  m.def("viterbi_marginals_sweep(Tensor q, Tensor u_final, Tensor lengths) -> (Tensor, Tensor)");
+  m.def("viterbi_decode_sweep(Tensor theta, Tensor lengths) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(regattn, CPU, m) {
@@ -503,4 +638,12 @@ TORCH_LIBRARY_IMPL(regattn, CPU, m) {
   m.impl("sq_pnorm_max_rows", &regattn::sq_pnorm_max_rows);
   m.impl("sq_pnorm_max_jvp_rows", &regattn::sq_pnorm_max_jvp_rows);
   m.impl("entmax15_rows", &regattn::entmax15_rows);
+  m.impl("viterbi_forward_sweep", [](torch::Tensor theta, torch::Tensor lengths, c10::string_view reg, double gamma) {
+    auto out = regattn::viterbi_forward_sweep(theta, lengths, std::string(reg), gamma);
+    return std::make_tuple(out[0], out[1], out[2]);
+  });
+  m.impl("viterbi_marginals_sweep", [](torch::Tensor q, torch::Tensor u_final, torch::Tensor lengths) {
+    return regattn::as_pair(regattn::viterbi_marginals_sweep(q, u_final, lengths));
+  });
+  m.impl("viterbi_decode_sweep", &regattn::viterbi_decode_sweep);
 }

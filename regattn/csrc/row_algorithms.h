@@ -72,6 +72,27 @@ inline T row_max(const T* x, int64_t n) {
   return m;
 }
 
+// sum of x[0, n), in two vectors of lanes, for the reason given at row_max (a running sum is
+// a chain of n dependent additions); the order of the additions differs from a running sum.
+template <typename T>
+inline T row_sum(const T* x, int64_t n) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  T total = 0;
+  int64_t i = 0;
+  if (n >= 2 * W) {
+    V a0 = load16(x), a1 = load16(x + W);
+    for (i = 2 * W; i + 2 * W <= n; i += 2 * W) {
+      a0 += load16(x + i);
+      a1 += load16(x + i + W);
+    }
+    a0 += a1;
+    for (int64_t l = 0; l < W; ++l) total += a0[l];
+  }
+  for (; i < n; ++i) total += x[i];
+  return total;
+}
+
 // One pass over a row of n >= 1 values that the kernels make as they read it: its max and min
 // (in two vectors of lanes each, as row_max) and whether every value is finite (x * 0 is 0
 // for those and NaN for inf or NaN; the max/min comparisons skip NaN, the product does not).

@@ -12,6 +12,10 @@ documented splits among tied values):
   TRITON_MAX_D positions; longer rows take the reference path (one warning).
 * "reference": pure torch ops, on any device.
 
+regattn.dp's Viterbi sweeps are kernels of the same extension (the viterbi_* entries of
+KERNEL_OPS) and follow this dispatch: "cpu" runs them, any other backend (they have no Triton
+version) runs dp's torch code, which `torch_reference()` therefore forces too.
+
 Default dispatch: CUDA tensors -> "triton", CPU tensors -> "cpu", any other device ->
 "reference"; a backend that is missing (triton not installed, regattn._C not built) falls
 back to "reference" with one warning naming what is missing (for triton: only when a CUDA
@@ -44,6 +48,9 @@ KERNEL_OPS = (
     "sq_pnorm_max_rows",
     "sq_pnorm_max_jvp_rows",
     "entmax15_rows",
+    "viterbi_forward_sweep",
+    "viterbi_marginals_sweep",
+    "viterbi_decode_sweep",
 )
 
 
@@ -71,6 +78,19 @@ _FAKES = {
     "sq_pnorm_max_rows": lambda x, mask, gamma, p: _fake_like(x),
     "sq_pnorm_max_jvp_rows": lambda y, v, gamma, p: _fake_like(y),
     "entmax15_rows": lambda x, mask: _fake_like(x),
+    # regattn.dp's Viterbi sweeps: theta (batch, T, S, S)
+    "viterbi_forward_sweep": lambda theta, lengths, reg, gamma: (
+        theta.new_empty(theta.shape[0]),
+        _fake_like(theta),
+        theta.new_empty(theta.shape[0], theta.shape[2]),
+    ),
+    "viterbi_marginals_sweep": lambda q, u_final, lengths: (
+        _fake_like(q),
+        q.new_empty(q.shape[0], q.shape[1] + 1, q.shape[2]),
+    ),
+    "viterbi_decode_sweep": lambda theta, lengths: theta.new_empty(
+        theta.shape[0], theta.shape[1] + 1, dtype=torch.long
+    ),
 }
 
 

@@ -1,9 +1,19 @@
-"""Every bad input to regattn.dp raises a ValueError that names it."""
+"""Every bad input to regattn.dp raises a ValueError that names it, on the compiled Viterbi
+sweeps (which check the potentials as they read them) and on the torch reference."""
 
 import pytest
 import torch
 
 from regattn import dp
+from regattn.mappings import backend
+
+
+@pytest.fixture(autouse=True, params=["compiled", "torch"])
+def sweeps(request):
+    """The compiled sweeps (forced) or the torch reference."""
+    with backend("cpu" if request.param == "compiled" else "reference"):
+        yield request.param
+
 
 NAN, INF = float("nan"), float("inf")
 

@@ -1,5 +1,6 @@
 """regattn.dp.viterbi and viterbi_decode against brute force (entropy), a node-by-node cvxpy
-replay (l2), finite differences, and the structure of the expected marginals."""
+replay (l2), finite differences, and the structure of the expected marginals; every test runs
+on the compiled sweeps and on the torch reference."""
 
 import numpy as np
 import pytest
@@ -7,8 +8,17 @@ import torch
 from dp_oracles import viterbi_brute_entropy, viterbi_hard, viterbi_l2_cvxpy
 
 from regattn import dp
+from regattn.mappings import backend
 
 REGS = ("entropy", "l2")
+
+
+@pytest.fixture(autouse=True, params=["compiled", "torch"])
+def sweeps(request):
+    """The Viterbi sweeps under test: the compiled ones (forced: an error, not the torch path,
+    if regattn._C lacks them) or the torch reference."""
+    with backend("cpu" if request.param == "compiled" else "reference"):
+        yield request.param
 
 
 def rand_theta(batch, steps, states, seed=0, scale=1.0):
@@ -185,10 +195,11 @@ def test_float32_and_large_scores():
 def test_cuda_matches_cpu(reg):
     theta = rand_theta(3, 5, 4, seed=14)
     lengths = torch.tensor([5, 2, 3])
-    cpu = value_and_grad(theta, reg=reg, lengths=lengths)
-    gpu = value_and_grad(theta.cuda(), reg=reg, lengths=lengths.cuda())
-    for a, b in zip(cpu, gpu, strict=True):
-        torch.testing.assert_close(a, b.cpu())
-    assert torch.equal(
-        dp.viterbi_decode(theta, lengths), dp.viterbi_decode(theta.cuda(), lengths).cpu()
-    )
+    with backend(None):  # the default dispatch: CPU compiled, CUDA the torch code
+        cpu = value_and_grad(theta, reg=reg, lengths=lengths)
+        gpu = value_and_grad(theta.cuda(), reg=reg, lengths=lengths.cuda())
+        for a, b in zip(cpu, gpu, strict=True):
+            torch.testing.assert_close(a, b.cpu())
+        assert torch.equal(
+            dp.viterbi_decode(theta, lengths), dp.viterbi_decode(theta.cuda(), lengths).cpu()
+        )

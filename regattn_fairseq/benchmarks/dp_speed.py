@@ -1,14 +1,19 @@
 """Time the smoothed Viterbi of regattn.dp (custom backward) against autograd through the
 recursion and against a hard Viterbi forward.
 
-For S states, batch B and each length T this times, for reg in (entropy, l2):
+regattn.dp runs its Viterbi sweeps compiled (regattn/csrc/dp_sweeps.h) on CPU tensors, and its
+torch code elsewhere or under `mappings.torch_reference()`; both paths are timed ("compiled"
+only on CPU). For S states, batch B and each length T this times, for reg in (entropy, l2):
 
-- `regattn.dp.viterbi` forward, and forward+backward (its reverse sweep of the saved local
-  argmax distributions);
+- `regattn.dp.viterbi` on each path, forward, and forward+backward (its reverse sweep of the
+  saved local argmax distributions);
 - the same recursion written in plain torch ops and differentiated by autograd
-  (`autograd_viterbi`, here and not in the library), forward and forward+backward;
+  (`autograd_viterbi`, here and not in the library; its sparsemax takes the default dispatch),
+  forward and forward+backward;
 - the hard Viterbi forward (`regattn.dp.viterbi_decode`: max-sum with back-pointers and the
-  backtrack), the reference for "how much does smoothing cost".
+  backtrack) on each path, the reference for "how much does smoothing cost". Ratios are to
+  the hard forward of the first path (the compiled one on CPU: compiled against compiled),
+  and in the summary also to the torch one.
 
 Methods are measured round-robin, `--repeats` times each; the reported time is the median
 block time (torch.utils.benchmark.Timer.blocked_autorange) over all repeats. The markdown
@@ -32,7 +37,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from regattn import dp
-from regattn.mappings import sparsemax
+from regattn.mappings import backend, sparsemax, torch_reference
 from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR
 
 from .run_record import append_run, commit_label, environment
@@ -40,7 +45,24 @@ from .run_record import append_run, commit_label, environment
 DEFAULT_LENGTHS = "20,50,100"
 QUICK_LENGTHS = "5,10"
 REGS = ("entropy", "l2")
-HARD = "hard viterbi (decode)"
+
+
+def _paths(device):
+    """regattn.dp's implementations on `device`: label -> context manager factory forcing it."""
+    paths = {"compiled": lambda: backend("cpu")} if device == "cpu" else {}
+    return {**paths, "torch": torch_reference}
+
+
+def _hard(path):
+    return f"hard viterbi (decode, {path})"
+
+
+def _ours(reg, path):
+    return f"regattn.dp.viterbi ({reg}, {path})"
+
+
+def _autograd(reg):
+    return f"autograd through the recursion ({reg})"
 
 
 def autograd_viterbi(theta: torch.Tensor, reg: str = "entropy", gamma: float = 1.0):
@@ -58,11 +80,22 @@ def autograd_viterbi(theta: torch.Tensor, reg: str = "entropy", gamma: float = 1
     return smax(v)
 
 
-def _methods(reg, gamma):
-    return {
-        f"regattn.dp.viterbi ({reg})": lambda x: dp.viterbi(x, reg=reg, gamma=gamma),
-        f"autograd through the recursion ({reg})": lambda x: autograd_viterbi(x, reg, gamma),
+def _on_path(fn, forced):
+    """fn run with a dp path forced (a backward runs on the path its forward took)."""
+
+    def call(x):
+        with forced():
+            return fn(x)
+
+    return call
+
+
+def _methods(reg, gamma, paths):
+    ours = {
+        _ours(reg, path): _on_path(lambda x: dp.viterbi(x, reg=reg, gamma=gamma), forced)
+        for path, forced in paths.items()
     }
+    return {**ours, _autograd(reg): lambda x: autograd_viterbi(x, reg, gamma)}
 
 
 def _timer(fn, x, backward):
@@ -79,19 +112,24 @@ def _timer(fn, x, backward):
 
 def run(lengths, states, batch, gamma, repeats, min_run_time, seed, device):
     results = []
+    paths = _paths(device)
+    hard_name = _hard(next(iter(paths)))
     for steps in lengths:
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(batch, steps, states, states, generator=g).to(device)
-        cases = {(HARD, "fwd"): _timer(dp.viterbi_decode, x, False)}
+        cases = {
+            (_hard(path), "fwd"): _timer(_on_path(dp.viterbi_decode, forced), x, False)
+            for path, forced in paths.items()
+        }
         for reg in REGS:
-            for name, fn in _methods(reg, gamma).items():
+            for name, fn in _methods(reg, gamma, paths).items():
                 for mode in ("fwd", "fwd+bwd"):
                     cases[(name, mode)] = _timer(fn, x, mode == "fwd+bwd")
         blocks = {c: [] for c in cases}
         for _ in range(repeats):  # round-robin over the methods
             for c, timer in cases.items():
                 blocks[c].extend(timer.blocked_autorange(min_run_time=min_run_time).times)
-        hard = statistics.median(blocks[(HARD, "fwd")])
+        hard = statistics.median(blocks[(hard_name, "fwd")])
         for (name, mode), times in blocks.items():
             med = statistics.median(times)
             results.append(
@@ -109,6 +147,11 @@ def run(lengths, states, batch, gamma, repeats, min_run_time, seed, device):
     return results
 
 
+def hard_name_of(run_record):
+    """The hard Viterbi method the run's ratios are to (its first path's)."""
+    return next(r["method"] for r in run_record["results"] if r["method"].startswith("hard"))
+
+
 def markdown(run_record):
     env = run_record["env"]
     args = run_record["args"]
@@ -119,7 +162,8 @@ def markdown(run_record):
     lines = [
         f"# Smoothed Viterbi on {env.get('device', 'CPU')} ({run_record['date']})",
         "",
-        f"median ms per batch (ratio to the hard Viterbi forward, same T, same run); "
+        f"median ms per batch (ratio to the {hard_name_of(run_record)} forward, same T, same "
+        "run); "
         f"S = {args['states']}, batch {args['batch']}, gamma {args['gamma']}, float32. "
         f"commit `{commit_label(env)}`, torch {env['torch']}, {env['cpu_model']}, "
         f"{env['threads']} threads"
@@ -137,24 +181,29 @@ def markdown(run_record):
             r = by_key[(t, method, mode)]
             cells.append(f"{r['median_ms']:.3g} ({r['ratio_to_hard_forward']:.1f}x)")
         lines.append("| " + " | ".join(cells) + " |")
+    paths = [p for p in ("compiled", "torch") if (lengths[0], _hard(p), "fwd") in by_key]
     lines += [
         "",
         "Targets of the issue (reported, not asserted): backward no slower than the forward "
         "(fwd+bwd / fwd <= 2) and fwd+bwd <= 3x the hard Viterbi forward.",
         "",
-        "| reg | T | fwd+bwd / fwd | fwd+bwd / hard fwd | autograd fwd+bwd / custom fwd+bwd |",
-        "|---|---|---|---|---|",
+        "| reg | path | T | fwd+bwd / fwd | "
+        + " | ".join(f"fwd+bwd / hard fwd ({p})" for p in paths)
+        + " | autograd fwd+bwd / custom fwd+bwd |",
+        "|---|---|---|---|" + "---|" * len(paths) + "---|",
     ]
     for reg in REGS:
-        ours, ad = f"regattn.dp.viterbi ({reg})", f"autograd through the recursion ({reg})"
-        for t in lengths:
-            fwd, both = by_key[(t, ours, "fwd")], by_key[(t, ours, "fwd+bwd")]
-            other = by_key[(t, ad, "fwd+bwd")]
-            lines.append(
-                f"| {reg} | {t} | {both['median_ms'] / fwd['median_ms']:.2f} | "
-                f"{both['ratio_to_hard_forward']:.2f} | "
-                f"{other['median_ms'] / both['median_ms']:.2f} |"
-            )
+        for path in paths:
+            ours = _ours(reg, path)
+            for t in lengths:
+                fwd, both = by_key[(t, ours, "fwd")], by_key[(t, ours, "fwd+bwd")]
+                hard = [by_key[(t, _hard(p), "fwd")]["median_ms"] for p in paths]
+                other = by_key[(t, _autograd(reg), "fwd+bwd")]
+                lines.append(
+                    f"| {reg} | {path} | {t} | {both['median_ms'] / fwd['median_ms']:.2f} | "
+                    + " | ".join(f"{both['median_ms'] / h:.2f}" for h in hard)
+                    + f" | {other['median_ms'] / both['median_ms']:.2f} |"
+                )
     lines += [
         "",
         "fwd+bwd = torch.autograd.grad of the summed values. "

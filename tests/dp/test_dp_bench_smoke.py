@@ -32,10 +32,14 @@ def test_dp_bench_quick(tmp_path):
     run = json.loads((tmp_path / "dp_cpu.json").read_text())["runs"][-1]
     assert run["args"]["quick"] and run["args"]["lengths"] == [3]
     assert {(r["method"], r["mode"]) for r in run["results"]} >= {
-        ("hard viterbi (decode)", "fwd"),
-        ("regattn.dp.viterbi (l2)", "fwd+bwd"),
+        ("hard viterbi (decode, compiled)", "fwd"),
+        ("hard viterbi (decode, torch)", "fwd"),
+        ("regattn.dp.viterbi (l2, compiled)", "fwd+bwd"),
+        ("regattn.dp.viterbi (l2, torch)", "fwd+bwd"),
         ("autograd through the recursion (entropy)", "fwd+bwd"),
     }
     text = (tmp_path / "dp_cpu.md").read_text()
-    assert "| regattn.dp.viterbi (entropy) | fwd+bwd |" in text
-    assert "fwd+bwd / hard fwd" in text
+    assert "ratio to the hard viterbi (decode, compiled) forward" in text
+    assert "| regattn.dp.viterbi (entropy, compiled) | fwd+bwd |" in text
+    assert "| fwd+bwd / hard fwd (compiled) | fwd+bwd / hard fwd (torch) |" in text
+    assert "| entropy | torch | 3 |" in text

@@ -15,7 +15,7 @@ from conftest import run_make
 from regattn_fairseq.experiments import reproduce, rerun, results, rowkeys, runs
 from regattn_fairseq.experiments.common import ReproError, load_config
 from regattn_fairseq.experiments.dry_run import DryRun
-from regattn_fairseq.experiments.paths import REPO_ROOT, RESULTS_DIR
+from regattn_fairseq.experiments.paths import LOCAL_DATA_ENV, REPO_ROOT, RESULTS_DIR
 
 CAPS = {"max_train": 200, "max_eval": 12, "max_update": 3}
 # the tables through make: 2 examples per evaluation set (per language for inflection), since an
@@ -145,7 +145,10 @@ def paper_settings(table: str, experiment_name: str, mapping: str) -> dict:
     prepared = type("Prepared", (), {"bin_dir": Path("/data")})()
     return runs.compose_settings(
         experiment.train_config,
-        [*runs.hydra_overrides(experiment, "paper", prepared), f"attention={mapping}"],
+        [
+            *runs.hydra_overrides(experiment, "paper", prepared),
+            runs.mapping_override(experiment, mapping),
+        ],
     )
 
 
@@ -221,6 +224,7 @@ def make_dry_run(target: str, tmp_path: Path, data_dir: Path, source: str = "off
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 10-40 minutes on 2 shared cores
 def test_make_table1_paper_dry_run(shared_data, tmp_path):
     results_dir = make_dry_run("reproduce-table1", tmp_path, shared_data)
     mappings = {"softmax", "sparsemax", "fusedmax", "oscarmax"}
@@ -228,6 +232,7 @@ def test_make_table1_paper_dry_run(shared_data, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 10-40 minutes on 2 shared cores
 def test_make_table2_paper_dry_run(shared_data, tmp_path):
     """Table 2's paper model: 2 x 500 LSTM, OpenNMT-py SGD (lr 1, halved from epoch 9),
     beam 5, on Gigaword pairs; scored on capped DUC 2004 and Gigaword test."""
@@ -241,6 +246,7 @@ def test_make_table2_paper_dry_run(shared_data, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 10-40 minutes on 2 shared cores
 def test_make_inflection_paper_dry_run(shared_data, tmp_path):
     """Inflection's paper setting: every language of the medium and high settings, 200 words
     each (2 of dev and test), the 2 x 300 bidirectional LSTM, Adam, beam 5."""
@@ -248,3 +254,25 @@ def test_make_inflection_paper_dry_run(shared_data, tmp_path):
     mappings = {"softmax", "sparsemax", "entmax15"}
     rows = check_dry_rows(results_dir, "inflection", mappings, MAKE_CAPS)
     assert {r["experiment"] for r in rows} == {"medium", "high"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # 10-40 minutes on 2 shared cores
+def test_make_nmt_paper_dry_run(shared_data, tmp_path, monkeypatch):
+    """NMT at paper scale, all three pairs: Multi30k from its (complete) offline copy, IWSLT14
+    and WMT16 from their official layouts (DATA_SOURCE=local; the small synthetic copies of
+    tests/repro/local_layouts.py), the 2 x 500 LSTM with OpenNMT-py SGD, beam 5, BLEU."""
+    from local_layouts import write_all
+
+    monkeypatch.setenv(LOCAL_DATA_ENV, str(write_all(tmp_path / "local")))
+    results_dir = make_dry_run("reproduce-nmt", tmp_path, shared_data, source="local")
+    mappings = {"softmax", "sparsemax", "fusedmax", "oscarmax", "sq_pnorm_max"}
+    rows = check_dry_rows(results_dir, "nmt", mappings, MAKE_CAPS)
+    assert {(r["experiment"], r["data_source"]) for r in rows} == {
+        ("multi30k_en_de", "offline"),
+        ("iwslt14_de_en", "local"),
+        ("wmt16_ro_en", "local"),
+    }
+    for r in rows:
+        assert r["train"]["config"]["optimizer"]["_name"] == "sgd"
+        assert r["signature"].startswith("nrefs:1")

@@ -55,12 +55,13 @@ Edot = Hessian(theta) Z. This Hessian-vector product is the backward of the back
 so that double backward (gradgradcheck, Hessian-vector products) works. For DTW the
 local op is a min: Qdot = -J(Q) Rdot_parents.
 
-Two implementations of the Viterbi sweeps (forward with the local argmax distributions Q,
-reverse sweep, hard decode): compiled C++ ones (regattn/csrc/dp_sweeps.h, parallel over the
-batch), used for float32/float64 CPU tensors when regattn._C is built (the dispatch of
-`regattn.mappings`' kernels: `mappings.torch_reference()` forces the torch path), and the
-torch code here, on any device, which is the reference they are tested against. The
-Hessian-vector product is torch code for both. In the torch code cells are processed
+Two implementations of the sweeps (Viterbi: forward with the local argmax distributions Q,
+reverse sweep, hard decode; DTW: forward with the local weights, expected alignment):
+compiled C++ ones (regattn/csrc/dp_sweeps.h, parallel over the batch), used for
+float32/float64 CPU tensors when regattn._C is built (the dispatch of `regattn.mappings`'
+kernels: `mappings.torch_reference()` forces the torch path), and the torch code here, on
+any device, which is the reference they are tested against. The Hessian-vector products are
+torch code for both. In the torch code cells are processed
 vectorised over the batch and the states (Viterbi) or over the anti-diagonals i + j = const
 (DTW); time is sequential. Padded batches: positions past a sequence's length are ignored
 (the torch code replaces them by 0 before the recursion), get gradient 0, and the value is
@@ -183,7 +184,7 @@ def _valid_steps(lengths, steps):
 
 
 def _compiled(theta: torch.Tensor) -> bool:
-    """Whether theta's Viterbi sweeps run compiled (float32/float64 on the "cpu" backend)."""
+    """Whether theta's sweeps run compiled (float32/float64 on the "cpu" backend)."""
     return theta.dtype in (torch.float32, torch.float64) and use_kernels(theta)
 
 
@@ -372,13 +373,18 @@ class DTWFunction(torch.autograd.Function):
     """Smoothed DTW value; its backward is `DTWGradFunction` (double-differentiable)."""
 
     @staticmethod
-    def forward(ctx, theta, ends, valid, reg: str, gamma: float):
-        """The forward recursion over anti-diagonals; saves the local argmin weights."""
-        diags = _diagonals(theta.shape[1], theta.shape[2], theta.device)
-        r, q = _dtw_forward(theta.detach(), diags, reg, gamma)
+    def forward(ctx, theta, ends, valid, reg: str, gamma: float, compiled: bool):
+        """The forward recursion (compiled, or over anti-diagonals); saves the weights."""
+        if compiled:  # the torch sweeps' anti-diagonals: built for an HVP only
+            diags = None
+            r, q = kernels.dtw_forward_sweep(theta.detach().contiguous(), reg, gamma)
+        else:
+            diags = _diagonals(theta.shape[1], theta.shape[2], theta.device)
+            r, q = _dtw_forward(theta.detach(), diags, reg, gamma)
         batch = torch.arange(theta.shape[0], device=theta.device)
         ctx.save_for_backward(theta, q)
         ctx.ends, ctx.valid, ctx.diags, ctx.reg, ctx.gamma = ends, valid, diags, reg, gamma
+        ctx.compiled = compiled
         return r[batch, ends[0], ends[1]]
 
     @staticmethod
@@ -386,18 +392,21 @@ class DTWFunction(torch.autograd.Function):
         """The reverse sweep: grad times the expected alignment."""
         theta, q = ctx.saved_tensors
         out = DTWGradFunction.apply(
-            theta, grad, q, ctx.ends, ctx.valid, ctx.diags, ctx.reg, ctx.gamma
+            theta, grad, q, ctx.ends, ctx.valid, ctx.diags, ctx.reg, ctx.gamma, ctx.compiled
         )
-        return out, None, None, None, None
+        return out, None, None, None, None, None
 
 
 class DTWGradFunction(torch.autograd.Function):
     """grad[b] * E[b] from the saved local weights; its backward is the Hessian product."""
 
     @staticmethod
-    def forward(ctx, theta, grad, q, ends, valid, diags, reg: str, gamma: float):
+    def forward(ctx, theta, grad, q, ends, valid, diags, reg: str, gamma: float, compiled):
         """The reverse sweep: each cell passes its mass to its parents."""
-        e = _dtw_marginals(q, ends, diags)
+        if compiled:
+            e = kernels.dtw_marginals_sweep(q, ends[0].contiguous(), ends[1].contiguous())
+        else:
+            e = _dtw_marginals(q, ends, diags)
         m, n = theta.shape[1:]
         ctx.save_for_backward(grad, q, e)
         ctx.valid, ctx.diags, ctx.reg, ctx.gamma = valid, diags, reg, gamma
@@ -410,12 +419,13 @@ class DTWGradFunction(torch.autograd.Function):
         grad, q, e = ctx.saved_tensors
         d_theta = d_grad = None
         if ctx.needs_input_grad[0]:
-            hz = _dtw_hvp(z, q, e, ctx.valid, ctx.diags, ctx.reg, ctx.gamma)
+            diags = ctx.diags or _diagonals(z.shape[1], z.shape[2], z.device)
+            hz = _dtw_hvp(z, q, e, ctx.valid, diags, ctx.reg, ctx.gamma)
             d_theta = grad[:, None, None] * hz
         if ctx.needs_input_grad[1]:
             m, n = z.shape[1:]
             d_grad = (z * e[:, 1 : m + 1, 1 : n + 1]).sum((1, 2))
-        return d_theta, d_grad, None, None, None, None, None, None
+        return d_theta, d_grad, None, None, None, None, None, None, None
 
 
 # -- argument checks -------------------------------------------------------------------
@@ -646,4 +656,4 @@ def dtw(
     _check_values(theta, valid, allow_neg_inf=False)
     if valid is not None:
         theta = torch.where(valid, theta, 0.0)
-    return DTWFunction.apply(theta, ends, valid, reg, float(gamma))
+    return DTWFunction.apply(theta, ends, valid, reg, float(gamma), _compiled(theta))

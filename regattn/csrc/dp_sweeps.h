@@ -1,7 +1,8 @@
 // The sweeps of regattn/dp.py's smoothed Viterbi, one sequence at a time: the forward
 // recursion V_t(i) = max_Omega_j (theta[t-1, i, j] + V_{t-1}(j)) with the local argmax
 // distributions Q_t[i, :] it visits, the reverse sweep U_T = q, E_t = Q_t * U_t[:, None],
-// U_{t-1} = sum_i E_t[i, :] (the expected transition marginals), and the hard Viterbi decode.
+// U_{t-1} = sum_i E_t[i, :] (the expected transition marginals), and the hard Viterbi decode;
+// and the two sweeps of its smoothed DTW (forward with the local weights, expected alignment).
 // dp.py documents the recursions; its torch code is the reference these are tested against.
 // A sequence's steps t >= length are frozen as there: Q_t = identity, V_t = V_{t-1}, E_t = 0.
 #pragma once
@@ -201,6 +202,45 @@ void viterbi_decode_sequence(const T* theta, int64_t length, int64_t steps, int6
     y = pointers[t * states + y];
   }
   path[0] = y;
+}
+
+// DTW (dp.py), one sequence of costs theta (m, n): R (m + 1, n + 1) with R[0, 0] = 0 and +inf
+// borders, R[i, j] = theta[i-1, j-1] + min_Omega(R[i-1, j-1], R[i-1, j], R[i, j-1]), where
+// min_Omega(x) = -max_Omega(-x); q (m + 2, n + 2, 3): the weights of each cell's local min
+// over those three parents, 0 outside the cells 1..m x 1..n (the layout of dp's torch code).
+template <typename T>
+void dtw_forward_sequence(const T* theta, int64_t m, int64_t n, DpReg reg, T gamma, T* r, T* q) {
+  const int64_t rw = n + 1, qw = n + 2;
+  r[0] = T(0);
+  for (int64_t j = 1; j <= n; ++j) r[j] = std::numeric_limits<T>::infinity();
+  for (int64_t i = 1; i <= m; ++i) r[i * rw] = std::numeric_limits<T>::infinity();
+  std::fill(q, q + (m + 2) * qw * 3, T(0));
+  T negated[3], value, scratch[3];
+  for (int64_t i = 1; i <= m; ++i) {
+    for (int64_t j = 1; j <= n; ++j) {
+      negated[0] = -r[(i - 1) * rw + j - 1];
+      negated[1] = -r[(i - 1) * rw + j];
+      negated[2] = -r[i * rw + j - 1];
+      local_max_rows(negated, q + (i * qw + j) * 3, &value, 1, 3, reg, gamma, scratch);
+      r[i * rw + j] = theta[(i - 1) * n + j - 1] - value;
+    }
+  }
+}
+
+// The expected alignment of one sequence into e (m + 2, n + 2): E[end] = 1 and each cell passes
+// its mass to its parents with the weights q of its local min (dp._dtw_marginals).
+template <typename T>
+void dtw_marginals_sequence(const T* q, int64_t m, int64_t n, int64_t end_i, int64_t end_j, T* e) {
+  const int64_t qw = n + 2;
+  std::fill(e, e + (m + 2) * qw, T(0));
+  for (int64_t i = m; i >= 1; --i) {
+    for (int64_t j = n; j >= 1; --j) {
+      const T children = q[((i + 1) * qw + j + 1) * 3] * e[(i + 1) * qw + j + 1] +
+                         q[((i + 1) * qw + j) * 3 + 1] * e[(i + 1) * qw + j] +
+                         q[(i * qw + j + 1) * 3 + 2] * e[i * qw + j + 1];
+      e[i * qw + j] = T(i == end_i && j == end_j) + children;
+    }
+  }
 }
 
 }  // namespace regattn

@@ -553,6 +553,52 @@ torch::Tensor viterbi_decode_sweep(torch::Tensor theta, torch::Tensor lengths) {
   return path;
 }
 
+// Smoothed DTW sweeps (dp_sweeps.h) over (batch, m, n) finite costs (checked by dp.py, which
+// also zeroes the costs past each sequence's lengths), in parallel over sequences:
+// theta -> (R (batch, m + 1, n + 1), q (batch, m + 2, n + 2, 3)).
+std::vector<torch::Tensor> dtw_forward_sweep(torch::Tensor theta, std::string reg, double gamma) {
+  TORCH_CHECK(theta.dim() == 3 && theta.is_contiguous() && theta.device().is_cpu(),
+              "theta must be a contiguous (batch, m, n) CPU tensor");
+  const DpReg r = dp_reg(reg);
+  const int64_t batch = theta.size(0), m = theta.size(1), n = theta.size(2);
+  auto values = torch::empty({batch, m + 1, n + 1}, theta.options());
+  auto q = torch::empty({batch, m + 2, n + 2, 3}, theta.options());
+  AT_DISPATCH_FLOATING_TYPES(theta.scalar_type(), "dtw_forward_sweep", [&] {
+    const scalar_t* tp = theta.data_ptr<scalar_t>();
+    scalar_t* rp = values.data_ptr<scalar_t>();
+    scalar_t* qp = q.data_ptr<scalar_t>();
+    const scalar_t g = static_cast<scalar_t>(gamma);
+    at::parallel_for(0, batch, grain_for(3 * m * n), [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        dtw_forward_sequence(tp + b * m * n, m, n, r, g, rp + b * (m + 1) * (n + 1), qp + b * (m + 2) * (n + 2) * 3);
+      }
+    });
+  });
+  return {values, q};
+}
+
+// (q (batch, m + 2, n + 2, 3), the end cells ends_m, ends_n ((batch,) int64 in [1, m], [1, n]))
+// -> the expected alignments E (batch, m + 2, n + 2), 0 outside the cells 1..m x 1..n.
+torch::Tensor dtw_marginals_sweep(torch::Tensor q, torch::Tensor ends_m, torch::Tensor ends_n) {
+  TORCH_CHECK(q.dim() == 4 && q.size(3) == 3 && q.is_contiguous() && q.device().is_cpu(),
+              "q must be a contiguous (batch, m + 2, n + 2, 3) CPU tensor");
+  const int64_t batch = q.size(0), m = q.size(1) - 2, n = q.size(2) - 2;
+  const int64_t* ip = checked_lengths(ends_m, batch, m);
+  const int64_t* jp = checked_lengths(ends_n, batch, n);
+  TORCH_CHECK(ip && jp, "ends_m and ends_n must be given");
+  auto e = torch::empty({batch, m + 2, n + 2}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "dtw_marginals_sweep", [&] {
+    const scalar_t* qp = q.data_ptr<scalar_t>();
+    scalar_t* ep = e.data_ptr<scalar_t>();
+    at::parallel_for(0, batch, grain_for(3 * m * n), [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        dtw_marginals_sequence(qp + b * (m + 2) * (n + 2) * 3, m, n, ip[b], jp[b], ep + b * (m + 2) * (n + 2));
+      }
+    });
+  });
+  return e;
+}
+
 }  // namespace
 }  // namespace regattn
 
@@ -577,6 +623,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("viterbi_marginals_sweep", &regattn::viterbi_marginals_sweep,
         "smoothed Viterbi reverse sweep: (Q, U_T) -> (expected transitions E, mass U_0..U_T)");
   m.def("viterbi_decode_sweep", &regattn::viterbi_decode_sweep, "hard Viterbi paths, -1 past each length");
+  m.def("dtw_forward_sweep", &regattn::dtw_forward_sweep, "smoothed DTW forward: costs -> (R, local weights q)");
+  m.def("dtw_marginals_sweep", &regattn::dtw_marginals_sweep, "smoothed DTW reverse sweep: (q, end cells) -> E");
   m.def(
       "use_avx2_powers",
       [](bool enable) {
@@ -613,6 +661,8 @@ TORCH_LIBRARY(regattn, m) {
   m.def("viterbi_forward_sweep(Tensor theta, Tensor lengths, str reg, float gamma) -> (Tensor, Tensor, Tensor)");
   m.def("viterbi_marginals_sweep(Tensor q, Tensor u_final, Tensor lengths) -> (Tensor, Tensor)");
   m.def("viterbi_decode_sweep(Tensor theta, Tensor lengths) -> Tensor");
+  m.def("dtw_forward_sweep(Tensor theta, str reg, float gamma) -> (Tensor, Tensor)");
+  m.def("dtw_marginals_sweep(Tensor q, Tensor ends_m, Tensor ends_n) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(regattn, CPU, m) {
@@ -646,4 +696,8 @@ TORCH_LIBRARY_IMPL(regattn, CPU, m) {
     return regattn::as_pair(regattn::viterbi_marginals_sweep(q, u_final, lengths));
   });
   m.impl("viterbi_decode_sweep", &regattn::viterbi_decode_sweep);
+  m.impl("dtw_forward_sweep", [](torch::Tensor theta, c10::string_view reg, double gamma) {
+    return regattn::as_pair(regattn::dtw_forward_sweep(theta, std::string(reg), gamma));
+  });
+  m.impl("dtw_marginals_sweep", &regattn::dtw_marginals_sweep);
 }

@@ -12,9 +12,10 @@ documented splits among tied values):
   TRITON_MAX_D positions; longer rows take the reference path (one warning).
 * "reference": pure torch ops, on any device.
 
-regattn.dp's Viterbi sweeps are kernels of the same extension (the viterbi_* entries of
-KERNEL_OPS) and follow this dispatch: "cpu" runs them, any other backend (they have no Triton
-version) runs dp's torch code, which `torch_reference()` therefore forces too.
+regattn.dp's Viterbi and DTW sweeps are kernels of the same extension (the viterbi_* and
+dtw_* entries of KERNEL_OPS) and follow this dispatch: "cpu" runs them, any other backend
+(they have no Triton version) runs dp's torch code, which `torch_reference()` therefore
+forces too.
 
 Default dispatch: CUDA tensors -> "triton", CPU tensors -> "cpu", any other device ->
 "reference"; a backend that is missing (triton not installed, regattn._C not built) falls
@@ -51,6 +52,8 @@ KERNEL_OPS = (
     "viterbi_forward_sweep",
     "viterbi_marginals_sweep",
     "viterbi_decode_sweep",
+    "dtw_forward_sweep",
+    "dtw_marginals_sweep",
 )
 
 
@@ -91,6 +94,12 @@ _FAKES = {
     "viterbi_decode_sweep": lambda theta, lengths: theta.new_empty(
         theta.shape[0], theta.shape[1] + 1, dtype=torch.long
     ),
+    # and its DTW sweeps: theta (batch, m, n)
+    "dtw_forward_sweep": lambda theta, reg, gamma: (
+        theta.new_empty(theta.shape[0], theta.shape[1] + 1, theta.shape[2] + 1),
+        theta.new_empty(theta.shape[0], theta.shape[1] + 2, theta.shape[2] + 2, 3),
+    ),
+    "dtw_marginals_sweep": lambda q, ends_m, ends_n: q.new_empty(q.shape[:3]),
 }
 
 

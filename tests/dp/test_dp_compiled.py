@@ -1,5 +1,5 @@
-"""The compiled Viterbi sweeps (regattn/csrc/dp_sweeps.h) against the torch reference in
-regattn.dp, the dispatch between them, and the error a stale build gives."""
+"""The compiled Viterbi and DTW sweeps (regattn/csrc/dp_sweeps.h) against the torch reference
+in regattn.dp, the dispatch between them, and the error a stale build gives."""
 
 import subprocess
 import sys
@@ -13,7 +13,13 @@ from regattn.mappings import backend, torch_reference
 from regattn.mappings._kernels import KERNEL_OPS
 
 REGS = ("entropy", "l2")
-DP_OPS = ("viterbi_forward_sweep", "viterbi_marginals_sweep", "viterbi_decode_sweep")
+DP_OPS = (
+    "viterbi_forward_sweep",
+    "viterbi_marginals_sweep",
+    "viterbi_decode_sweep",
+    "dtw_forward_sweep",
+    "dtw_marginals_sweep",
+)
 INF = float("inf")
 TOL = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.float64: dict(atol=1e-10, rtol=1e-9)}
 
@@ -78,6 +84,42 @@ def test_compiled_hessian_vector_product_matches_the_torch_reference(reg):
     assert out[0].abs().sum() > 0
 
 
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("reg", REGS)
+def test_compiled_dtw_matches_the_torch_reference(reg, dtype, case):
+    scale, gamma = CASES[case]
+    g = torch.Generator().manual_seed(4)
+    theta = (scale * torch.randn(4, 6, 5, generator=g, dtype=torch.float64)).to(dtype)
+    theta[1, 3:] = float("nan")  # past the lengths: ignored
+    lengths = (torch.tensor([6, 3, 1, 6]), torch.tensor([5, 5, 2, 1]))
+    out = []
+    for path in ("cpu", "reference"):
+        with backend(path):
+            x = theta.clone().requires_grad_()
+            value = dp.dtw(x, reg=reg, gamma=gamma, lengths=lengths)
+            out.append((value.detach(), torch.autograd.grad(value.sum(), x)[0]))
+    torch.testing.assert_close(out[0][0], out[1][0], **TOL[dtype])
+    torch.testing.assert_close(out[0][1], out[1][1], **TOL[dtype])
+
+
+@pytest.mark.parametrize("reg", REGS)
+def test_compiled_dtw_hessian_vector_product_matches_the_torch_reference(reg):
+    theta = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    lengths = (torch.tensor([4, 2, 3]), torch.tensor([5, 5, 1]))
+    z = torch.randn(theta.shape, generator=torch.Generator().manual_seed(6), dtype=theta.dtype)
+    out = []
+    for path in ("cpu", "reference"):
+        with backend(path):
+            x = theta.clone().requires_grad_()
+            (grad,) = torch.autograd.grad(
+                dp.dtw(x, reg=reg, gamma=0.5, lengths=lengths).sum(), x, create_graph=True
+            )
+            out.append(torch.autograd.grad(grad, x, z)[0])
+    torch.testing.assert_close(out[0], out[1], atol=1e-10, rtol=1e-9)
+    assert out[0].abs().sum() > 0
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_compiled_decode_matches_the_torch_reference(dtype):
     theta, lengths = padded_batch(1.0, dtype, seed=3)
@@ -106,10 +148,13 @@ def test_default_dispatch_compiled_on_cpu_torch_otherwise(monkeypatch):
     theta = torch.randn(2, 3, 4, 4, requires_grad=True)
     torch.autograd.grad(dp.viterbi(theta, reg="l2").sum(), theta)
     dp.viterbi_decode(theta)
+    costs = theta.detach()[:, 0].requires_grad_()
+    torch.autograd.grad(dp.dtw(costs).sum(), costs)
     assert calls == list(DP_OPS)
     calls.clear()
     with torch_reference():  # forced torch code
         torch.autograd.grad(dp.viterbi(theta).sum(), theta)
+        torch.autograd.grad(dp.dtw(costs).sum(), costs)
     half = theta.detach().to(torch.bfloat16)  # no compiled sweep for this dtype
     assert torch.isfinite(dp.viterbi(half)).all()
     assert calls == []

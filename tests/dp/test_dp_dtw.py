@@ -1,5 +1,6 @@
 """regattn.dp.dtw against brute force over alignments (entropy), a node-by-node cvxpy replay
-(l2), finite differences, and the structure of the expected alignment."""
+(l2), finite differences, and the structure of the expected alignment; every test runs on the
+compiled sweeps and on the torch reference."""
 
 import numpy as np
 import pytest
@@ -7,8 +8,16 @@ import torch
 from dp_oracles import alignments, dtw_brute_entropy, dtw_hard, dtw_l2_cvxpy
 
 from regattn import dp
+from regattn.mappings import backend
 
 REGS = ("entropy", "l2")
+
+
+@pytest.fixture(autouse=True, params=["compiled", "torch"])
+def sweeps(request):
+    """The DTW sweeps under test: the compiled ones (forced) or the torch reference."""
+    with backend("cpu" if request.param == "compiled" else "reference"):
+        yield request.param
 
 
 def rand_costs(batch, m, n, seed=0, scale=1.0):

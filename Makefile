@@ -68,7 +68,7 @@ bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figu
 bench-model: setup ## training tokens/s of the LSTM summarizer and the Transformer per mapping vs softmax
 	$(PY) bench/bench_model.py
 
-bench-dp: setup ## smoothed Viterbi (entropy, l2) vs autograd through the recursion and hard Viterbi
+bench-dp: setup ## smoothed Viterbi (entropy, l2; compiled and torch paths) vs autograd through the recursion and hard Viterbi
 	$(PY) bench/bench_dp.py
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)

@@ -84,12 +84,24 @@ def latest_per_run(rows: list[dict], key_fields: tuple[str, ...]) -> list[dict]:
     return list(latest.values())
 
 
-P_VALUE_NOTE = (
-    "p vs softmax: paired bootstrap (1,000 resamples of the test items, seed 12345; "
-    "sacrebleu's paired_bs for BLEU) of the difference between the mapping and softmax on the "
-    "column's metric, two-sided, seeds paired and concatenated (items x seeds); n/a: a row "
-    "without per-item data (older than the sidecars) or no softmax row of the same seeds."
-)
+def baseline_of(spec) -> str:
+    """The mapping a table's p-values test against: its spec's `baseline:`, softmax when
+    absent (NER has no softmax: its baseline is the entropy, the CRF)."""
+    return str(spec.get("baseline") or "softmax")
+
+
+def p_value_note(baseline: str) -> str:
+    """The table notes' explanation of the "p vs <baseline>" column."""
+    return (
+        f"p vs {baseline}: paired bootstrap (1,000 resamples of the test items, seed 12345; "
+        "sacrebleu's paired_bs for BLEU; corpus-level entity F1 recomputed from the resampled "
+        f"sentences' entity counts) of the difference between the mapping and {baseline} on "
+        "the column's metric, two-sided, seeds paired and concatenated (items x seeds); n/a: a "
+        f"row without per-item data (older than the sidecars) or no {baseline} row of the same "
+        "seeds."
+    )
+
+
 DIRTY_LEGEND = (
     "†: scored or trained from a work tree that differed from its commit (the row records "
     "the diff's SHA-256, `git_diff_sha256`)."
@@ -134,7 +146,7 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
         "- Cells: mean ± std over the n seeds of one training config (key: experiment, "
         "evaluation, scale, mapping with γ/λ/p/α, seed, config hash); rows of an older config "
         "of the same cell are listed as superseded under the table.",
-        f"- {P_VALUE_NOTE}",
+        f"- {p_value_note(baseline_of(spec))}",
         f"- {DIRTY_LEGEND}",
         "",
     ]
@@ -192,20 +204,23 @@ def _section(row: dict) -> tuple[str, str]:
     return row["scale"], json.dumps(row.get("dry_run"), sort_keys=True)
 
 
-def _baseline(cells: dict, key: tuple) -> list[dict] | None:
-    """Softmax's rows for a cell: softmax with the same γ/λ/p/α, else plain softmax."""
+def _baseline(cells: dict, key: tuple, baseline: str) -> list[dict] | None:
+    """The baseline's rows for a cell: the baseline mapping with the same γ/λ/p/α, else with
+    its default parameters."""
     for params in (key[4], "{}"):
         for other, rows in cells.items():
-            if other[3].split(" ")[0] == "softmax" and other[4] == params:
+            if other[3].split(" ")[0] == baseline and other[4] == params:
                 return rows
     return None
 
 
-def _p_cell(results_dir, key, rows, baseline, metric) -> str:
-    if results_dir is None or baseline is None or key[3].split(" ")[0] == "softmax":
-        return "–" if key[3].split(" ")[0] == "softmax" else "n/a"
+def _p_cell(results_dir, key, rows, baseline_rows, metric, baseline: str) -> str:
+    if key[3].split(" ")[0] == baseline:
+        return "–"
+    if results_dir is None or baseline_rows is None:
+        return "n/a"
     try:
-        p_value = p_against(results_dir, rows, baseline, metric)
+        p_value = p_against(results_dir, rows, baseline_rows, metric)
     except ValueError as error:
         print(f"[results] no p-value for {key[3]}: {error}")
         p_value = None
@@ -218,11 +233,12 @@ def _experiment_table(
     evaluations = list(dict.fromkeys(r["evaluation"] for r in rows))
     metric_names = {e: spec.metrics[e] for e in evaluations}
     paper = spec.get("paper") or {}
+    baseline_name = baseline_of(spec)
     header = ["attention"]
     for evaluation in evaluations:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
-        header += [f"p vs softmax ({metric_names[evaluation][0]})"]
+        header += [f"p vs {baseline_name} ({metric_names[evaluation][0]})"]
     # Attention sparsity and structure (regattn.analysis) on the first evaluation set;
     # the other sets follow in their own table below.
     header += [f"{evaluations[0]} {column}" for column in ATTENTION_COLUMNS]
@@ -232,7 +248,7 @@ def _experiment_table(
     for row in rows:
         cells[cell_key(row)].append(row)
     for key, mapping_rows in cells.items():
-        baseline = _baseline(cells, key)
+        baseline = _baseline(cells, key, baseline_name)
         cells_out = [mapping_label(mapping_rows[0])]
         for evaluation in evaluations:
             eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
@@ -249,7 +265,14 @@ def _experiment_table(
             if baseline is not None:
                 base_rows = [r for r in baseline if r["evaluation"] == evaluation]
             cells_out.append(
-                _p_cell(results_dir, key, eval_rows, base_rows, metric_names[evaluation][0])
+                _p_cell(
+                    results_dir,
+                    key,
+                    eval_rows,
+                    base_rows,
+                    metric_names[evaluation][0],
+                    baseline_name,
+                )
             )
         cells_out += _attention_cells(
             [r for r in mapping_rows if r["evaluation"] == evaluations[0]]

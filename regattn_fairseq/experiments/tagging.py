@@ -8,6 +8,8 @@ Scoring: decoded IOBES tags are turned back into IOB2 (builders.ner.iobes_to_iob
 against the data's original IOB2 tags with seqeval's default mode (``mode=None``), which its
 README says is compatible with conlleval ("This is well-tested by using the Perl script
 conlleval"; "The default mode is compatible with conlleval", https://pypi.org/project/seqeval/).
+The per-sentence entity counts (`entity_counts`) let the paired bootstrap
+(`significance`) recompute that corpus-level F1 on resampled sentences.
 """
 
 from __future__ import annotations
@@ -37,6 +39,51 @@ def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict:
         "precision": round(100 * float(precision_score(gold, predicted)), 2),
         "recall": round(100 * float(recall_score(gold, predicted)), 2),
     }
+
+
+def entity_counts(gold: list[list[str]], predicted: list[list[str]]) -> dict:
+    """Per-sentence sufficient statistics of the corpus-level entity F1, for the paired
+    bootstrap (`significance`, kind "f1").
+
+    Corpus F1 is not a mean of sentence scores: it is 2 tp / (predicted + gold) over the
+    summed entity counts, so a resample of sentences needs each sentence's counts. The
+    entities are seqeval's own (`get_entities`, the default mode that `entity_scores` uses):
+    seqeval joins the sentences with an "O" between them, so no entity spans two sentences and
+    the per-sentence counts add up to its corpus counts.
+
+    Parameters
+    ----------
+    gold, predicted : list of list of str
+        IOB2 tags of each sentence, in the same order.
+
+    Returns
+    -------
+    dict
+        ``{"kind": "f1", "n", "tp", "predicted", "gold"}``: per sentence, the number of
+        predicted entities that match a gold one (type and span), of predicted entities and of
+        gold entities.
+
+    Raises
+    ------
+    ValueError
+        the two lists differ in length, or a sentence's two tag sequences do.
+    """
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted ones")
+    items = {"kind": "f1", "n": len(gold), "tp": [], "predicted": [], "gold": []}
+    for index, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted, strict=True)):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(
+                f"sentence {index}: {len(gold_tags)} gold tags but {len(predicted_tags)} predicted"
+            )
+        gold_entities = set(get_entities(gold_tags))
+        predicted_entities = set(get_entities(predicted_tags))
+        items["tp"].append(len(gold_entities & predicted_entities))
+        items["predicted"].append(len(predicted_entities))
+        items["gold"].append(len(gold_entities))
+    return items
 
 
 def load_tagger(checkpoint: Path):
@@ -245,7 +292,8 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
 
 def evaluate(model, prepared, name: str, out_dir: Path) -> dict:
     """runs.evaluate's "entity_f1" scorer: decode evaluation set `name`, score it, measure
-    the expected tag marginals. Same result keys as the other scorers.
+    the expected tag marginals. Same result keys as the other scorers, and the per-sentence
+    entity counts as "items" (the paired bootstrap's data).
 
     The "attention" statistics are `regattn.analysis.attention_statistics` of the tag
     marginals (rows: words; mean_zero_fraction, mean_support_size), plus
@@ -293,6 +341,7 @@ def evaluate(model, prepared, name: str, out_dir: Path) -> dict:
         "decode_wall_s": round(elapsed, 1),
         "hypotheses": str(hyp_file),
         "attention": stats,
+        "items": entity_counts(gold, hypotheses),
         "signature": "seqeval default mode (conlleval), IOBES decoded -> IOB2",
     }
 

@@ -126,6 +126,8 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
     for experiment in experiments:
         group = experiment.get("mapping_group", "attention")
         assert set(mappings) <= set(MAPPINGS if group == "attention" else group_options(group))
+    if "mappings" in spec:  # a paper table: its p-values need rows of its baseline
+        assert spec.get("baseline", "softmax") in spec.mappings
     for evaluation, by_mapping in (spec.get("paper") or {}).items():
         assert set(by_mapping) <= set(spec.mappings)
         for values in by_mapping.values():

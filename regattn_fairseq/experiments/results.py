@@ -12,7 +12,9 @@ import csv
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from .common import ReproError
 from .dry_run import describe as describe_dry_run
@@ -233,15 +235,16 @@ def _experiment_table(
     evaluations = list(dict.fromkeys(r["evaluation"] for r in rows))
     metric_names = {e: spec.metrics[e] for e in evaluations}
     paper = spec.get("paper") or {}
+    kind = statistics_view(spec)
     baseline_name = baseline_of(spec)
-    header = ["attention"]
+    header = [kind.mapping_header]
     for evaluation in evaluations:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
         header += [f"p vs {baseline_name} ({metric_names[evaluation][0]})"]
-    # Attention sparsity and structure (regattn.analysis) on the first evaluation set;
+    # The sparsity statistics (attention, or NER's tag marginals) on the first evaluation set;
     # the other sets follow in their own table below.
-    header += [f"{evaluations[0]} {column}" for column in ATTENTION_COLUMNS]
+    header += [f"{evaluations[0]} {column}" for column in kind.columns]
     header += ["n", "seeds", "config", "epochs", "train wall s", "tokens/s", "data", "commit"]
     lines = [f"### {experiment}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     cells = defaultdict(list)
@@ -274,9 +277,7 @@ def _experiment_table(
                     baseline_name,
                 )
             )
-        cells_out += _attention_cells(
-            [r for r in mapping_rows if r["evaluation"] == evaluations[0]]
-        )
+        cells_out += kind.cells([r for r in mapping_rows if r["evaluation"] == evaluations[0]])
         seeds = sorted({r["seed"] for r in mapping_rows})
         first = mapping_rows[0]
         gamma = first.get("gamma_selection")
@@ -319,21 +320,21 @@ def _experiment_table(
         lines.append("")
     if len(evaluations) > 1:
         lines += [
-            "Attention on every evaluation set:",
+            f"{kind.title} on every evaluation set:",
             "",
-            "| attention | evaluation | " + " | ".join(ATTENTION_COLUMNS) + " |",
-            "|" + "---|" * (2 + len(ATTENTION_COLUMNS)),
+            f"| {kind.mapping_header} | evaluation | " + " | ".join(kind.columns) + " |",
+            "|" + "---|" * (2 + len(kind.columns)),
         ]
         for mapping_rows in cells.values():
             for evaluation in evaluations:
-                stats = _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluation])
+                stats = kind.cells([r for r in mapping_rows if r["evaluation"] == evaluation])
                 lines.append(
                     f"| {mapping_label(mapping_rows[0])} | {evaluation} | "
                     + " | ".join(stats)
                     + " |"
                 )
         lines.append("")
-    lines += [ATTENTION_LEGEND, ""]
+    lines += [kind.legend, ""]
     return lines
 
 
@@ -382,6 +383,103 @@ def _attention_cells(rows: list[dict]) -> list[str]:
         group("mean_runs_per_row", "mean_run_size"),
         group("mean_clusters_per_row", "mean_cluster_size"),
     ]
+
+
+TAG_MARGINAL_COLUMNS = (
+    "% zeros (tag marginals)",
+    "% zeros (transitions)",
+    "tag sequences with mass (mean / median)",
+    "mean log10 tag sequences",
+    "% sentences with one sequence",
+)
+TAG_MARGINAL_LEGEND = (
+    "Marginal columns (`experiments/tagging.py`), on the evaluation set, averaged over seeds: "
+    "the expected marginals of the smoothed Viterbi (the gradient of DP_Ω). % zeros (tag "
+    "marginals): mean over words of the % of tags whose marginal is exactly 0; % zeros "
+    "(transitions): % of exact zeros among the transition marginals the model allows (finite "
+    "potential), pooled over words; tag sequences with mass: the number of tag sequences of a "
+    "sentence with nonzero probability under the path distribution whose expectation is the "
+    "gradient (a sequence has mass iff each of its transitions has a nonzero marginal; counted "
+    "exactly by a dynamic program), mean / median over sentences: all K^n sequences of an "
+    "n-word sentence for the entropy (a CRF), few for ℓ2; mean log10 tag sequences: the mean "
+    "over sentences of the count's log10 (n log10 K for the entropy); % sentences with one "
+    "sequence: those whose whole mass is on a single tag sequence. > 1e308: beyond float64 "
+    "(the entropy's count on long sentences). – : not measured (rows older than the "
+    "statistics)."
+)
+
+
+def _tag_marginal_cells(rows: list[dict]) -> list[str]:
+    """Tag-marginal statistics (`tagging.evaluate`) averaged over seeds; '–' when no row
+    carries them."""
+    from .tagging import format_count
+
+    stats = [
+        r["attention"]
+        for r in rows
+        if (r.get("attention") or {}).get("mean_log10_tag_sequences") is not None
+    ]
+    if not stats:
+        return ["–"] * len(TAG_MARGINAL_COLUMNS)
+
+    def mean(key, scale=1.0):
+        return statistics.mean(s[key] for s in stats) * scale
+
+    def count(key):
+        # None: a seed's count is beyond float64, and so is the mean over seeds
+        values = [s[key] for s in stats]
+        return format_count(None if None in values else statistics.mean(values))
+
+    return [
+        f"{mean('mean_zero_fraction', 100):.1f}",
+        f"{mean('transition_zero_fraction', 100):.1f}",
+        f"{count('mean_tag_sequences')} / {count('median_tag_sequences')}",
+        f"{mean('mean_log10_tag_sequences'):.2f}",
+        f"{mean('single_sequence_fraction', 100):.1f}",
+    ]
+
+
+class StatisticsView(NamedTuple):
+    """What a table shows of its models' sparsity: the mapping column's header, the title of
+    the per-evaluation-set table, the columns, their cells from a cell's rows, the legend."""
+
+    mapping_header: str
+    title: str
+    columns: tuple[str, ...]
+    cells: Callable[[list[dict]], list[str]]
+    legend: str
+
+
+# a table spec's `statistics:` (default attention)
+STATISTICS_VIEWS = {
+    "attention": StatisticsView(
+        "attention", "Attention", ATTENTION_COLUMNS, _attention_cells, ATTENTION_LEGEND
+    ),
+    "tag_marginals": StatisticsView(
+        "Ω (DP regulariser)",
+        "Tag marginals",
+        TAG_MARGINAL_COLUMNS,
+        _tag_marginal_cells,
+        TAG_MARGINAL_LEGEND,
+    ),
+}
+
+
+def statistics_view(spec) -> StatisticsView:
+    """The sparsity statistics a table shows: its spec's `statistics:` (attention when absent;
+    tag_marginals for NER, whose models have no attention).
+
+    Raises
+    ------
+    ReproError
+        an unknown `statistics:` value.
+    """
+    name = str(spec.get("statistics") or "attention")
+    if name not in STATISTICS_VIEWS:
+        raise ReproError(
+            f"table {spec.table}: statistics {name!r} is none of {', '.join(STATISTICS_VIEWS)}"
+        )
+    return STATISTICS_VIEWS[name]
 
 
 def plot_attention_figure(

@@ -487,19 +487,25 @@ def plot_attention_figure(
 ) -> list[Path]:
     """One sentence's attention under every mapping of an experiment, side by side
     (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in
-    its order, whose source has a readable length and which every export holds."""
+    its order, that every export holds and that is readable: a source of 8-20 tokens, or, for
+    NER's tag marginals (whose columns are the tag set, the rows the words), 8-20 words with
+    at least one gold entity (a tag other than O), so that entropy and l2 differ somewhere
+    worth seeing. Without such a sentence, the first id every export holds."""
     from regattn.analysis import read_export
 
-    from .attention_plots import plot_sentence
+    from .attention_plots import is_tag_marginals, plot_sentence
+
+    def readable(record: dict) -> bool:
+        if is_tag_marginals(record):
+            words, tags = record["tgt_tokens"], record.get("gold_tags", [])
+            has_entity = any(tag != "O" for tag in tags)
+            return source_tokens[0] <= len(words) <= source_tokens[1] and has_entity
+        return source_tokens[0] <= len(record["src_tokens"]) <= source_tokens[1]
 
     records = [read_export(path) for path in exports]
     shared = set.intersection(*({str(r["id"]) for r in export} for export in records))
-    readable = [
-        str(r["id"])
-        for r in records[0]
-        if str(r["id"]) in shared and source_tokens[0] <= len(r["src_tokens"]) <= source_tokens[1]
-    ]
-    sentence = (readable or sorted(shared))[0]
+    candidates = [str(r["id"]) for r in records[0] if str(r["id"]) in shared and readable(r)]
+    sentence = (candidates or sorted(shared))[0]
     return plot_sentence(records, sentence, figures_dir, name=name)
 
 

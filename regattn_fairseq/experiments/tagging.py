@@ -238,7 +238,8 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
     """Viterbi tags (IOBES names) of every sentence of `subset`, in corpus order, and the
     sparsity of its expected marginals; writes the expected tag marginals of every sentence to
     `export` (JSON lines: "src_tokens" = tags, "tgt_tokens" = words, "attention" = one row of
-    tag marginals per word).
+    tag marginals per word, "gold_tags" = the gold IOBES tags, which the figure uses to pick a
+    sentence with an entity).
 
     Returns
     -------
@@ -277,6 +278,7 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
                     "id": index,
                     "src_tokens": list(task.tags),
                     "tgt_tokens": words,
+                    "gold_tags": [task.tags[t] for t in sample["target"][b, :n].tolist()],
                     "attention": marginals[b, :n].tolist(),
                     "mapping": {"name": f"dp_{reg}", "params": {"gamma": gamma}},
                 }

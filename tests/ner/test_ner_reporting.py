@@ -1,13 +1,18 @@
 """The NER table's reporting: per-sentence entity counts whose corpus F1 is seqeval's, the
 paired bootstrap of kind "f1" against the entropy baseline, the table's tag-marginal columns
-and "p vs entropy" (configs/reproduce/ner.yaml) (no training here)."""
+and "p vs entropy" (configs/reproduce/ner.yaml), and the marginals figure's wording and
+sentence (no training here)."""
 
+import json
+
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from regattn_fairseq.experiments import significance
+from regattn_fairseq.experiments.attention_plots import cell_borders, sentence_figure
 from regattn_fairseq.experiments.common import ReproError, load_config
-from regattn_fairseq.experiments.results import render_table
+from regattn_fairseq.experiments.results import plot_attention_figure, render_table
 from regattn_fairseq.experiments.tagging import entity_counts, entity_scores
 
 TYPES = ("PER", "LOC", "ORG", "MISC")
@@ -149,3 +154,70 @@ def test_unknown_statistics_is_refused(tmp_path):
     row = _ner_row(tmp_path, "l2", 1, gold, gold, TAG_STATISTICS["l2"])
     with pytest.raises(ReproError, match="statistics 'heads'"):
         render_table(spec, [row])
+
+
+TAGS = ["O", "B-PER", "E-PER", "S-PER", "S-LOC"]
+
+
+def _tag_export(path, reg: str) -> str:
+    """A tiny export of tag marginals (`tagging.decode_subset`'s format): sentence 0 has 10
+    words and no entity, sentence 1 an entity but 2 words, sentence 2 both (9 words)."""
+    sentences = [
+        (["w"] * 10, ["O"] * 10),
+        (["Jan", "woont"], ["S-PER", "O"]),
+        (["w"] * 4 + ["Jan", "Peeters"] + ["w"] * 3, ["O"] * 4 + ["B-PER", "E-PER"] + ["O"] * 3),
+    ]
+    rng = np.random.default_rng(0)
+    with open(path, "w", encoding="utf-8") as out:
+        for index, (words, gold) in enumerate(sentences):
+            rows = rng.random((len(words), len(TAGS)))
+            if reg == "l2":
+                rows[:, 2:] = 0.0
+            record = {
+                "id": index,
+                "src_tokens": TAGS,
+                "tgt_tokens": words,
+                "gold_tags": gold,
+                "attention": (rows / rows.sum(1, keepdims=True)).tolist(),
+                "mapping": {"name": f"dp_{reg}", "params": {"gamma": 1.0}},
+            }
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
+def test_marginals_figure_says_tag_marginals_and_picks_a_sentence_with_an_entity(tmp_path):
+    from regattn.analysis import read_export
+
+    exports = [_tag_export(tmp_path / f"{reg}.jsonl", reg) for reg in ("entropy", "l2")]
+    paths = plot_attention_figure(tmp_path / "figures", "ner_spanish_smoke_attention", exports)
+    assert [p.name for p in paths] == [
+        "ner_spanish_smoke_attention_2.png",
+        "ner_spanish_smoke_attention_2.pdf",
+    ]
+    records = [read_export(path) for path in exports]
+    fig = sentence_figure(records, "2")
+    try:
+        assert fig.get_suptitle() == (
+            "sentence 2: expected tag marginals of each word (rows) over the IOBES tags (columns)"
+        )
+        assert fig.get_supxlabel() == "grey: marginal exactly 0"
+        colourbar = fig.axes[-1]
+        assert colourbar.get_ylabel() == "marginal probability"
+        panels = fig.axes[:2]
+        assert [ax.get_title() for ax in panels] == ["dp-entropy (γ=1)", "dp-l2 (γ=1)"]
+        assert [t.get_text() for t in panels[1].get_xticklabels()] == TAGS
+        # a border between every two tags, although the l2 panel's zeros are equal neighbours
+        (borders,) = panels[1].collections
+        assert len(borders.get_segments()) == (9 - 1) + 9 * (len(TAGS) - 1)
+        assert len(cell_borders(np.zeros((9, len(TAGS))), 0.0)) == 9 - 1
+    finally:
+        plt.close(fig)
+    attention = dict(records[0][2], mapping={"name": "softmax", "params": {}})
+    fig = sentence_figure([[attention]], "2")
+    try:
+        assert "attention at each output step" in fig.get_suptitle()
+        assert fig.axes[-1].get_ylabel() == "attention weight"
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="tag marginals and attention"):
+        sentence_figure([records[0], [attention]], "2")

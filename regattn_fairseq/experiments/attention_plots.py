@@ -11,6 +11,11 @@ conventions of Niculae & Blondel (2017), Figures 1, 3 and 4:
   row; see regattn.analysis) are marked "•" as in the paper; when a row has several
   clusters, the next ones are marked "▴", "▪", "◆" (then again "•", ...) to tell them apart.
 
+NER exports (`tagging.decode_subset`, mapping "dp_<Omega>") hold expected tag marginals
+instead: one row per word over the IOBES tags; their figure says so, draws a border between
+every two tags (equal neighbours mean nothing in an arbitrary tag order) and keeps only the
+grey-zero legend.
+
 Input: JSON-lines exports of scripts/export_attention.py, one per model (each names its
 mapping). Output: <out-dir>/attention_<id>.{png,pdf}.
 
@@ -44,6 +49,25 @@ CLUSTER_MAPPINGS = ("oscarmax",)
 CLUSTER_SYMBOLS = ("•", "▴", "▪", "◆")
 # zeros are masked out of the colour scale and drawn in the "bad" colour
 WEIGHT_COLOURS = plt.get_cmap("Blues").with_extremes(bad=ZERO_COLOUR)
+# what a figure says: its title (after "sentence <id>: "), colour bar label and legend
+ATTENTION_WORDING = {
+    "title": "attention at each output step (rows) over the source tokens (columns)",
+    "colourbar": "attention weight",
+    "legend": "grey: weight exactly 0  ·  no border: adjacent positions with equal weight  ·  "
+    "• ▴ ▪ ◆: oscarmax clusters (positions of one row sharing a nonzero weight; "
+    "one symbol per cluster)",
+}
+TAG_MARGINAL_WORDING = {
+    "title": "expected tag marginals of each word (rows) over the IOBES tags (columns)",
+    "colourbar": "marginal probability",
+    "legend": "grey: marginal exactly 0",
+}
+
+
+def is_tag_marginals(record: dict) -> bool:
+    """Whether an export record holds NER tag marginals (`tagging.decode_subset` names their
+    mapping "dp_<Omega>") rather than attention."""
+    return record["mapping"]["name"].startswith("dp_")
 
 
 def select_sentence(exports: list[list[dict]], sentence_id: str | None) -> str:
@@ -64,12 +88,16 @@ def select_sentence(exports: list[list[dict]], sentence_id: str | None) -> str:
     raise SystemExit("the exports share no sentence id")
 
 
-def cell_borders(weights: np.ndarray, tol: float) -> list:
+def cell_borders(weights: np.ndarray, tol: float, merge_equal: bool = True) -> list:
     """Line segments (in cell coordinates: column c spans [c, c+1], row r spans [r, r+1])
-    between adjacent positions of a row whose weights differ, and between rows."""
+    between adjacent positions of a row whose weights differ (every two adjacent positions
+    when not `merge_equal`), and between rows."""
     rows, columns = weights.shape
     segments = [[(0, r), (columns, r)] for r in range(1, rows)]
-    for r, c in zip(*np.nonzero(np.abs(np.diff(weights, axis=1)) > tol), strict=True):
+    differ = np.abs(np.diff(weights, axis=1)) > tol
+    if not merge_equal:
+        differ[:] = True
+    for r, c in zip(*np.nonzero(differ), strict=True):
         segments.append([(c + 1, r), (c + 1, r + 1)])
     return segments
 
@@ -94,9 +122,8 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
         aspect="equal",
         interpolation="nearest",
     )
-    ax.add_collection(
-        LineCollection(cell_borders(weights, tol), colors=BORDER_COLOUR, linewidths=0.6)
-    )
+    borders = cell_borders(weights, tol, merge_equal=not is_tag_marginals(record))
+    ax.add_collection(LineCollection(borders, colors=BORDER_COLOUR, linewidths=0.6))
 
     mapping = record["mapping"]
     if mapping["name"] in CLUSTER_MAPPINGS:
@@ -125,16 +152,21 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
     ax.set_title(title, fontsize=9)
 
 
-def plot_sentence(
-    exports: list[list[dict]],
-    sentence_id: str,
-    out_dir: Path,
-    tol: float = 0.0,
-    name: str = "attention",
-) -> list[Path]:
-    """Draw sentence `sentence_id` of every export side by side; write
-    <out_dir>/<name>_<id>.{png,pdf}."""
+def sentence_figure(exports: list[list[dict]], sentence_id: str, tol: float = 0.0):
+    """The figure of sentence `sentence_id` of every export side by side (a matplotlib
+    Figure; `plot_sentence` writes it).
+
+    Raises
+    ------
+    ValueError
+        the exports mix NER tag marginals and attention (`is_tag_marginals`): their panels
+        would not share axes, colours or legend.
+    """
     records = [next(r for r in records if str(r["id"]) == sentence_id) for records in exports]
+    kinds = {is_tag_marginals(record) for record in records}
+    if len(kinds) > 1:
+        raise ValueError("cannot draw NER tag marginals and attention in one figure")
+    wording = TAG_MARGINAL_WORDING if kinds == {True} else ATTENTION_WORDING
     vmax = max(max(max(row) for row in record["attention"]) for record in records)
     norm = Normalize(vmin=0.0, vmax=vmax)
 
@@ -165,21 +197,23 @@ def plot_sentence(
         pad=0.01,
         shrink=0.9,
     )
-    colourbar.set_label("attention weight", fontsize=8)
+    colourbar.set_label(wording["colourbar"], fontsize=8)
     colourbar.ax.tick_params(labelsize=7)
-    fig.supxlabel(
-        "grey: weight exactly 0  ·  no border: adjacent positions with equal weight  ·  "
-        "• ▴ ▪ ◆: oscarmax clusters (positions of one row sharing a nonzero weight; "
-        "one symbol per cluster)",
-        fontsize=8,
-        color="0.3",
-    )
-    fig.suptitle(
-        f"sentence {sentence_id}: attention at each output step (rows) over the source "
-        f"tokens (columns)",
-        fontsize=10,
-    )
+    fig.supxlabel(wording["legend"], fontsize=8, color="0.3")
+    fig.suptitle(f"sentence {sentence_id}: {wording['title']}", fontsize=10)
+    return fig
 
+
+def plot_sentence(
+    exports: list[list[dict]],
+    sentence_id: str,
+    out_dir: Path,
+    tol: float = 0.0,
+    name: str = "attention",
+) -> list[Path]:
+    """Draw sentence `sentence_id` of every export side by side (`sentence_figure`); write
+    <out_dir>/<name>_<id>.{png,pdf}."""
+    fig = sentence_figure(exports, sentence_id, tol)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}_{sentence_id}.{fmt}" for fmt in FORMATS]
     for path in paths:

@@ -12,7 +12,9 @@ import csv
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from .common import ReproError
 from .dry_run import describe as describe_dry_run
@@ -84,12 +86,24 @@ def latest_per_run(rows: list[dict], key_fields: tuple[str, ...]) -> list[dict]:
     return list(latest.values())
 
 
-P_VALUE_NOTE = (
-    "p vs softmax: paired bootstrap (1,000 resamples of the test items, seed 12345; "
-    "sacrebleu's paired_bs for BLEU) of the difference between the mapping and softmax on the "
-    "column's metric, two-sided, seeds paired and concatenated (items x seeds); n/a: a row "
-    "without per-item data (older than the sidecars) or no softmax row of the same seeds."
-)
+def baseline_of(spec) -> str:
+    """The mapping a table's p-values test against: its spec's `baseline:`, softmax when
+    absent (NER has no softmax: its baseline is the entropy, the CRF)."""
+    return str(spec.get("baseline") or "softmax")
+
+
+def p_value_note(baseline: str) -> str:
+    """The table notes' explanation of the "p vs <baseline>" column."""
+    return (
+        f"p vs {baseline}: paired bootstrap (1,000 resamples of the test items, seed 12345; "
+        "sacrebleu's paired_bs for BLEU; corpus-level entity F1 recomputed from the resampled "
+        f"sentences' entity counts) of the difference between the mapping and {baseline} on "
+        "the column's metric, two-sided, seeds paired and concatenated (items x seeds); n/a: a "
+        f"row without per-item data (older than the sidecars) or no {baseline} row of the same "
+        "seeds."
+    )
+
+
 DIRTY_LEGEND = (
     "†: scored or trained from a work tree that differed from its commit (the row records "
     "the diff's SHA-256, `git_diff_sha256`)."
@@ -134,7 +148,7 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
         "- Cells: mean ± std over the n seeds of one training config (key: experiment, "
         "evaluation, scale, mapping with γ/λ/p/α, seed, config hash); rows of an older config "
         "of the same cell are listed as superseded under the table.",
-        f"- {P_VALUE_NOTE}",
+        f"- {p_value_note(baseline_of(spec))}",
         f"- {DIRTY_LEGEND}",
         "",
     ]
@@ -192,20 +206,23 @@ def _section(row: dict) -> tuple[str, str]:
     return row["scale"], json.dumps(row.get("dry_run"), sort_keys=True)
 
 
-def _baseline(cells: dict, key: tuple) -> list[dict] | None:
-    """Softmax's rows for a cell: softmax with the same γ/λ/p/α, else plain softmax."""
+def _baseline(cells: dict, key: tuple, baseline: str) -> list[dict] | None:
+    """The baseline's rows for a cell: the baseline mapping with the same γ/λ/p/α, else with
+    its default parameters."""
     for params in (key[4], "{}"):
         for other, rows in cells.items():
-            if other[3].split(" ")[0] == "softmax" and other[4] == params:
+            if other[3].split(" ")[0] == baseline and other[4] == params:
                 return rows
     return None
 
 
-def _p_cell(results_dir, key, rows, baseline, metric) -> str:
-    if results_dir is None or baseline is None or key[3].split(" ")[0] == "softmax":
-        return "–" if key[3].split(" ")[0] == "softmax" else "n/a"
+def _p_cell(results_dir, key, rows, baseline_rows, metric, baseline: str) -> str:
+    if key[3].split(" ")[0] == baseline:
+        return "–"
+    if results_dir is None or baseline_rows is None:
+        return "n/a"
     try:
-        p_value = p_against(results_dir, rows, baseline, metric)
+        p_value = p_against(results_dir, rows, baseline_rows, metric)
     except ValueError as error:
         print(f"[results] no p-value for {key[3]}: {error}")
         p_value = None
@@ -218,21 +235,23 @@ def _experiment_table(
     evaluations = list(dict.fromkeys(r["evaluation"] for r in rows))
     metric_names = {e: spec.metrics[e] for e in evaluations}
     paper = spec.get("paper") or {}
-    header = ["attention"]
+    kind = statistics_view(spec)
+    baseline_name = baseline_of(spec)
+    header = [kind.mapping_header]
     for evaluation in evaluations:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
-        header += [f"p vs softmax ({metric_names[evaluation][0]})"]
-    # Attention sparsity and structure (regattn.analysis) on the first evaluation set;
+        header += [f"p vs {baseline_name} ({metric_names[evaluation][0]})"]
+    # The sparsity statistics (attention, or NER's tag marginals) on the first evaluation set;
     # the other sets follow in their own table below.
-    header += [f"{evaluations[0]} {column}" for column in ATTENTION_COLUMNS]
+    header += [f"{evaluations[0]} {column}" for column in kind.columns]
     header += ["n", "seeds", "config", "epochs", "train wall s", "tokens/s", "data", "commit"]
     lines = [f"### {experiment}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     cells = defaultdict(list)
     for row in rows:
         cells[cell_key(row)].append(row)
     for key, mapping_rows in cells.items():
-        baseline = _baseline(cells, key)
+        baseline = _baseline(cells, key, baseline_name)
         cells_out = [mapping_label(mapping_rows[0])]
         for evaluation in evaluations:
             eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
@@ -249,11 +268,16 @@ def _experiment_table(
             if baseline is not None:
                 base_rows = [r for r in baseline if r["evaluation"] == evaluation]
             cells_out.append(
-                _p_cell(results_dir, key, eval_rows, base_rows, metric_names[evaluation][0])
+                _p_cell(
+                    results_dir,
+                    key,
+                    eval_rows,
+                    base_rows,
+                    metric_names[evaluation][0],
+                    baseline_name,
+                )
             )
-        cells_out += _attention_cells(
-            [r for r in mapping_rows if r["evaluation"] == evaluations[0]]
-        )
+        cells_out += kind.cells([r for r in mapping_rows if r["evaluation"] == evaluations[0]])
         seeds = sorted({r["seed"] for r in mapping_rows})
         first = mapping_rows[0]
         gamma = first.get("gamma_selection")
@@ -296,21 +320,21 @@ def _experiment_table(
         lines.append("")
     if len(evaluations) > 1:
         lines += [
-            "Attention on every evaluation set:",
+            f"{kind.title} on every evaluation set:",
             "",
-            "| attention | evaluation | " + " | ".join(ATTENTION_COLUMNS) + " |",
-            "|" + "---|" * (2 + len(ATTENTION_COLUMNS)),
+            f"| {kind.mapping_header} | evaluation | " + " | ".join(kind.columns) + " |",
+            "|" + "---|" * (2 + len(kind.columns)),
         ]
         for mapping_rows in cells.values():
             for evaluation in evaluations:
-                stats = _attention_cells([r for r in mapping_rows if r["evaluation"] == evaluation])
+                stats = kind.cells([r for r in mapping_rows if r["evaluation"] == evaluation])
                 lines.append(
                     f"| {mapping_label(mapping_rows[0])} | {evaluation} | "
                     + " | ".join(stats)
                     + " |"
                 )
         lines.append("")
-    lines += [ATTENTION_LEGEND, ""]
+    lines += [kind.legend, ""]
     return lines
 
 
@@ -361,24 +385,127 @@ def _attention_cells(rows: list[dict]) -> list[str]:
     ]
 
 
+TAG_MARGINAL_COLUMNS = (
+    "% zeros (tag marginals)",
+    "% zeros (transitions)",
+    "tag sequences with mass (mean / median)",
+    "mean log10 tag sequences",
+    "% sentences with one sequence",
+)
+TAG_MARGINAL_LEGEND = (
+    "Marginal columns (`experiments/tagging.py`), on the evaluation set, averaged over seeds: "
+    "the expected marginals of the smoothed Viterbi (the gradient of DP_Ω). % zeros (tag "
+    "marginals): mean over words of the % of tags whose marginal is exactly 0; % zeros "
+    "(transitions): % of exact zeros among the transition marginals the model allows (finite "
+    "potential), pooled over words; tag sequences with mass: the number of tag sequences of a "
+    "sentence with nonzero probability under the path distribution whose expectation is the "
+    "gradient (a sequence has mass iff each of its transitions has a nonzero marginal; counted "
+    "exactly by a dynamic program), mean / median over sentences: all K^n sequences of an "
+    "n-word sentence for the entropy (a CRF), few for ℓ2; mean log10 tag sequences: the mean "
+    "over sentences of the count's log10 (n log10 K for the entropy); % sentences with one "
+    "sequence: those whose whole mass is on a single tag sequence. > 1e308: beyond float64 "
+    "(the entropy's count on long sentences). – : not measured (rows older than the "
+    "statistics)."
+)
+
+
+def _tag_marginal_cells(rows: list[dict]) -> list[str]:
+    """Tag-marginal statistics (`tagging.evaluate`) averaged over seeds; '–' when no row
+    carries them."""
+    from .tagging import format_count
+
+    stats = [
+        r["attention"]
+        for r in rows
+        if (r.get("attention") or {}).get("mean_log10_tag_sequences") is not None
+    ]
+    if not stats:
+        return ["–"] * len(TAG_MARGINAL_COLUMNS)
+
+    def mean(key, scale=1.0):
+        return statistics.mean(s[key] for s in stats) * scale
+
+    def count(key):
+        # None: a seed's count is beyond float64, and so is the mean over seeds
+        values = [s[key] for s in stats]
+        return format_count(None if None in values else statistics.mean(values))
+
+    return [
+        f"{mean('mean_zero_fraction', 100):.1f}",
+        f"{mean('transition_zero_fraction', 100):.1f}",
+        f"{count('mean_tag_sequences')} / {count('median_tag_sequences')}",
+        f"{mean('mean_log10_tag_sequences'):.2f}",
+        f"{mean('single_sequence_fraction', 100):.1f}",
+    ]
+
+
+class StatisticsView(NamedTuple):
+    """What a table shows of its models' sparsity: the mapping column's header, the title of
+    the per-evaluation-set table, the columns, their cells from a cell's rows, the legend."""
+
+    mapping_header: str
+    title: str
+    columns: tuple[str, ...]
+    cells: Callable[[list[dict]], list[str]]
+    legend: str
+
+
+# a table spec's `statistics:` (default attention)
+STATISTICS_VIEWS = {
+    "attention": StatisticsView(
+        "attention", "Attention", ATTENTION_COLUMNS, _attention_cells, ATTENTION_LEGEND
+    ),
+    "tag_marginals": StatisticsView(
+        "Ω (DP regulariser)",
+        "Tag marginals",
+        TAG_MARGINAL_COLUMNS,
+        _tag_marginal_cells,
+        TAG_MARGINAL_LEGEND,
+    ),
+}
+
+
+def statistics_view(spec) -> StatisticsView:
+    """The sparsity statistics a table shows: its spec's `statistics:` (attention when absent;
+    tag_marginals for NER, whose models have no attention).
+
+    Raises
+    ------
+    ReproError
+        an unknown `statistics:` value.
+    """
+    name = str(spec.get("statistics") or "attention")
+    if name not in STATISTICS_VIEWS:
+        raise ReproError(
+            f"table {spec.table}: statistics {name!r} is none of {', '.join(STATISTICS_VIEWS)}"
+        )
+    return STATISTICS_VIEWS[name]
+
+
 def plot_attention_figure(
     figures_dir: Path, name: str, exports: list[Path], source_tokens: tuple[int, int] = (8, 20)
 ) -> list[Path]:
     """One sentence's attention under every mapping of an experiment, side by side
     (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in
-    its order, whose source has a readable length and which every export holds."""
+    its order, that every export holds and that is readable: a source of 8-20 tokens, or, for
+    NER's tag marginals (whose columns are the tag set, the rows the words), 8-20 words with
+    at least one gold entity (a tag other than O), so that entropy and l2 differ somewhere
+    worth seeing. Without such a sentence, the first id every export holds."""
     from regattn.analysis import read_export
 
-    from .attention_plots import plot_sentence
+    from .attention_plots import is_tag_marginals, plot_sentence
+
+    def readable(record: dict) -> bool:
+        if is_tag_marginals(record):
+            words, tags = record["tgt_tokens"], record.get("gold_tags", [])
+            has_entity = any(tag != "O" for tag in tags)
+            return source_tokens[0] <= len(words) <= source_tokens[1] and has_entity
+        return source_tokens[0] <= len(record["src_tokens"]) <= source_tokens[1]
 
     records = [read_export(path) for path in exports]
     shared = set.intersection(*({str(r["id"]) for r in export} for export in records))
-    readable = [
-        str(r["id"])
-        for r in records[0]
-        if str(r["id"]) in shared and source_tokens[0] <= len(r["src_tokens"]) <= source_tokens[1]
-    ]
-    sentence = (readable or sorted(shared))[0]
+    candidates = [str(r["id"]) for r in records[0] if str(r["id"]) in shared and readable(r)]
+    sentence = (candidates or sorted(shared))[0]
     return plot_sentence(records, sentence, figures_dir, name=name)
 
 

@@ -1,4 +1,5 @@
-"""Paired bootstrap significance of a mapping against softmax, and the per-item sidecars it reads.
+"""Paired bootstrap significance of a mapping against its table's baseline (softmax, or the
+table's `baseline:`, e.g. the entropy for NER), and the per-item sidecars it reads.
 
 Every scored row keeps what a paired test needs in a sidecar file next to the raw rows,
 ``results/raw/items/<run_id>-<evaluation>.json.gz`` (the row names it and its SHA-256):
@@ -7,7 +8,10 @@ Every scored row keeps what a paired test needs in a sidecar file next to the ra
 - ROUGE: each item's ROUGE-1/2/L (`rouge.item_scores`, the row's measure, in percent);
 - SNLI accuracy: each item's correctness (1/0, from the attention export's prediction);
 - inflection exact match: each item's correctness and language (the statistic is the macro
-  average over languages, recomputed on every resample).
+  average over languages, recomputed on every resample);
+- NER entity F1: each sentence's true positive, predicted and gold entities
+  (`tagging.entity_counts`; the statistic is the corpus-level F1 2 tp / (predicted + gold) of
+  the summed counts, in percent, recomputed on every resample).
 
 The test (Koehn 2004, as sacrebleu's ``paired_bs`` and Moses' script): draw B = 1,000 resamples
 of the test items (numpy ``default_rng(12345)``, the same indices for both systems), compute
@@ -16,7 +20,7 @@ exceeds the observed one: ``p = (1 + #{|d*| - mean|d*| > |d|}) / (B + 1)``, two-
 through sacrebleu's own ``PairedTest(test_type="bs")``. Identical outputs (d* all zero) would
 give 1/(B+1) under that formula; the test reports p = 1 for them (no difference to test).
 
-Seeds: a mapping's seed-s items are paired with softmax's seed-s items and the seeds are
+Seeds: a mapping's seed-s items are paired with the baseline's seed-s items and the seeds are
 concatenated into one test set (items x seeds), so the resampling covers both the test items
 and the training seeds that were run; only seeds both systems have are used."""
 
@@ -33,6 +37,8 @@ import numpy as np
 N_RESAMPLES = 1000
 SEED = 12345
 ITEMS_DIR = Path("raw") / "items"
+# the per-sentence entity counts of kind "f1" (`tagging.entity_counts`)
+F1_COUNTS = ("tp", "predicted", "gold")
 
 
 def sidecar_name(run_id: str, evaluation: str) -> Path:
@@ -63,7 +69,7 @@ def write_items(results_dir: Path, run_id: str, evaluation: str, items: dict) ->
     run_id, evaluation : str
         the row's run id and evaluation set.
     items : dict
-        ``{"kind": "bleu"|"mean"|"macro", ...}`` (see the module docstring).
+        ``{"kind": "bleu"|"mean"|"macro"|"f1", ...}`` (see the module docstring).
 
     Returns
     -------
@@ -120,6 +126,15 @@ def _statistic(items: dict, metric: str, index: np.ndarray | None = None) -> flo
         if index is not None:
             correct, groups = correct[index], groups[index]
         return float(100 * np.mean([correct[groups == g].mean() for g in np.unique(groups)]))
+    if items["kind"] == "f1":
+        if metric != "f1":
+            raise ValueError(f"entity counts give the F1, not {metric!r}")
+        tp, predicted, gold = (np.asarray(items[k], dtype=float) for k in F1_COUNTS)
+        if index is not None:
+            tp, predicted, gold = tp[index], predicted[index], gold[index]
+        total = predicted.sum() + gold.sum()
+        # no entity predicted nor in the gold: seqeval's F1 is 0 (its zero_division default)
+        return float(200 * tp.sum() / total) if total else 0.0
     raise ValueError(f"no item statistic for kind {items['kind']!r}")
 
 
@@ -133,7 +148,8 @@ def paired_bootstrap(
     system, baseline : dict
         per-item data of the same test items in the same order (see the module docstring).
     metric : str
-        the metric (a key of ``scores`` for ROUGE; ``accuracy`` otherwise).
+        the metric (a key of ``scores`` for ROUGE; ``f1`` for entity counts; ``accuracy``
+        otherwise).
     n_resamples : int
         bootstrap resamples B.
     seed : int
@@ -221,23 +237,28 @@ def concatenate(per_seed: list[dict]) -> dict:
             for metric, values in part["scores"].items():
                 joined["scores"][metric] += values
         joined["scores"] = dict(joined["scores"])
-    else:
+    elif kind == "macro":
         joined["correct"] = [c for p in per_seed for c in p["correct"]]
         joined["groups"] = [g for p in per_seed for g in p["groups"]]
+    elif kind == "f1":
+        for key in F1_COUNTS:
+            joined[key] = [c for p in per_seed for c in p[key]]
+    else:
+        raise ValueError(f"no item data of kind {kind!r}")
     return joined
 
 
 def p_against(
     results_dir: Path, system_rows: list[dict], baseline_rows: list[dict], metric: str
 ) -> float | None:
-    """p-value of a table cell's rows against softmax's rows of the same evaluation.
+    """p-value of a table cell's rows against the baseline's rows of the same evaluation.
 
     Parameters
     ----------
     results_dir : Path
         the results folder (sidecars are under it).
     system_rows, baseline_rows : list of dict
-        the cell's rows and softmax's, one per seed.
+        the cell's rows and the baseline's, one per seed.
     metric : str
         the metric tested.
 

@@ -1,6 +1,6 @@
 """`scripts/reproduce.py ner --scale smoke` end to end (Spanish and Dutch x entropy and l2:
-prepare, train, Viterbi decode, seqeval, results/ner.md and the marginals figure), in tmp
-folders. About a minute on 2 cores: marked slow."""
+prepare, train, Viterbi decode, seqeval, the marginals' sparsity, the p-values' sidecars,
+results/ner.md and the marginals figure), in tmp folders. About a minute on 2 cores: marked slow."""
 
 import json
 import subprocess
@@ -32,8 +32,9 @@ def test_reproduce_ner_smoke(tmp_path: Path):
         cwd=REPO_ROOT,
     )
     table = (results / "ner.md").read_text()
-    for cell in ("| entropy |", "| l2 |", "86.68", "85.51", "87.56", "86.58"):
+    for cell in ("| entropy |", "| l2 |", "86.68", "85.51", "87.56", "86.58", "p vs entropy (f1)"):
         assert cell in table
+    assert "tag sequences with mass (mean / median)" in table and "oscarmax" not in table
     rows = [json.loads(line) for line in (results / "raw" / "ner.jsonl").read_text().splitlines()]
     assert sorted((r["experiment"], r["mapping"]) for r in rows) == [
         ("dutch", "entropy"),
@@ -43,6 +44,11 @@ def test_reproduce_ner_smoke(tmp_path: Path):
     ]
     for row in rows:
         assert 0 <= row["metrics"]["f1"] <= 100
-        zeros = row["attention"]["mean_zero_fraction"]
-        assert zeros == 0 if row["mapping"] == "entropy" else zeros > 0
+        stats = row["attention"]
+        zeros = stats["mean_zero_fraction"], stats["transition_zero_fraction"]
+        if row["mapping"] == "entropy":  # every tag sequence has mass
+            assert zeros == (0, 0) and stats["single_sequence_fraction"] == 0
+        else:
+            assert min(zeros) > 0
+        assert row["items"]["file"].endswith(f"-{row['evaluation']}.json.gz")
     assert list((results / "figures").glob("ner_*_smoke_attention*"))

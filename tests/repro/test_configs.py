@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.common import MAPPINGS, SCALES, group_options
 from regattn_fairseq.experiments.paths import CONFIG_DIR
+from regattn_fairseq.experiments.results import STATISTICS_VIEWS
 
 TRAIN_CONFIGS = {
     "snli": "snli",
@@ -126,6 +127,9 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
     for experiment in experiments:
         group = experiment.get("mapping_group", "attention")
         assert set(mappings) <= set(MAPPINGS if group == "attention" else group_options(group))
+    if "mappings" in spec:  # a paper table: its p-values need rows of its baseline
+        assert spec.get("baseline", "softmax") in spec.mappings
+    assert spec.get("statistics", "attention") in STATISTICS_VIEWS
     for evaluation, by_mapping in (spec.get("paper") or {}).items():
         assert set(by_mapping) <= set(spec.mappings)
         for values in by_mapping.values():

@@ -5,9 +5,10 @@ Three sources, declared per dataset in configs/prepare/<dataset>.yaml:
 - offline (`offline:`): files under the data root (DATA_DIR: the shared offline data, or a
   user's copy of the same layout, --data-dir / $REGATTN_DATA_DIR); each file read is recorded
   with its SHA-256;
-- online (`online:`): the Hugging Face hub through `datasets.load_dataset`, always in parquet
-  form (no dataset scripts: `datasets` >= 4 refuses them), pinned by revision, the files of
-  each split named by pattern and the columns mapped to the builder's fields in the spec.
+- online (`online:`): the Hugging Face hub through `datasets.load_dataset`, always in a
+  no-script form (parquet or JSON lines: `datasets` >= 4 refuses dataset scripts), pinned by
+  revision, the files of each split named by pattern and the columns mapped to the builder's
+  fields in the spec.
   $REGATTN_HUB_MIRROR=<dir> reads <dir>/<owner>/<name>/ (a copy of the repository's files at
   that revision) through the same call instead of the hub. Recorded with the `datasets`
   fingerprint. Besides DATA_SOURCE=online, the hub stands in for missing offline copies (a
@@ -426,8 +427,10 @@ class Inputs:
         Raises
         ------
         ReproError
-            no hub pattern for the split; the dataset cannot be loaded (the message names it
-            and DATA_SOURCE=local); a mapped column is missing; too few rows to sample.
+            no hub pattern for the split; the dataset cannot be loaded: the hub is out of
+            reach, the revision or files are missing, or the revision holds a loading script
+            (the message names the dataset and DATA_SOURCE=local); a mapped column is missing;
+            too few rows to sample.
         """
         import datasets
 
@@ -441,7 +444,8 @@ class Inputs:
             table = datasets.load_dataset(
                 path, revision=revision, data_files={split: pattern}, split=split
             )
-        except (OSError, ValueError) as error:
+        # RuntimeError: `datasets` refuses a revision that holds a loading script
+        except (OSError, ValueError, RuntimeError) as error:
             # on a fresh machine the hub was the last resort: say that both are out of reach
             standing_in = (
                 f"the offline copies are missing under {self.data_dir} and the hub, standing "

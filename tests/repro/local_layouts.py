@@ -181,7 +181,8 @@ def write_all(local: Path) -> Path:
 
 
 def write_hub_dataset(mirror: Path, hf_id: str, files: dict[str, dict[str, list]]) -> Path:
-    """A hub dataset repository's parquet files under a $REGATTN_HUB_MIRROR folder.
+    """A hub dataset repository's data files under a $REGATTN_HUB_MIRROR folder: parquet, or
+    JSON lines for a path ending in ``.jsonl``.
 
     Parameters
     ----------
@@ -205,7 +206,14 @@ def write_hub_dataset(mirror: Path, hf_id: str, files: dict[str, dict[str, list]
     for relative, columns in files.items():
         path = repo / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table(columns), path)
+        if path.suffix == ".jsonl":
+            rows = (
+                dict(zip(columns, values, strict=True))
+                for values in zip(*columns.values(), strict=True)
+            )
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        else:
+            pq.write_table(pa.table(columns), path)
     return repo
 
 
@@ -223,4 +231,16 @@ def gigaword_hub_columns(count: int, seed: int) -> dict[str, list]:
     return {
         "document": sentences(count, seed, length=(8, 14)),
         "summary": sentences(count, seed + 1, length=(3, 6)),
+    }
+
+
+def translation_hub_columns(count: int, seed: int, languages: tuple[str, str]) -> dict[str, list]:
+    """The column `translation` ({language: sentence}) of wmt/wmt16 and IWSLT/iwslt2017; each
+    language has words of its own (en, de, ro)."""
+    words = {"en": WORDS, "de": GERMAN, "ro": ROMANIAN}
+    sides = [sentences(count, seed + k, words[language]) for k, language in enumerate(languages)]
+    return {
+        "translation": [
+            dict(zip(languages, pair, strict=True)) for pair in zip(*sides, strict=True)
+        ]
     }

@@ -1,13 +1,15 @@
 """Where the data comes from (issue #16): the user's own full copies in their official layouts
-(DATA_SOURCE=local), the hub in parquet form through `datasets.load_dataset` (a local folder
-in the hub's layout stands in for the hub: $REGATTN_HUB_MIRROR, the same call), and a fresh
-machine without the offline copies (the hub stands in for them). Nothing here touches the
-network: HF_HUB_OFFLINE=1 throughout."""
+(DATA_SOURCE=local), the hub in a no-script form (parquet, JSON lines) through
+`datasets.load_dataset` (a local folder in the hub's layout stands in for the hub:
+$REGATTN_HUB_MIRROR, the same call), and a fresh machine without the offline copies (the hub
+stands in for them). Nothing here touches the network: HF_HUB_OFFLINE=1 throughout."""
 
 import json
 import os
+import re
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from local_layouts import (
     gigaword_hub_columns,
     sentences,
     snli_hub_columns,
+    translation_hub_columns,
     write_all,
     write_hub_dataset,
     write_iwslt14,
@@ -29,7 +32,8 @@ from local_layouts import (
 )
 
 from regattn_fairseq.experiments.builders.snli import read_snli_jsonl
-from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.common import ReproError, group_options, load_config
+from regattn_fairseq.experiments.data_sources import Inputs, hub_split_pattern
 from regattn_fairseq.experiments.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
 from regattn_fairseq.experiments.prepare import describe_sources, prepare
 
@@ -243,7 +247,117 @@ def test_text_that_is_not_utf8_names_file_and_line(tmp_path):
         prepare_local("iwslt14", tmp_path)
 
 
-# --- the hub in parquet form (a local folder in the hub's layout stands in for it) -----------
+# --- the hub in a no-script form (a local folder in the hub's layout stands in for it) -------
+
+
+# The data files of each configured hub source (configs/prepare/*.yaml, `online:`) at its pinned
+# revision, by hub split, as confirmed on the hub (the yaml comments say where and when);
+# Gigaword's is the hub's parquet-conversion layout, which could not be confirmed.
+HUB_FILES = {
+    "snli": {
+        "plain_text/train-00000-of-00001.parquet": "train",
+        "plain_text/validation-00000-of-00001.parquet": "validation",
+        "plain_text/test-00000-of-00001.parquet": "test",
+    },
+    "multi30k": {"train.jsonl": "train", "val.jsonl": "validation", "test.jsonl": "test"},
+    "gigaword_duc": {
+        f"default/{split}/0000.parquet": split for split in ("train", "validation", "test")
+    },
+    "iwslt14": {
+        f"iwslt2017-de-en/{split}/0000.parquet": split for split in ("train", "validation", "test")
+    },
+    "wmt16_roen": {
+        f"ro-en/{split}-00000-of-00001.parquet": split for split in ("train", "validation", "test")
+    },
+}
+# the keys of the hub's `translation` column (iwslt2017-de-en, wmt16 ro-en)
+HUB_TRANSLATION_LANGUAGES = {"iwslt14": ("de", "en"), "wmt16_roen": ("ro", "en")}
+# Hub sources pinned to a branch: no commit of a no-script form could be confirmed.
+UNPINNED = {"gigaword_duc": "refs/convert/parquet"}
+# rows per hub split: a pattern that picks another split's file reads another number of rows
+HUB_SPLIT_ROWS = {"train": 12, "validation": 5, "test": 7}
+
+
+def hub_rows(dataset: str, split: str) -> dict[str, list]:
+    """Rows of `dataset`'s hub split in the hub's schema."""
+    count, seed = HUB_SPLIT_ROWS[split], 10 * list(HUB_SPLIT_ROWS).index(split)
+    if dataset == "snli":
+        return snli_hub_columns(count, seed)
+    if dataset == "gigaword_duc":
+        return gigaword_hub_columns(count, seed)
+    if dataset == "multi30k":
+        return {"en": sentences(count, seed), "de": sentences(count, seed + 1, GERMAN)}
+    return translation_hub_columns(count, seed, HUB_TRANSLATION_LANGUAGES[dataset])
+
+
+def expected_fields(spec, rows: dict[str, list]) -> dict[str, list]:
+    """The builder's fields from hub rows, stated apart from `online.columns`: translation
+    src/tgt in the spec's languages, summarization article/title = document/summary, SNLI
+    pairs with a gold label."""
+    if spec.kind == "translation":
+        pairs = rows.get("translation") or [
+            dict(zip(rows, v, strict=True)) for v in zip(*rows.values(), strict=True)
+        ]
+        return {"src": [p[spec.src] for p in pairs], "tgt": [p[spec.tgt] for p in pairs]}
+    if spec.kind == "summarization":
+        return {"article": rows["document"], "title": rows["summary"]}
+    gold = [i for i, label in enumerate(rows["label"]) if label != -1]
+    return {name: [rows[name][i] for i in gold] for name in ("premise", "hypothesis", "label")}
+
+
+def test_every_hub_source_has_a_layout_here():
+    configured = {
+        name for name in group_options("prepare") if load_config("prepare", name).get("online")
+    }
+    assert configured == set(HUB_FILES)
+
+
+def test_hub_sources_are_pinned_to_a_commit():
+    for dataset in HUB_FILES:
+        revision = load_config("prepare", dataset).online.revision
+        if dataset in UNPINNED:
+            assert revision == UNPINNED[dataset]
+        else:
+            assert re.fullmatch(r"[0-9a-f]{40}", revision), (dataset, revision)
+
+
+@pytest.mark.parametrize("dataset", sorted(HUB_FILES))
+def test_hub_source_loads_from_a_copy_of_its_layout(dataset, tmp_path, monkeypatch):
+    """Every split pattern of the spec (DATA_SOURCE=online and the stand-in) picks the one file
+    of its split in the hub's layout, read through `datasets.load_dataset` and mapped to the
+    builder's fields."""
+    spec = load_config("prepare", dataset)
+    files = {path: hub_rows(dataset, split) for path, split in HUB_FILES[dataset].items()}
+    write_hub_dataset(tmp_path / "mirror", spec.online.hf_id, files)
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(tmp_path / "mirror"))
+    inputs = Inputs(tmp_path, "online", spec)
+    splits = {**(spec.online.get("splits") or {}), **(spec.online.get("stand_in") or {})}
+    assert splits
+    for split, pattern in splits.items():
+        [rows] = [rows for path, rows in files.items() if fnmatch(path, pattern)]
+        assert inputs.hub_columns(split) == expected_fields(spec, rows), split
+        assert f"online:{spec.online.hf_id}@{spec.online.revision}/{pattern}" in inputs.files
+
+
+def test_a_revision_with_a_loading_script_is_refused_by_name(tmp_path, monkeypatch):
+    """A copy that holds a loading script (as the main branches of IWSLT/iwslt2017 and
+    Harvard/gigaword do) is refused with one error naming the dataset and DATA_SOURCE=local,
+    not a traceback."""
+    spec = load_config("prepare", "wmt16_roen")
+    repo = write_hub_dataset(
+        tmp_path / "mirror",
+        "wmt/wmt16",
+        {"ro-en/train-00000-of-00001.parquet": hub_rows("wmt16_roen", "train")},
+    )
+    (repo / "wmt16.py").write_text("import datasets\n")
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(tmp_path / "mirror"))
+    with pytest.raises(
+        ReproError,
+        match=r"wmt16_roen: could not load ro-en/train-\*\.parquet of the hub dataset .*"
+        r"\(RuntimeError: Dataset scripts are no longer supported, but found wmt16\.py\)\. "
+        r"Without the hub: DATA_SOURCE=local",
+    ):
+        Inputs(tmp_path, "online", spec).hub_columns("train")
 
 
 def snli_mirror(tmp_path):
@@ -314,24 +428,35 @@ def _run(code: str, env: dict) -> subprocess.CompletedProcess:
     )
 
 
-def test_unreachable_hub_names_the_dataset_and_the_local_alternative(shared_data, tmp_path):
-    """The hub cannot be reached (offline mode stands in for a network failure): one error
-    naming the dataset and DATA_SOURCE=local. In a subprocess: `datasets` reads the offline
-    switch when it is imported."""
+def test_unreachable_hub_names_each_dataset_and_the_local_alternative(tmp_path):
+    """The hub cannot be reached (offline mode stands in for a network failure): for every hub
+    source, one error naming the dataset, its hub id and revision, and DATA_SOURCE=local. In a
+    subprocess: `datasets` reads the offline switch when it is imported."""
     code = (
-        "from regattn_fairseq.experiments.prepare import prepare\n"
-        "from regattn_fairseq.experiments.common import ReproError\n"
-        "try:\n"
-        f"    prepare('gigaword_duc', 'smoke', data_dir={str(shared_data)!r}, source='online',"
-        f" work_dir={str(tmp_path)!r})\n"
-        "except ReproError as error:\n"
-        "    print('ReproError:', error)\n"
+        "import json\n"
+        "from pathlib import Path\n"
+        "from regattn_fairseq.experiments.common import ReproError, load_config\n"
+        "from regattn_fairseq.experiments.data_sources import Inputs\n"
+        "messages = {}\n"
+        f"for name in {sorted(HUB_FILES)!r}:\n"
+        "    spec = load_config('prepare', name)\n"
+        "    split = next(iter(spec.online.get('splits') or spec.online.stand_in))\n"
+        "    try:\n"
+        f"        Inputs(Path({str(tmp_path)!r}), 'online', spec).hub_columns(split)\n"
+        "    except ReproError as error:\n"
+        "        messages[name] = str(error)\n"
+        "print(json.dumps(messages))\n"
     )
     result = _run(code, {"HF_HOME": str(tmp_path / "hf")})
     assert result.returncode == 0, result.stderr[-2000:]
-    message = result.stdout.split("ReproError:", 1)[1]
-    assert "Harvard/gigaword@refs/convert/parquet" in message
-    assert "default/train/*.parquet" in message and "DATA_SOURCE=local" in message
+    messages = json.loads(result.stdout.splitlines()[-1])
+    assert set(messages) == set(HUB_FILES)
+    for dataset, message in messages.items():
+        spec = load_config("prepare", dataset)
+        split = next(iter(spec.online.get("splits") or spec.online.stand_in))
+        assert message.startswith(f"{dataset}: could not load {hub_split_pattern(spec, split)} ")
+        assert f"{spec.online.hf_id}@{spec.online.revision}" in message
+        assert "DATA_SOURCE=local" in message
 
 
 # --- a fresh machine: no offline copies, the hub stands in at the default scale --------------
@@ -354,8 +479,9 @@ def test_fresh_machine_snli_small_from_the_hub(tmp_path, monkeypatch):
     assert (
         "30 pairs sampled from the hub's train split (seed 0)" in prepared.manifest["description"]
     )
+    revision = load_config("prepare", "snli").online.revision
     assert sorted(prepared.manifest["inputs"]) == [
-        f"online:stanfordnlp/snli@main/plain_text/{split}-*.parquet"
+        f"online:stanfordnlp/snli@{revision}/plain_text/{split}-*.parquet"
         for split in ("test", "train", "validation")
     ]
     labels = lines(prepared.root / "bin" / "label" / "train.label")
@@ -403,17 +529,18 @@ def test_first_line_names_each_source(shared_data, tmp_path):
         source="online",
     )
     assert line.startswith("[data] nmt at scale small: multi30k: offline (nothing to take from")
-    assert "; iwslt14: online (train from IWSLT/iwslt2017@refs/convert/parquet, the rest " in line
+    revision = load_config("prepare", "iwslt14").online.revision
+    assert f"; iwslt14: online (train from IWSLT/iwslt2017@{revision}, the rest " in line
     assert "first 20k IWSLT train pairs (online)" in line
 
 
 def test_fresh_machine_multi30k_from_the_hubs_json_lines(tmp_path, monkeypatch):
     mirror = tmp_path / "mirror"
-    for name, count in (("train", 50), ("val", 8), ("test", 6)):
-        rows = zip(sentences(count, count), sentences(count, count + 1, GERMAN), strict=True)
-        path = mirror / "bentrevett" / "multi30k" / f"{name}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps({"en": en, "de": de}) + "\n" for en, de in rows))
+    files = {
+        f"{name}.jsonl": {"en": sentences(count, count), "de": sentences(count, count + 1, GERMAN)}
+        for name, count in (("train", 50), ("val", 8), ("test", 6))
+    }
+    write_hub_dataset(mirror, "bentrevett/multi30k", files)
     monkeypatch.setenv(HUB_MIRROR_ENV, str(mirror))
     prepared = prepare(
         "multi30k",

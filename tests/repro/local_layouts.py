@@ -1,12 +1,12 @@
 """Small copies of the official distribution layouts that DATA_SOURCE=local reads (README,
-"Data sources"), and of the hub's parquet layout, for tests.
+"Data sources"), and of the hub's layouts, for tests.
 
 Each `write_*` puts one dataset's files, in its exact official layout and file format, under
 a LOCAL_DATA folder (`write_all`: every one). The text is synthetic, deterministic and tiny:
 enough for every preparation step (BPE, dictionaries, fairseq-preprocess) at any scale once
-max_train / max_eval cap it. `write_hub_dataset` writes a hub repository's parquet files
-under a $REGATTN_HUB_MIRROR folder, read through the same `datasets.load_dataset` call as the
-hub.
+max_train / max_eval cap it. `write_hub_dataset` writes a hub repository's parquet (or JSON
+lines) files and `write_hub_archive` a zip of text files under a $REGATTN_HUB_MIRROR folder,
+read through the same code as the hub.
 """
 
 from __future__ import annotations
@@ -226,12 +226,72 @@ def snli_hub_columns(count: int, seed: int) -> dict[str, list]:
     }
 
 
-def gigaword_hub_columns(count: int, seed: int) -> dict[str, list]:
-    """Harvard/gigaword's columns (document, summary)."""
-    return {
-        "document": sentences(count, seed, length=(8, 14)),
-        "summary": sentences(count, seed + 1, length=(3, 6)),
-    }
+def write_hub_archive(
+    mirror: Path, hf_id: str, archive: str, members: dict[str, list[str] | bytes]
+) -> Path:
+    """A zip archive of text files in a hub dataset repository under a $REGATTN_HUB_MIRROR
+    folder (as Harvard/gigaword's data/ggw_data.zip), beside a loading script that must never
+    run (importing it raises).
+
+    Parameters
+    ----------
+    mirror : Path
+        the mirror folder.
+    hf_id : str
+        the repository (``owner/name``).
+    archive : str
+        the archive's path in the repository.
+    members : dict
+        member name in the archive -> its lines (written with ``\\n`` ends), or its bytes.
+
+    Returns
+    -------
+    Path
+        The archive.
+    """
+    import zipfile
+
+    repo = mirror / hf_id
+    path = repo / archive
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as handle:
+        for name, lines in members.items():
+            text = lines if isinstance(lines, bytes) else "".join(line + "\n" for line in lines)
+            handle.writestr(name, text)
+    script = repo / f"{hf_id.split('/')[1]}.py"
+    script.write_text('raise RuntimeError("the loading script was run")\n', encoding="utf-8")
+    return path
+
+
+def gigaword_org_data(sizes: dict[str, int]) -> dict[str, list[str]]:
+    """Harvard/gigaword's org_data/{train,dev,test}.{src,tgt}.txt (the members of
+    data/ggw_data.zip that its gigaword.py reads), `sizes` pairs per split (train, dev, test).
+    Every third line holds ``<unk>`` (the script turns it into UNK in train and dev only), and
+    every fifth ends in a space and a carriage return (the script strips each line)."""
+
+    def mark(lines: list[str]) -> list[str]:
+        lines = [f"{s} <unk> ." if i % 3 == 0 else s for i, s in enumerate(lines)]
+        return [f"{s} \r" if i % 5 == 0 else s for i, s in enumerate(lines)]
+
+    members = {}
+    for index, (split, count) in enumerate(sizes.items()):
+        members[f"org_data/{split}.src.txt"] = mark(sentences(count, 60 + index, length=(8, 14)))
+        members[f"org_data/{split}.tgt.txt"] = mark(sentences(count, 70 + index, length=(3, 6)))
+    return members
+
+
+def gigaword_hub_pairs(members: dict[str, list[str]], split: str) -> dict[str, list[str]]:
+    """The hub dataset's rows (document, summary) of `split` (train, validation, test) of
+    `gigaword_org_data` members, stated as gigaword.py states them: lines stripped, ``<unk>``
+    replaced by UNK in train and validation."""
+    name = {"validation": "dev"}.get(split, split)
+    rows = {}
+    for column, side in (("document", "src"), ("summary", "tgt")):
+        lines = [line.strip() for line in members[f"org_data/{name}.{side}.txt"]]
+        rows[column] = (
+            [line.replace("<unk>", "UNK") for line in lines] if split != "test" else lines
+        )
+    return rows
 
 
 def translation_hub_columns(count: int, seed: int, languages: tuple[str, str]) -> dict[str, list]:

@@ -360,9 +360,17 @@ def plan_source(
         )
     online = spec.get("online")
     if online is None or opts.get("stand_in_train") is None:
+        hub = "no hub source" if online is None else "no hub source at this scale"
+        local = (
+            " or DATA_SOURCE=local LOCAL_DATA=<folder with the official files> (README, 'Data "
+            "sources')"
+            if spec.get("local") is not None
+            else ""
+        )
         raise ReproError(
-            f"{name}: {absent_copies}, and no hub source can stand in for the offline copies at "
-            f"this scale; point DATA_DIR (make) / --data-dir at the offline data"
+            f"{name}: {absent_copies}, and no hub source can stand in for the offline copies "
+            f"({hub} is configured in configs/prepare/{name}.yaml); point DATA_DIR (make) / "
+            f"--data-dir at the offline data{local}"
         )
     evaluations = list((spec.get("evaluations") or {}).keys())
     on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]

@@ -649,7 +649,14 @@ def test_explicit_offline_source_does_not_fall_back(tmp_path):
 
 
 def test_no_stand_in_where_the_hub_has_none(tmp_path):
-    with pytest.raises(ReproError, match="none does not exist, and no hub source can stand in"):
+    """SIGMORPHON 2018 has no hub copy (sigmorphon.yaml says what was searched): one error
+    that says so and names both ways to the data, DATA_DIR and DATA_SOURCE=local."""
+    with pytest.raises(
+        ReproError,
+        match=r"none does not exist, and no hub source can stand in for the offline copies "
+        r"\(no hub source is configured in configs/prepare/sigmorphon\.yaml\); point DATA_DIR "
+        r"\(make\) / --data-dir at the offline data or DATA_SOURCE=local LOCAL_DATA=",
+    ):
         prepare("sigmorphon", "small", data_dir=tmp_path / "none", work_dir=tmp_path)
     (tmp_path / "data").mkdir()
     with pytest.raises(ReproError, match=r"LANGUAGES\.tsv is missing \(2 files missing\), and"):

@@ -40,12 +40,25 @@ from .paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV
 SOURCES = ("offline", "online", "local")
 # The seed of the subsample of a hub split that stands in for a missing offline train set.
 STAND_IN_SEED = 0
+# a scale's ``stand_in_train`` when it reads whole splits (no subsample): the hub's whole splits
+# stand in, nothing is sampled
+WHOLE_SPLITS = "all"
 LOCAL_PREFIX = "local:"
 ONLINE_PREFIX = "online:"
-WITHOUT_THE_HUB = (
-    "Without the hub: DATA_SOURCE=local LOCAL_DATA=<folder with the official files> "
-    "(README, 'Data sources')"
-)
+
+
+def without_the_hub(spec: DictConfig) -> str:
+    """How to reach a dataset's data when the hub cannot be: the user's copy of the official
+    files (DATA_SOURCE=local) where the spec has a local layout, else the offline copies."""
+    if spec.get("local") is not None:
+        return (
+            "Without the hub: DATA_SOURCE=local LOCAL_DATA=<folder with the official files> "
+            "(README, 'Data sources')"
+        )
+    return (
+        f"Without the hub: point DATA_DIR (make) / --data-dir at the offline copies "
+        f"({spec.name} has no DATA_SOURCE=local layout)"
+    )
 
 
 def read_text_lines(path: Path) -> list[str]:
@@ -295,7 +308,8 @@ def plan_source(
     When the offline copies a build needs are missing (no DATA_DIR on a fresh machine) and no
     source was asked for, the hub stands in: the scale's ``stand_in_train`` pairs sampled
     from the hub's train split (seed `STAND_IN_SEED`, the size of the offline train set) and
-    the hub's copies of the evaluation sets (``online.stand_in``).
+    the hub's copies of the evaluation sets (``online.stand_in``); where the scale reads whole
+    splits (``stand_in_train: all``, `WHOLE_SPLITS`), the hub's whole splits, unsampled.
 
     Parameters
     ----------
@@ -372,15 +386,22 @@ def plan_source(
             f"({hub} is configured in configs/prepare/{name}.yaml); point DATA_DIR (make) / "
             f"--data-dir at the offline data{local}"
         )
-    evaluations = list((spec.get("evaluations") or {}).keys())
-    on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]
-    absent = [e for e in evaluations if e not in on_hub]
+    if opts.stand_in_train == WHOLE_SPLITS:
+        setting = opts.get("setting")
+        splits = [s for s in online.stand_in if setting is None or s.startswith(f"{setting}_")]
+        taken = f"the hub's whole splits {splits}: {opts.note}"
+    else:
+        evaluations = list((spec.get("evaluations") or {}).keys())
+        on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]
+        absent = [e for e in evaluations if e not in on_hub]
+        taken = (
+            f"train {int(opts.stand_in_train):,} pairs sampled from the hub's train split (seed "
+            f"{STAND_IN_SEED}), evaluation sets {on_hub or 'none'} from the hub"
+            + (f", {absent} not on the hub (left out)" if absent else "")
+        )
     summary = (
         f"{name}: hub {_hub_location(online)[2]} standing in for the offline copies missing "
-        f"under {data_dir}: train {int(opts.stand_in_train):,} pairs sampled from the hub's "
-        f"train split (seed {STAND_IN_SEED}), evaluation sets {on_hub or 'none'} from the hub"
-        + (f", {absent} not on the hub (left out)" if absent else "")
-        + _sizes(opts)
+        f"under {data_dir}: {taken}{_sizes(opts)}"
     )
     return SourcePlan("online", True, summary)
 
@@ -398,9 +419,9 @@ class Inputs:
         the dataset spec (configs/prepare/<dataset>.yaml).
     local_dir : Path | None
         the LOCAL_DATA folder (source ``local``).
-    stand_in_train : int | None
+    stand_in_train : int | str | None
         set when the hub stands in for missing offline copies (`SourcePlan.stand_in`): the
-        number of hub train pairs to sample.
+        number of hub train pairs to sample, or `WHOLE_SPLITS` (no sample).
 
     Attributes
     ----------
@@ -416,7 +437,7 @@ class Inputs:
         source: str,
         spec: DictConfig,
         local_dir: Path | None = None,
-        stand_in_train: int | None = None,
+        stand_in_train: int | str | None = None,
     ):
         self.data_dir = data_dir
         self.source = source
@@ -520,7 +541,8 @@ class Inputs:
         -------
         dict[str, list]
             field -> values, one per example (rows whose ``online.drop`` column holds a
-            dropped value are left out first; data-file form only).
+            dropped value are left out first; data-file form only); a field of
+            ``online.labels`` holds the names of its ClassLabel ints.
 
         Raises
         ------
@@ -541,15 +563,24 @@ class Inputs:
         rows, digest, name = read(split, pattern, where)
         self.files[f"{ONLINE_PREFIX}{online.hf_id}@{online.revision}/{name}"] = digest
         out = {}
+        labels = online.get("labels") or {}
         for field, column in online.columns.items():
             top, _, key = column.partition(".")
             values = list(rows[top])
-            out[field] = [value[key] for value in values] if key else values
+            values = [value[key] for value in values] if key else values
+            if field in labels:  # ClassLabel ints (one per row, or a sequence per row)
+                names = list(labels[field])
+                values = [
+                    [names[i] for i in value] if isinstance(value, list) else names[value]
+                    for value in values
+                ]
+            out[field] = values
         return out
 
     def _hub_error(self, what: str, where: str, error: Exception) -> ReproError:
         """The error for a hub split that cannot be read: it names the dataset, what was read
-        from where (the hub id and revision), the cause and DATA_SOURCE=local."""
+        from where (the hub id and revision), the cause and the way without the hub
+        (`without_the_hub`)."""
         # on a fresh machine the hub was the last resort: say that both are out of reach
         standing_in = (
             f"the offline copies are missing under {self.data_dir} and the hub, standing "
@@ -559,7 +590,7 @@ class Inputs:
         )
         return ReproError(
             f"{self.spec.name}: {standing_in}could not load {what} of the hub dataset {where} "
-            f"({type(error).__name__}: {error}). {WITHOUT_THE_HUB}"
+            f"({type(error).__name__}: {error}). {without_the_hub(self.spec)}"
         )
 
     def _check_columns(self, available: list[str], where: str, pattern: str) -> None:
@@ -575,7 +606,7 @@ class Inputs:
     def _sample(self, split: str, count: int, where: str, pattern: str) -> list[int] | None:
         """The rows to keep of a hub split of `count` rows: a stand-in train split's sample
         (`stand_in_sample`), else None (all of them)."""
-        if not (self.stand_in and split == "train"):
+        if not (self.stand_in and split == "train") or self.stand_in_train == WHOLE_SPLITS:
             return None
         if count < self.stand_in_train:
             raise ReproError(
@@ -677,6 +708,6 @@ class Inputs:
         except (zipfile.BadZipFile, zlib.error, EOFError) as error:
             raise ReproError(
                 f"{name}: the archive {online.archive} of {where} ({path}) is not a readable "
-                f"zip ({type(error).__name__}: {error}). {WITHOUT_THE_HUB}"
+                f"zip ({type(error).__name__}: {error}). {without_the_hub(self.spec)}"
             ) from error
         return values, self._archive_digests[path], f"{online.archive}:{pattern}"

@@ -304,3 +304,27 @@ def translation_hub_columns(count: int, seed: int, languages: tuple[str, str]) -
             dict(zip(languages, pair, strict=True)) for pair in zip(*sides, strict=True)
         ]
     }
+
+
+# tomaarsen/conll2002's ner_tags ClassLabel: index -> name (its card's dataset_info)
+CONLL2002_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+
+
+def conll2002_hub_columns(count: int, seed: int, empty_last: bool = False) -> dict[str, list]:
+    """tomaarsen/conll2002's columns (id, tokens, ner_tags as ClassLabel ints, pos_tags):
+    sentences whose words alternate O and two-word entities of each type, in IOB2;
+    `empty_last` adds the loading script's trailing empty sentence."""
+    words = [s.split() for s in sentences(count, seed)]
+    tags = []
+    for k, sentence in enumerate(words):
+        begin = 1 + 2 * (k % 4)  # B-PER, B-ORG, B-LOC, B-MISC in turn
+        tags.append([begin if j == 1 else begin + 1 if j == 2 else 0 for j in range(len(sentence))])
+    if empty_last:
+        words.append([])
+        tags.append([])
+    return {
+        "id": [str(k) for k in range(len(words))],
+        "tokens": words,
+        "pos_tags": [[0] * len(sentence) for sentence in words],
+        "ner_tags": tags,
+    }

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 from local_layouts import (
+    CONLL2002_TAGS,
     GERMAN,
     SIGMORPHON_SIZES,
     SUMMARY_SIZES,
     TRANSLATION_SIZES,
+    conll2002_hub_columns,
     gigaword_hub_pairs,
     gigaword_org_data,
     sentences,
@@ -37,7 +39,12 @@ from local_layouts import (
 
 from regattn_fairseq.experiments.builders.snli import read_snli_jsonl
 from regattn_fairseq.experiments.common import ReproError, group_options, load_config, sha256_file
-from regattn_fairseq.experiments.data_sources import Inputs, hub_split_pattern, stand_in_sample
+from regattn_fairseq.experiments.data_sources import (
+    WHOLE_SPLITS,
+    Inputs,
+    hub_split_pattern,
+    stand_in_sample,
+)
 from regattn_fairseq.experiments.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
 from regattn_fairseq.experiments.prepare import describe_sources, prepare
 
@@ -270,6 +277,11 @@ HUB_FILES = {
     "wmt16_roen": {
         f"ro-en/{split}-00000-of-00001.parquet": split for split in ("train", "validation", "test")
     },
+    "conll2002": {
+        f"{config}/{split}/0000.parquet": split
+        for config in ("es", "nl")
+        for split in ("train", "validation", "test")
+    },
 }
 # the keys of the hub's `translation` column (iwslt2017-de-en, wmt16 ro-en)
 HUB_TRANSLATION_LANGUAGES = {"iwslt14": ("de", "en"), "wmt16_roen": ("ro", "en")}
@@ -285,9 +297,11 @@ HUB_SOURCES = sorted({*HUB_FILES, *HUB_ARCHIVES})
 HUB_SPLIT_ROWS = {"train": 12, "validation": 5, "test": 7}
 
 
-def hub_rows(dataset: str, split: str) -> dict[str, list]:
-    """Rows of `dataset`'s hub split in the hub's schema."""
+def hub_rows(dataset: str, split: str, path: str = "") -> dict[str, list]:
+    """Rows of `dataset`'s hub split (its file `path`) in the hub's schema."""
     count, seed = HUB_SPLIT_ROWS[split], 10 * list(HUB_SPLIT_ROWS).index(split)
+    if dataset == "conll2002":  # other sentences for each config, so that es and nl differ
+        return conll2002_hub_columns(count, seed + 5 * path.startswith("nl/"))
     if dataset == "snli":
         return snli_hub_columns(count, seed)
     if dataset == "multi30k":
@@ -306,6 +320,9 @@ def expected_fields(spec, rows: dict[str, list]) -> dict[str, list]:
         return {"src": [p[spec.src] for p in pairs], "tgt": [p[spec.tgt] for p in pairs]}
     if spec.kind == "summarization":
         return {"article": rows["document"], "title": rows["summary"]}
+    if spec.kind == "ner":
+        tags = [[CONLL2002_TAGS[i] for i in sentence] for sentence in rows["ner_tags"]]
+        return {"words": rows["tokens"], "tags": tags}
     gold = [i for i, label in enumerate(rows["label"]) if label != -1]
     return {name: [rows[name][i] for i in gold] for name in ("premise", "hypothesis", "label")}
 
@@ -331,7 +348,7 @@ def test_hub_source_loads_from_a_copy_of_its_layout(dataset, tmp_path, monkeypat
     of its split in the hub's layout, read through `datasets.load_dataset` and mapped to the
     builder's fields."""
     spec = load_config("prepare", dataset)
-    files = {path: hub_rows(dataset, split) for path, split in HUB_FILES[dataset].items()}
+    files = {path: hub_rows(dataset, split, path) for path, split in HUB_FILES[dataset].items()}
     write_hub_dataset(tmp_path / "mirror", spec.online.hf_id, files)
     monkeypatch.setenv(HUB_MIRROR_ENV, str(tmp_path / "mirror"))
     inputs = Inputs(tmp_path, "online", spec)
@@ -586,7 +603,11 @@ def test_unreachable_hub_names_each_dataset_and_the_local_alternative(tmp_path):
         split = next(iter(spec.online.get("splits") or spec.online.stand_in))
         assert message.startswith(f"{dataset}: could not load {hub_split_pattern(spec, split)} ")
         assert f"{spec.online.hf_id}@{spec.online.revision}" in message
-        assert "DATA_SOURCE=local" in message
+        # DATA_SOURCE=local only where the dataset has a local layout (CoNLL-2002 has none)
+        if spec.get("local") is not None:
+            assert "Without the hub: DATA_SOURCE=local LOCAL_DATA=" in message
+        else:
+            assert "Without the hub: point DATA_DIR (make) / --data-dir at the off" in message
 
 
 # --- a fresh machine: no offline copies, the hub stands in at the default scale --------------
@@ -641,6 +662,72 @@ def test_fresh_machine_gigaword_leaves_out_what_the_hub_lacks(tmp_path, monkeypa
     assert lines(prepared.root / "refs" / "gigaword.ref0") == test["summary"]
     assert lines(prepared.root / "raw" / "gigaword.article") == test["document"]
     assert "['duc2004'] not on the hub (left out)" in prepared.manifest["description"]
+
+
+def conll2002_mirror(tmp_path) -> tuple[Path, dict]:
+    """A copy of tomaarsen/conll2002's parquet conversion at its pinned commit in the confirmed
+    layout, {es,nl}/{train,validation,test}/0000.parquet, each split ending in the loading
+    script's empty sentence: (the mirror, path -> columns)."""
+    files = {
+        f"{config}/{split}/0000.parquet": conll2002_hub_columns(count, seed + count, True)
+        for config, seed in (("es", 0), ("nl", 50))
+        for split, count in (("train", 12), ("validation", 5), ("test", 7))
+    }
+    mirror = tmp_path / "mirror"
+    write_hub_dataset(mirror, "tomaarsen/conll2002", files)
+    return mirror, files
+
+
+def test_fresh_machine_ner_says_first_that_the_hubs_whole_splits_stand_in(tmp_path):
+    revision = load_config("prepare", "conll2002").online.revision
+    line = describe_sources(
+        "ner", [("conll2002", {"setting": "dutch"})], "small", data_dir=tmp_path / "empty"
+    )
+    assert line == (
+        f"[data] ner at scale small: conll2002: hub tomaarsen/conll2002@{revision} standing in "
+        f"for the offline copies missing under {(tmp_path / 'empty').resolve()}: the hub's whole "
+        "splits ['dutch_train', 'dutch_valid', 'dutch_test']: full train / testb (the small "
+        "scale cuts epochs, not data)"
+    )
+
+
+@pytest.mark.parametrize("setting, config", [("spanish", "es"), ("dutch", "nl")])
+def test_fresh_machine_ner_small_is_the_hubs_whole_splits(setting, config, tmp_path, monkeypatch):
+    """With no offline copies, the hub's splits of the scale's language, whole and in order,
+    stand in for CoNLL-2002's train / testa / testb: tag names from the ClassLabel ints, the
+    trailing empty sentence dropped."""
+    mirror, files = conll2002_mirror(tmp_path)
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(mirror))
+    prepared = prepare(
+        "conll2002",
+        "small",
+        data_dir=tmp_path / "empty",
+        work_dir=tmp_path / "work",
+        overrides={"setting": setting},
+    )
+    assert prepared.manifest["source"] == "online-stand-in"
+    assert set(prepared.manifest["evaluations"]) == {f"{setting}_test"}
+    revision = load_config("prepare", "conll2002").online.revision
+    assert sorted(prepared.manifest["inputs"]) == [
+        f"online:tomaarsen/conll2002@{revision}/{config}/{split}/*.parquet"
+        for split in ("test", "train", "validation")
+    ]
+    for split, hub in (("train", "train"), ("valid", "validation"), ("test", "test")):
+        columns = files[f"{config}/{hub}/0000.parquet"]
+        assert columns["tokens"][-1] == []
+        words = [" ".join(sentence) for sentence in columns["tokens"][:-1]]
+        assert lines(prepared.root / "bin" / f"{split}.word") == words
+    test = files[f"{config}/test/0000.parquet"]
+    tags = [[CONLL2002_TAGS[i] for i in sentence] for sentence in test["ner_tags"]]
+    assert lines(prepared.root / "refs" / "test.iob2") == [" ".join(t) for t in tags[:-1]]
+    assert lines(prepared.root / "bin" / "test.tag")[0].split()[1:3] == ["B-PER", "E-PER"]
+
+
+def test_a_whole_splits_stand_in_reads_the_hubs_train_split_unsampled(tmp_path, monkeypatch):
+    monkeypatch.setenv(HUB_MIRROR_ENV, str(snli_mirror(tmp_path)))
+    spec = load_config("prepare", "snli")
+    whole = Inputs(tmp_path, "online", spec, stand_in_train=WHOLE_SPLITS).hub_columns("train")
+    assert whole == Inputs(tmp_path, "online", spec).hub_columns("train")
 
 
 def test_explicit_offline_source_does_not_fall_back(tmp_path):

@@ -1,12 +1,12 @@
 """Small copies of the official distribution layouts that DATA_SOURCE=local reads (README,
-"Data sources"), and of the hub's parquet layout, for tests.
+"Data sources"), and of the hub's layouts, for tests.
 
 Each `write_*` puts one dataset's files, in its exact official layout and file format, under
 a LOCAL_DATA folder (`write_all`: every one). The text is synthetic, deterministic and tiny:
 enough for every preparation step (BPE, dictionaries, fairseq-preprocess) at any scale once
-max_train / max_eval cap it. `write_hub_dataset` writes a hub repository's parquet files
-under a $REGATTN_HUB_MIRROR folder, read through the same `datasets.load_dataset` call as the
-hub.
+max_train / max_eval cap it. `write_hub_dataset` writes a hub repository's parquet (or JSON
+lines) files and `write_hub_archive` a zip of text files under a $REGATTN_HUB_MIRROR folder,
+read through the same code as the hub.
 """
 
 from __future__ import annotations
@@ -181,7 +181,8 @@ def write_all(local: Path) -> Path:
 
 
 def write_hub_dataset(mirror: Path, hf_id: str, files: dict[str, dict[str, list]]) -> Path:
-    """A hub dataset repository's parquet files under a $REGATTN_HUB_MIRROR folder.
+    """A hub dataset repository's data files under a $REGATTN_HUB_MIRROR folder: parquet, or
+    JSON lines for a path ending in ``.jsonl``.
 
     Parameters
     ----------
@@ -205,7 +206,14 @@ def write_hub_dataset(mirror: Path, hf_id: str, files: dict[str, dict[str, list]
     for relative, columns in files.items():
         path = repo / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table(columns), path)
+        if path.suffix == ".jsonl":
+            rows = (
+                dict(zip(columns, values, strict=True))
+                for values in zip(*columns.values(), strict=True)
+            )
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        else:
+            pq.write_table(pa.table(columns), path)
     return repo
 
 
@@ -218,9 +226,105 @@ def snli_hub_columns(count: int, seed: int) -> dict[str, list]:
     }
 
 
-def gigaword_hub_columns(count: int, seed: int) -> dict[str, list]:
-    """Harvard/gigaword's columns (document, summary)."""
+def write_hub_archive(
+    mirror: Path, hf_id: str, archive: str, members: dict[str, list[str] | bytes]
+) -> Path:
+    """A zip archive of text files in a hub dataset repository under a $REGATTN_HUB_MIRROR
+    folder (as Harvard/gigaword's data/ggw_data.zip), beside a loading script that must never
+    run (importing it raises).
+
+    Parameters
+    ----------
+    mirror : Path
+        the mirror folder.
+    hf_id : str
+        the repository (``owner/name``).
+    archive : str
+        the archive's path in the repository.
+    members : dict
+        member name in the archive -> its lines (written with ``\\n`` ends), or its bytes.
+
+    Returns
+    -------
+    Path
+        The archive.
+    """
+    import zipfile
+
+    repo = mirror / hf_id
+    path = repo / archive
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as handle:
+        for name, lines in members.items():
+            text = lines if isinstance(lines, bytes) else "".join(line + "\n" for line in lines)
+            handle.writestr(name, text)
+    script = repo / f"{hf_id.split('/')[1]}.py"
+    script.write_text('raise RuntimeError("the loading script was run")\n', encoding="utf-8")
+    return path
+
+
+def gigaword_org_data(sizes: dict[str, int]) -> dict[str, list[str]]:
+    """Harvard/gigaword's org_data/{train,dev,test}.{src,tgt}.txt (the members of
+    data/ggw_data.zip that its gigaword.py reads), `sizes` pairs per split (train, dev, test).
+    Every third line holds ``<unk>`` (the script turns it into UNK in train and dev only), and
+    every fifth ends in a space and a carriage return (the script strips each line)."""
+
+    def mark(lines: list[str]) -> list[str]:
+        lines = [f"{s} <unk> ." if i % 3 == 0 else s for i, s in enumerate(lines)]
+        return [f"{s} \r" if i % 5 == 0 else s for i, s in enumerate(lines)]
+
+    members = {}
+    for index, (split, count) in enumerate(sizes.items()):
+        members[f"org_data/{split}.src.txt"] = mark(sentences(count, 60 + index, length=(8, 14)))
+        members[f"org_data/{split}.tgt.txt"] = mark(sentences(count, 70 + index, length=(3, 6)))
+    return members
+
+
+def gigaword_hub_pairs(members: dict[str, list[str]], split: str) -> dict[str, list[str]]:
+    """The hub dataset's rows (document, summary) of `split` (train, validation, test) of
+    `gigaword_org_data` members, stated as gigaword.py states them: lines stripped, ``<unk>``
+    replaced by UNK in train and validation."""
+    name = {"validation": "dev"}.get(split, split)
+    rows = {}
+    for column, side in (("document", "src"), ("summary", "tgt")):
+        lines = [line.strip() for line in members[f"org_data/{name}.{side}.txt"]]
+        rows[column] = (
+            [line.replace("<unk>", "UNK") for line in lines] if split != "test" else lines
+        )
+    return rows
+
+
+def translation_hub_columns(count: int, seed: int, languages: tuple[str, str]) -> dict[str, list]:
+    """The column `translation` ({language: sentence}) of wmt/wmt16 and IWSLT/iwslt2017; each
+    language has words of its own (en, de, ro)."""
+    words = {"en": WORDS, "de": GERMAN, "ro": ROMANIAN}
+    sides = [sentences(count, seed + k, words[language]) for k, language in enumerate(languages)]
     return {
-        "document": sentences(count, seed, length=(8, 14)),
-        "summary": sentences(count, seed + 1, length=(3, 6)),
+        "translation": [
+            dict(zip(languages, pair, strict=True)) for pair in zip(*sides, strict=True)
+        ]
+    }
+
+
+# tomaarsen/conll2002's ner_tags ClassLabel: index -> name (its card's dataset_info)
+CONLL2002_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+
+
+def conll2002_hub_columns(count: int, seed: int, empty_last: bool = False) -> dict[str, list]:
+    """tomaarsen/conll2002's columns (id, tokens, ner_tags as ClassLabel ints, pos_tags):
+    sentences whose words alternate O and two-word entities of each type, in IOB2;
+    `empty_last` adds the loading script's trailing empty sentence."""
+    words = [s.split() for s in sentences(count, seed)]
+    tags = []
+    for k, sentence in enumerate(words):
+        begin = 1 + 2 * (k % 4)  # B-PER, B-ORG, B-LOC, B-MISC in turn
+        tags.append([begin if j == 1 else begin + 1 if j == 2 else 0 for j in range(len(sentence))])
+    if empty_last:
+        words.append([])
+        tags.append([])
+    return {
+        "id": [str(k) for k in range(len(words))],
+        "tokens": words,
+        "pos_tags": [[0] * len(sentence) for sentence in words],
+        "ner_tags": tags,
     }

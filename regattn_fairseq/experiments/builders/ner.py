@@ -2,8 +2,10 @@
 
 The source files are one ``word [POS] tag`` line per token, IOB2 tags, sentences separated
 by blank lines; the Dutch files also mark article boundaries with ``-DOCSTART-`` lines
-(dropped here). Tags are converted to IOBES (Lample et al. 2016); decoded IOBES sequences
-are converted back to IOB2 (`iobes_to_iob2`) and scored against the original IOB2 tags.
+(dropped here). With no offline copies the hub's sentences stand in (configs/prepare/
+conll2002.yaml, ``online:``): words and IOB2 tag names per sentence. Tags are converted to
+IOBES (Lample et al. 2016); decoded IOBES sequences are converted back to IOB2
+(`iobes_to_iob2`) and scored against the original IOB2 tags.
 
 Layout produced (text, read in memory by the task; the corpus is small):
   bin/{train,valid,test}.word   one sentence per line, space-separated words (as in the data)
@@ -47,6 +49,18 @@ def read_conll(lines: list[str]) -> list[tuple[list[str], list[str]]]:
         words.append(fields[0])
         tags.append(fields[-1])
     return sentences
+
+
+def hub_sentences(inputs: Inputs, split: str) -> list[tuple[list[str], list[str]]]:
+    """Sentences (words, IOB2 tags) of a hub split (`Inputs.hub_columns`), empty ones dropped:
+    the hub's conversion of the loading script may keep the script's trailing empty sentence,
+    which the CoNLL files do not have."""
+    columns = inputs.hub_columns(split)
+    return [
+        (list(words), list(tags))
+        for words, tags in zip(columns["words"], columns["tags"], strict=True)
+        if words
+    ]
 
 
 def iob2_to_iobes(tags: list[str]) -> list[str]:
@@ -123,7 +137,12 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     sentences = {}
     for split in SPLITS:
         limit = opts.max_train if split == "train" else opts.max_eval
-        sentences[split] = head(read_conll(inputs.lines(files[split])), limit)
+        # a stand-in plan has every split of each language on the hub (online.stand_in)
+        if inputs.stand_in:
+            read = hub_sentences(inputs, f"{opts.setting}_{split}")
+        else:
+            read = read_conll(inputs.lines(files[split]))
+        sentences[split] = head(read, limit)
         words = [" ".join(w) for w, _ in sentences[split]]
         write_lines(root / "bin" / f"{split}.word", words)
         write_lines(

@@ -130,7 +130,8 @@ def export_figure(export: Path, sentence_id: str, row: int, out_dir: Path) -> li
         if "discrete_attention" in record
         else "density's mass per token",
     )
-    return _save(fig, out_dir / f"continuous_attention_{sentence_id}_{row}")
+    # named by the density too: the figures of two models on one sentence sit side by side
+    return _save(fig, out_dir / f"continuous_attention_{density}_{sentence_id}_{row}")
 
 
 def _save(fig, stem: Path) -> list[Path]:

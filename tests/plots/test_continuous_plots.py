@@ -36,7 +36,7 @@ def test_export_figure(density, tmp_path):
     continuous_plots.main(
         [str(_export(tmp_path, density)), "--row", "1", "--out-dir", str(tmp_path)]
     )
-    assert (tmp_path / "continuous_attention_7_1.png").stat().st_size > 0
+    assert (tmp_path / f"continuous_attention_{density}_7_1.png").stat().st_size > 0
 
 
 def test_an_export_without_a_density_is_an_error(tmp_path):

@@ -517,7 +517,7 @@ def run_label(epochs: list[dict]) -> str:
     gamma = mapping["params"].get("gamma")
     label = mapping["name"] + (f" γ={gamma:g}" if gamma is not None else "")
     surrogate = epochs[0].get("trained_grad_surrogate")
-    return label + (f", {surrogate} gradient" if surrogate else "")
+    return label + (f", backward={surrogate}" if surrogate else "")
 
 
 def plot_report(report: dict, path: Path) -> Path:

@@ -6,6 +6,7 @@
 #   bash results/gamma1/run.sh train-surrogate   # C: sparsemax forward, softmax backward, γ = 1
 #   bash results/gamma1/run.sh train-gamma16     # D: sparsemax, γ = 16, 8 epochs
 #   bash results/gamma1/run.sh measure NAME RUN_DIR... [--bleu test2016]
+#   bash results/gamma1/run.sh figure OUT.png GRADIENTS.json...
 # The venv is /work/main/.venv (this worktree has none); PYTHONPATH makes this checkout's code
 # win, in fairseq's subprocesses too.
 set -euo pipefail
@@ -33,6 +34,18 @@ measure)
     shift 2
     "$PY" -m regattn_fairseq.experiments.attention_gradients "$@" \
         --out "results/gamma1/gradients_$name.json" --init --max-sentences 400
+    ;;
+# one figure of the runs of several measure outputs (the JSON files named, in order)
+figure)
+    out=$2
+    shift 2
+    "$PY" - "$out" "$@" <<'PY'
+import json, sys
+from pathlib import Path
+from regattn_fairseq.experiments.attention_gradients import plot_report
+runs = [run for name in sys.argv[2:] for run in json.loads(Path(name).read_text())["runs"]]
+print(plot_report({"runs": runs}, Path(sys.argv[1])))
+PY
     ;;
 *)
     echo "usage: $0 train-sparsemax|train-softmax|train-surrogate|train-gamma16|measure NAME RUN_DIR..." >&2

@@ -18,12 +18,21 @@ from pathlib import Path
 
 from .common import ReproError
 
-MAPPING_PARAMS = ("attention_gamma", "attention_lambda", "attention_p", "attention_alpha")
+# attention_grad_surrogate: the LSTM's diagnostic (unset in every ordinary row, so it leaves
+# their keys as they were); a surrogate-gradient run is a cell of its own
+MAPPING_PARAMS = (
+    "attention_gamma",
+    "attention_lambda",
+    "attention_p",
+    "attention_alpha",
+    "attention_grad_surrogate",
+)
 PARAM_SYMBOLS = {
     "attention_gamma": "γ",
     "attention_lambda": "λ",
     "attention_p": "p",
     "attention_alpha": "α",
+    "attention_grad_surrogate": "backward",
 }
 # Scales that refuse a dirty work tree unless ALLOW_DIRTY=1 (smoke is a pipeline test).
 CLEAN_TREE_SCALES = ("small", "paper")

@@ -48,6 +48,16 @@ class RegattnLSTMConfig(AttentionConfig, ContinuousAttentionConfig):
         default=False,
         metadata={"help": "share encoder, decoder and output embeddings (joined dictionary)"},
     )
+    attention_grad_surrogate: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "a diagnostic of issue #17 item 7: `softmax` keeps the mapping's attention "
+            "weights in the forward pass but back-propagates through softmax at the same "
+            "temperature (straight-through), so that the scores get gradient even where a "
+            "sparse mapping's support is one position (its Jacobian there is zero). Default: "
+            "the mapping's own Jacobian",
+        },
+    )
     max_source_positions: int = II("task.max_source_positions")
     max_target_positions: int = II("task.max_target_positions")
 
@@ -131,6 +141,16 @@ class RegattnLSTMModel(LSTMModel):
             normalizer=normalizer,
             continuous=continuous,
         )
+        # checkpoints older than the option have no such key
+        surrogate = getattr(cfg, "attention_grad_surrogate", None)
+        if surrogate is not None:
+            if surrogate != "softmax":
+                raise ValueError(
+                    f"--attention-grad-surrogate must be softmax (or unset), got {surrogate!r}"
+                )
+            if continuous is not None:
+                raise ValueError("--attention-grad-surrogate needs discrete attention")
+            decoder.attention.grad_surrogate = surrogate
         return cls(encoder, decoder)
 
     @property

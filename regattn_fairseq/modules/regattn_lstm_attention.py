@@ -6,6 +6,8 @@ from typing import Optional
 import torch
 from fairseq.models.lstm import AttentionLayer
 
+from regattn import mappings
+
 from .attention_normalizer import AttentionNormalizer
 from .attention_options import ContinuousSpec
 from .continuous_context import ContinuousContext
@@ -17,7 +19,10 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
 
     With `continuous` the context is continuous attention's E_p[V(t)] (plus the discrete
     context with combine=sum), and the reported attention is the density's mass per source
-    token (`ContinuousContext`) in evaluation, zeros in training (where fairseq drops it)."""
+    token (`ContinuousContext`) in evaluation, zeros in training (where fairseq drops it).
+
+    `grad_surrogate = "softmax"` (a diagnostic, `--attention-grad-surrogate`): the weights are
+    the mapping's, their gradient is softmax's at the same temperature (straight-through)."""
 
     def __init__(
         self,
@@ -30,6 +35,7 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
     ):
         super().__init__(input_embed_dim, source_embed_dim, output_embed_dim, bias=bias)
         self.normalizer = normalizer
+        self.grad_surrogate = None  # or "softmax", see the class docstring
         self._last_mask = None  # (encoder_padding_mask, its source mask), see _source_mask
         self.continuous = (
             None
@@ -55,6 +61,10 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
         if self.continuous is None or self.continuous.needs_discrete_attention:
             scores = torch.einsum("sbd,bd->bs", source_hids, self.input_proj(input))
             probs = self.normalizer(scores, mask).type_as(scores)  # bsz x srclen
+            if self.grad_surrogate == "softmax":
+                gamma = self.normalizer.spec.params.get("gamma") or 1.0
+                dense = mappings.softmax(scores, dim=-1, mask=mask, gamma=gamma)
+                probs = probs.detach() + (dense - dense.detach())
         else:
             probs = None
 

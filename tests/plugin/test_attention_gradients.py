@@ -2,6 +2,7 @@
 a per-epoch measurement of tiny trained models."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -61,23 +62,60 @@ def _train(data, save_dir, mapping):
     train_in_process([*argv, "--attention", mapping, "--save-dir", str(save_dir)])
 
 
+def _prepared_copy(translation_data, root):
+    """The tiny data laid out as the suite prepares it (bin/ and a stamp.json manifest), so
+    that --bleu can find its evaluation set."""
+    shutil.copytree(translation_data, root / "bin")
+    refs = translation_data.parent / "raw" / "test.tgt"
+    manifest = {
+        "dataset": "tiny",
+        "evaluations": {"test": {"subset": "test", "refs": [str(refs)], "detokenize": "en"}},
+    }
+    (root / "stamp.json").write_text(json.dumps({"manifest": manifest}))
+    return root / "bin"
+
+
 def test_per_epoch_measurement_of_trained_models(translation_data, tmp_path):
+    data = _prepared_copy(translation_data, tmp_path / "data")
     for mapping in ("softmax", "sparsemax"):
-        _train(translation_data, tmp_path / mapping / "checkpoints", mapping)
+        _train(data, tmp_path / mapping / "checkpoints", mapping)
     out = tmp_path / "gradients.json"
     attention_gradients.main(
-        [str(tmp_path / "softmax"), str(tmp_path / "sparsemax"), "--out", str(out)]
+        [
+            str(tmp_path / "softmax"),
+            str(tmp_path / "sparsemax"),
+            "--out",
+            str(out),
+            "--init",
+            "--bleu",
+            "test",
+        ]
     )
     report = json.loads(out.read_text())
     assert report["provenance"]["git_commit"]
     by_mapping = {}
     for run in report["runs"]:
+        assert run["seed"] == 1 and run["data"] == str(data)
+        assert run["optimization"]["max_epoch"] == 3
         epochs = run["epochs"]
-        assert [e["epoch"] for e in epochs] == list(range(1, len(epochs) + 1)) and len(epochs) >= 2
+        assert [e["epoch"] for e in epochs] == list(range(len(epochs))) and len(epochs) >= 3
         by_mapping[epochs[0]["mapping"]["name"]] = epochs
+        # epoch 0 is the run's own initial model: the embedding rows of the dictionaries'
+        # padding symbols, which training never updates, match the trained checkpoint's
+        assert epochs[0]["init_check"]["rows"] > 0
+        assert epochs[0]["init_check"]["max_abs_diff"] == 0.0
+        assert "bleu" not in epochs[0]
         for e in epochs:
             assert e["rows"] > 0 and e["valid_nll"] > 0
             assert 1.0 <= e["mean_support"] and 0.0 <= e["support_one_fraction"] <= 1.0
+            assert 0.0 < e["mean_top_prob"] <= 1.0
+            # the mapping agrees with an independent implementation, forward and backward
+            check = e["reference_check"]
+            assert check["rows"] == e["rows"] and check["grad_scale"] > 0
+            assert check["forward"] < 1e-5 and check["backward"] < 1e-5 * check["grad_scale"]
+            assert e["gradcheck"]["passed"] and e["gradcheck"]["rows"] > 0
+        for e in epochs[1:]:
+            assert 0.0 <= e["bleu"] <= 100.0 and e["bleu_eval"]["beam"] == 5
     for e in by_mapping["softmax"]:
         assert e["zero_grad_scores_fraction"] == 0.0 and e["pass_ratio"] > 0
     # sparsemax: exactly the rows with a single supported position get no score gradient
@@ -86,6 +124,28 @@ def test_per_epoch_measurement_of_trained_models(translation_data, tmp_path):
     assert out.with_suffix(".png").stat().st_size > 0
     with pytest.raises(ReproError, match="never overwritten"):
         attention_gradients.main([str(tmp_path / "softmax"), "--out", str(out)])
+
+
+def test_reference_check_sees_a_wrong_backward():
+    scores = torch.tensor([[1.0, 0.8, -0.5, 0.2], [2.0, 0.0, 0.1, 0.3]])
+    upstream = torch.tensor([[0.3, -1.0, 2.0, 0.5], [1.0, 0.0, -1.0, 0.0]])
+    leaf = scores.clone().requires_grad_(True)
+    probs = mappings.build("sparsemax", gamma=2.0)(leaf, dim=-1)
+    (probs * upstream).sum().backward()
+    good = attention_gradients.reference_check(
+        "sparsemax", 2.0, scores, probs.detach(), leaf.grad, upstream, None
+    )
+    assert good["forward"] < 1e-6 and good["backward"] < 1e-6 and good["rows"] == 2
+    # the softmax formula in place of sparsemax's: caught
+    wrong = probs.detach() * (upstream - (probs.detach() * upstream).sum(-1, keepdim=True)) / 2
+    bad = attention_gradients.reference_check(
+        "sparsemax", 2.0, scores, probs.detach(), wrong, upstream, None
+    )
+    assert bad["backward"] > 1e-2
+    assert (
+        attention_gradients.reference_check("fusedmax", 1.0, scores, probs, wrong, upstream, None)
+        is None
+    )
 
 
 def test_a_run_without_epoch_checkpoints_is_an_error(tmp_path):

@@ -76,6 +76,20 @@ def test_key_has_params_seed_and_config_hash():
     assert rowkeys.row_config_sha256(moved) == rowkeys.row_config_sha256(row)
 
 
+def test_a_surrogate_gradient_run_is_a_cell_of_its_own():
+    plain = make_row()
+    plain["train"]["config"]["model"]["attention_gamma"] = 1.0
+    surrogate = copy.deepcopy(plain)
+    surrogate["train"]["config"]["model"]["attention_grad_surrogate"] = "softmax"
+    assert rowkeys.cell_key(plain) != rowkeys.cell_key(surrogate)
+    assert rowkeys.mapping_label(surrogate) == "sparsemax γ=1.0 backward=softmax"
+    # unset (every ordinary row), it leaves the key as it was
+    unset = copy.deepcopy(plain)
+    unset["train"]["config"]["model"]["attention_grad_surrogate"] = None
+    assert rowkeys.cell_key(unset) == rowkeys.cell_key(plain)
+    assert rowkeys.row_key(unset)[:5] == rowkeys.row_key(plain)[:5]
+
+
 def test_newer_config_supersedes_and_is_listed(tmp_path):
     old = make_row(run_id="old", metrics={"bleu": 20.0})
     new = make_row(run_id="new", date="2026-11-23T04:00:00+00:00")

@@ -9,10 +9,12 @@ as mean ± std over seeds next to the paper's numbers, followed by the full run 
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,12 +27,31 @@ from .significance import p_against
 SCALE_ORDER = ("paper", "small", "smoke")
 
 
+@contextmanager
+def table_lock(results_dir: Path, table: str) -> Iterator[None]:
+    """An exclusive lock on one table's record, held while its rows are appended and its views
+    rewritten.
+
+    Several processes may write one table at once (e.g. one `scripts/reproduce.py --mappings M`
+    per mapping on a machine's cores). Unlocked, a row longer than one buffered write could be
+    interleaved with another process's row, and two processes could rewrite the markdown at
+    once. The lock is a file beside the raw rows (`raw/.<table>.lock`, git-ignored).
+    """
+    raw_dir = results_dir / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    with open(raw_dir / f".{table}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def append_rows(results_dir: Path, table: str, rows: list[dict]) -> Path:
     raw = results_dir / "raw" / f"{table}.jsonl"
     raw.parent.mkdir(parents=True, exist_ok=True)
     with open(raw, "a", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, sort_keys=True) + "\n")
+        handle.write("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
     return raw
 
 
@@ -553,13 +574,14 @@ def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
     ReproError
         the new rows would mix dry-run and real rows (`check_row_kinds`).
     """
-    for dry_run in {bool(row.get("dry_run")) for row in new_rows}:
-        check_row_kinds(results_dir, spec.table, dry_run)
-    append_rows(results_dir, spec.table, new_rows)
-    rows = load_rows(results_dir, spec.table)
-    write_csv(results_dir, spec.table, rows)
-    markdown = results_dir / f"{spec.table}.md"
-    markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+    with table_lock(results_dir, spec.table):
+        for dry_run in {bool(row.get("dry_run")) for row in new_rows}:
+            check_row_kinds(results_dir, spec.table, dry_run)
+        append_rows(results_dir, spec.table, new_rows)
+        rows = load_rows(results_dir, spec.table)
+        write_csv(results_dir, spec.table, rows)
+        markdown = results_dir / f"{spec.table}.md"
+        markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
     return markdown
 
 
@@ -603,12 +625,15 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
     for table, spec in table_specs().items():
         if tables and table not in tables:
             continue
-        rows = load_rows(results_dir, table)
-        if not rows:
+        if not (results_dir / "raw" / f"{table}.jsonl").is_file():
             continue
-        write_csv(results_dir, table, rows)
-        markdown = results_dir / f"{table}.md"
-        markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+        with table_lock(results_dir, table):
+            rows = load_rows(results_dir, table)
+            if not rows:
+                continue
+            write_csv(results_dir, table, rows)
+            markdown = results_dir / f"{table}.md"
+            markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
         written.append(markdown)
     return written
 

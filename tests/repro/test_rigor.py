@@ -3,16 +3,18 @@ paired bootstrap p-values, seeds, per-item sidecars and the re-run plan (no trai
 the end-to-end re-run is `slow`)."""
 
 import copy
+import fcntl
 import json
 import subprocess
+import threading
 
 import pytest
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments import rerun, rowkeys, significance
-from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.common import ReproError, load_config
 from regattn_fairseq.experiments.reproduce import parse_args
-from regattn_fairseq.experiments.results import render_table
+from regattn_fairseq.experiments.results import load_rows, render_table, write_outputs
 
 SETTINGS = {"model": {"_name": "regattn_lstm", "attention": "sparsemax"}, "max_epoch": 3}
 
@@ -117,6 +119,27 @@ def test_table_marks_unknown_training_commit_dirty_rows_and_missing_p(tmp_path):
     assert "30.00†" in line and "training commit unknown" in line and "| n/a |" in line
     assert "†: scored or trained from a work tree" in markdown
     assert "p vs softmax: paired bootstrap" in markdown
+
+
+def test_rows_are_written_under_the_tables_lock(tmp_path):
+    """Two processes writing one table (one per mapping) take turns: while another holds the
+    table's lock, a writer appends nothing, and once it is released every row lands whole."""
+    spec = load_config("reproduce", "nmt")
+    (tmp_path / "raw").mkdir()
+    long_row = make_row(run_id="long", notes="x" * 20000)  # longer than one buffered write
+    with open(tmp_path / "raw" / ".nmt.lock", "w") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        writer = threading.Thread(target=write_outputs, args=(tmp_path, spec, [long_row]))
+        writer.start()
+        writer.join(timeout=1.0)
+        assert writer.is_alive(), "wrote while another process held the table's lock"
+        assert not (tmp_path / "raw" / "nmt.jsonl").exists()
+        fcntl.flock(holder, fcntl.LOCK_UN)
+    writer.join(timeout=30)
+    assert not writer.is_alive()
+    write_outputs(tmp_path, spec, [make_row(run_id="short", seed=2)])
+    assert [row["run_id"] for row in load_rows(tmp_path, "nmt")] == ["long", "short"]
+    assert (tmp_path / "nmt.md").read_text().count("| multi30k_en_de |") >= 2
 
 
 def test_small_and_paper_refuse_a_dirty_tree():

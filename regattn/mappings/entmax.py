@@ -3,6 +3,15 @@
     entmax(x; alpha) = argmax_{y in simplex} y.x + H_alpha(y),
     H_alpha(y) = (1 - sum_i y_i^alpha) / (alpha (alpha - 1))   (alpha > 1; alpha -> 1: Shannon)
 
+With a temperature gamma > 0, as for the other regularized maxes (Omega = -H_alpha):
+
+    entmax(x; alpha, gamma) = argmax_{y in simplex} y.x + gamma H_alpha(y)
+                            = entmax(x / gamma; alpha)
+
+(divide the objective by gamma). gamma = 1 is the paper's entmax; a larger gamma gives a
+wider support, a smaller one a narrower support. The Jacobian in x is the one below times
+1/gamma.
+
 The solution is y = [(alpha - 1) x - tau]_+^{1/(alpha - 1)} with tau such that sum(y) = 1.
 alpha = 1 is softmax, alpha = 2 is sparsemax. alpha = 1.5 has an exact threshold: the CPU
 kernel runs Newton steps on the active set and finishes in closed form (no sort;
@@ -29,7 +38,7 @@ import torch
 from ._backward import sparse_vjp
 from ._kernels import backend_for, kernels, mask_arg, triton_kernels, use_kernels
 from ._module import MappingModule
-from ._rows import bisect_threshold, to_rows
+from ._rows import bisect_threshold, check_positive, to_rows, unscale
 from .simplex import SparsemaxFunction, softmax
 
 
@@ -164,6 +173,14 @@ class EntmaxFunction(torch.autograd.Function):
         return grad_x, None, grad_alpha
 
 
+def check_entmax(alpha, gamma: float = 1.0, device_check: bool = True) -> None:
+    """Raises ValueError on a bad alpha (see `check_alpha`) or a gamma that is not a finite
+    number > 0.
+    """
+    check_alpha(alpha, device_check)
+    check_positive("gamma", gamma)
+
+
 def check_alpha(alpha, device_check: bool = True) -> None:
     """Raises ValueError unless alpha is a number >= 1 or a tensor > 1 everywhere (with
     device_check False a tensor's values are left to the Triton kernel, which flags them
@@ -213,11 +230,13 @@ def entmax(
     dim: int = -1,
     mask: torch.Tensor | None = None,
     alpha: float | torch.Tensor = 1.5,
+    gamma: float = 1.0,
     empty: str = "error",
 ) -> torch.Tensor:
-    """alpha-entmax (Peters, Niculae & Martins 2019): the Tsallis-entropy regularized max,
-    argmax_{y in simplex} y.scores + H_alpha(y), along `dim`. alpha = 1 is softmax, alpha = 2
-    sparsemax; alpha > 1 is sparse.
+    """alpha-entmax (Peters, Niculae & Martins 2019) with temperature: the Tsallis-entropy
+    regularized max argmax_{y in simplex} y.scores + gamma H_alpha(y) = entmax(scores / gamma),
+    along `dim`. alpha = 1 is softmax, alpha = 2 sparsemax (each with temperature gamma);
+    alpha > 1 is sparse.
 
     Parameters
     ----------
@@ -233,6 +252,8 @@ def entmax(
         a number >= 1, or a tensor (every entry > 1) broadcastable to the scores with
         size 1 along `dim` (one alpha per row, head, ...), differentiable (Correia et al.
         2019).
+    gamma : float
+        temperature, a finite number > 0 (default 1: the paper's entmax).
     empty : str
         what a row with no unmasked position gets: "error" (a ValueError) or "zero"
         (all zeros, zero gradient).
@@ -246,34 +267,40 @@ def entmax(
     Raises
     ------
     ValueError
-        on a bad alpha (out of range, or a tensor of the wrong shape), a mask that
+        on a bad alpha (out of range, or a tensor of the wrong shape) or gamma, a mask that
         is not bool or does not broadcast, an empty `dim` or row (with empty="error"), NaN
         or infinite unmasked scores, or a row whose max - min overflows the dtype.
     """
-    check_alpha(alpha, device_check=not _triton_path(scores, alpha))
+    check_entmax(alpha, gamma, device_check=not _triton_path(scores, alpha))
     if not isinstance(alpha, torch.Tensor):
         if alpha == 1:
-            return softmax(scores, dim, mask, empty=empty)
+            return softmax(scores, dim, mask, gamma=gamma, empty=empty)
         if alpha == 2:
-            rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
-            return rows.apply(lambda x, m: SparsemaxFunction.apply(x, m, 1.0))
-    rows = to_rows(scores, dim, mask, kernel=True, empty=empty)
+            rows = to_rows(scores, dim, mask, kernel=True, empty=empty, gamma=gamma)
+            return rows.apply(lambda x, m: SparsemaxFunction.apply(x, m, float(gamma)))
+    # The kernels shift and validate the rows they read, here x / gamma. For gamma < 1 that
+    # division could overflow a finite row, so the rows are checked and shifted first (the
+    # error then names the spread, as for the other mappings); autograd carries the 1/gamma of
+    # the Jacobian.
+    rows = to_rows(scores, dim, mask, kernel=gamma >= 1, empty=empty, gamma=gamma)
     if isinstance(alpha, torch.Tensor):
         alpha_rows = _alpha_rows(alpha, rows.layout.scores_shape, rows.layout.dim, rows.x)
-        return rows.apply(EntmaxFunction.apply, alpha_rows)
+        return rows.apply(lambda x, m, a: EntmaxFunction.apply(unscale(x, gamma), m, a), alpha_rows)
     if alpha == 1.5:
-        return rows.apply(Entmax15Function.apply)
+        return rows.apply(lambda x, m: Entmax15Function.apply(unscale(x, gamma), m))
     return rows.apply(
         lambda x, m: EntmaxFunction.apply(
-            x, m, torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device)
+            unscale(x, gamma),
+            m,
+            torch.full((x.shape[0], 1), float(alpha), dtype=x.dtype, device=x.device),
         )
     )
 
 
 class Entmax(MappingModule):
-    """alpha-entmax with a fixed alpha, as an nn.Module (for a learned alpha, pass a tensor to
-    `entmax`); see `entmax` for the arguments.
+    """alpha-entmax with a fixed alpha and temperature gamma, as an nn.Module (for a learned
+    alpha, pass a tensor to `entmax`); see `entmax` for the arguments.
     """
 
-    def __init__(self, alpha: float = 1.5, empty: str = "error"):
-        super().__init__(entmax, check_alpha, empty, alpha=alpha)
+    def __init__(self, alpha: float = 1.5, gamma: float = 1.0, empty: str = "error"):
+        super().__init__(entmax, check_entmax, empty, alpha=alpha, gamma=gamma)

@@ -54,9 +54,9 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
         value = sq + p["lam"] * torch.maximum(
             magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)
         ).triu(1).sum((-1, -2))
-    else:  # entmax: the negative Tsallis entropy, no temperature
+    else:  # entmax: the negative Tsallis entropy
         alpha = p["alpha"]
-        return neg_entropy if alpha == 1 else (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
+        value = neg_entropy if alpha == 1 else (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
     return p["gamma"] * value
 
 

@@ -40,7 +40,9 @@ from regattn_fairseq.experiments.rowkeys import (
 )
 
 # mappings with a temperature (model.attention_gamma); entmax has none
-GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax")
+# the table mappings that take a temperature γ (model.attention_gamma); 1.5-entmax's is
+# entmax(s / γ), the Tsallis regularizer scaled by γ
+GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
 
 
 def _seed_list(text: str) -> list[int]:

@@ -65,7 +65,9 @@ class AttentionNormalizer(nn.Module):
     def _normalize(self, scores, mask):
         if self.mapping is None:
             alpha = self.alpha().to(scores.device)
-            return mappings.entmax(scores, dim=-1, mask=mask, alpha=alpha)
+            return mappings.entmax(
+                scores, dim=-1, mask=mask, alpha=alpha, gamma=self.spec.params["gamma"]
+            )
         return self.mapping(scores, dim=-1, mask=mask)
 
     def forward(self, scores: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -42,8 +42,8 @@ class AttentionConfig(FairseqDataclass):
     attention_gamma: Optional[float] = field(
         default=None,
         metadata={
-            "help": "temperature gamma of softmax, sparsemax, sq_pnorm_max, fusedmax, "
-            "oscarmax (default: the paper's 1.0)"
+            "help": "temperature gamma of every mapping: argmax p.s - gamma Omega(p) "
+            "(entmax: entmax(s / gamma); default: the papers' 1.0)"
         },
     )
     attention_lambda: Optional[float] = field(

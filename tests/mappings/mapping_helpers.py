@@ -5,8 +5,8 @@ import torch
 from regattn import mappings
 
 NAMES = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax")
-# Mappings that take a temperature gamma (entmax does not).
-GAMMA_NAMES = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax")
+# Mappings that take a temperature gamma (every one).
+GAMMA_NAMES = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax")
 SPARSE_NAMES = ("sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax")
 # Paper defaults, written out so that the tests do not depend on the library's defaults.
 DEFAULTS = {
@@ -15,7 +15,7 @@ DEFAULTS = {
     "sq_pnorm_max": {"gamma": 1.0, "p": 1.5},
     "fusedmax": {"gamma": 1.0, "lam": 0.1},
     "oscarmax": {"gamma": 1.0, "lam": 0.01},
-    "entmax": {"alpha": 1.5},
+    "entmax": {"alpha": 1.5, "gamma": 1.0},
 }
 
 

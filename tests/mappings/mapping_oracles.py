@@ -73,11 +73,13 @@ def _oscarmax(x, gamma=1.0, lam=0.01):
     return _simplex_argmax(objective, x)
 
 
-def _entmax(x, alpha=1.5):
+def _entmax(x, alpha=1.5, gamma=1.0):
+    # argmax y.x + gamma H_alpha(y), divided by gamma (as the other oracles write it)
     if alpha == 1.0:
-        return _softmax(x)
+        return _softmax(x, gamma=gamma)
     return _simplex_argmax(
-        lambda y, x: y @ x + (1 - cp.sum(cp.power(y, alpha))) / (alpha * (alpha - 1)), x
+        lambda y, x: y @ x / gamma + (1 - cp.sum(cp.power(y, alpha))) / (alpha * (alpha - 1)),
+        x,
     )
 
 

@@ -19,6 +19,7 @@ BUILD_CASES = [
     ("fusedmax", {"lam": 0.4}),
     ("oscarmax", {"lam": 0.05, "gamma": 1.5}),
     ("entmax", {"alpha": 1.7}),
+    ("entmax", {"alpha": 1.5, "gamma": 3.0}),
 ]
 
 

@@ -15,7 +15,7 @@ GRAD_PARAMS = {
     "sq_pnorm_max": {"gamma": 0.7, "p": 1.5},
     "fusedmax": {"gamma": 0.7, "lam": 0.5},
     "oscarmax": {"gamma": 0.7, "lam": 0.3},
-    "entmax": {"alpha": 1.5},
+    "entmax": {"alpha": 1.5, "gamma": 0.7},
 }
 
 
@@ -64,13 +64,14 @@ def test_gradcheck_inputs_do_fuse_coordinates(name, case):
     [(2, 3, 1), (1, 3, 1), ()],
     ids=["per-row", "per-head", "scalar-tensor"],
 )
-def test_entmax_gradcheck_wrt_scores_and_alpha(alpha_shape):
+@pytest.mark.parametrize("gamma", [1.0, 2.5])
+def test_entmax_gradcheck_wrt_scores_and_alpha(alpha_shape, gamma):
     x = _scores(2, (2, 3, 5)).requires_grad_()
     g = torch.Generator().manual_seed(3)
     alpha = (
         1.15 + 1.3 * torch.rand(alpha_shape, generator=g, dtype=torch.float64)
     ).requires_grad_()
-    fn = lambda x, a: apply("entmax", x, alpha=a)  # noqa: E731
+    fn = lambda x, a: apply("entmax", x, alpha=a, gamma=gamma)  # noqa: E731
     assert_structure_stable(fn, (x, alpha), EPS)
     assert torch.autograd.gradcheck(fn, (x, alpha), eps=EPS, atol=1e-6)
 
@@ -95,6 +96,13 @@ REFERENCES = [
     ("entmax", {"alpha": 1.5}, lambda x: entmax_pkg.entmax15(x, -1)),
     ("entmax", {"alpha": 2.0}, lambda x: entmax_pkg.sparsemax(x, -1)),
     ("entmax", {"alpha": 1.3}, lambda x: entmax_pkg.entmax_bisect(x, 1.3, -1, n_iter=80)),
+    ("entmax", {"alpha": 1.5, "gamma": 4.0}, lambda x: entmax_pkg.entmax15(x / 4.0, -1)),
+    ("entmax", {"alpha": 2.0, "gamma": 0.7}, lambda x: entmax_pkg.sparsemax(x / 0.7, -1)),
+    (
+        "entmax",
+        {"alpha": 1.3, "gamma": 0.5},
+        lambda x: entmax_pkg.entmax_bisect(x / 0.5, 1.3, -1, n_iter=80),
+    ),
 ]
 
 

@@ -33,6 +33,11 @@ PARAM_GRID = [
     ("entmax", {"alpha": 1.5}),
     ("entmax", {"alpha": 2.0}),
     ("entmax", {"alpha": 3.0}),
+    ("entmax", {"alpha": 1.5, "gamma": 0.5}),
+    ("entmax", {"alpha": 1.5, "gamma": 4.0}),
+    ("entmax", {"alpha": 1.25, "gamma": 16.0}),
+    ("entmax", {"alpha": 2.0, "gamma": 0.3}),
+    ("entmax", {"alpha": 1.0, "gamma": 2.0}),
 ]
 
 # The power-cone problems (p-norms, Tsallis) come back from the solver less exactly than

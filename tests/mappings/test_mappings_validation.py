@@ -72,7 +72,7 @@ def test_build_rejects_unknown_name():
 
 @pytest.mark.parametrize(
     "name,param",
-    [("softmax", "lam"), ("sparsemax", "p"), ("fusedmax", "alpha"), ("entmax", "gamma")],
+    [("softmax", "lam"), ("sparsemax", "p"), ("fusedmax", "alpha"), ("entmax", "lam")],
 )
 def test_build_rejects_unknown_param(name, param):
     with pytest.raises(ValueError, match=param):

@@ -21,3 +21,16 @@ def test_softmax_smoothed_max_is_log_sum_exp():
     torch.testing.assert_close(
         max_omega("softmax", x, gamma=0.5), 0.5 * torch.logsumexp(x / 0.5, -1)
     )
+
+
+@pytest.mark.parametrize(
+    "name,params",
+    [("entmax", {"alpha": 1.5, "gamma": 2.5}), ("entmax", {"alpha": 1.3, "gamma": 0.4})],
+)
+def test_gradient_is_the_mapping_at_a_temperature(name, params):
+    """max_{y} y.x - gamma Omega(y) has the mapping at gamma as its gradient: gamma scales the
+    Tsallis regularizer as it scales the others."""
+    x = torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    x.requires_grad_()
+    (grad,) = torch.autograd.grad(max_omega(name, x, **params).sum(), x)
+    torch.testing.assert_close(grad, mappings.build(name, **params)(x).detach(), rtol=0, atol=1e-8)

@@ -13,8 +13,10 @@ LOWEST = torch.tensor(1.01)  # float32(1.01), the smallest alpha
 HEADS = 6
 
 
-def _normalizer(logits=None, dtype=torch.float32):
-    cfg = RegattnTransformerConfig(attention="entmax", attention_alpha="learned")
+def _normalizer(logits=None, dtype=torch.float32, gamma=None):
+    cfg = RegattnTransformerConfig(
+        attention="entmax", attention_alpha="learned", attention_gamma=gamma
+    )
     normalizer = AttentionNormalizer(
         attention_spec_from_cfg(cfg, "regattn_transformer", allow_learned_alpha=True), HEADS
     )
@@ -80,3 +82,13 @@ def test_transformer_with_extreme_learned_alphas_trains(translation_data):
     logits.logsumexp(-1).sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     assert all(z.grad is not None for z in alpha_logits)
+
+
+def test_learned_alpha_takes_the_temperature():
+    """--attention-gamma reaches a learned-alpha entmax: entmax(s / gamma) with each head's
+    alpha (the learned path calls the function itself, not a built module)."""
+    logits = [-2.0, -1.0, 0.0, 0.5, 1.0, 3.0]
+    scores = torch.randn(2, HEADS, 3, 7, generator=torch.Generator().manual_seed(1))
+    hot, cold = _normalizer(logits, gamma=2.0), _normalizer(logits)
+    torch.testing.assert_close(hot(scores), cold(scores / 2.0), rtol=0, atol=1e-6)
+    assert not torch.allclose(hot(scores), cold(scores), atol=1e-3)

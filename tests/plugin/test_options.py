@@ -17,7 +17,7 @@ from regattn_fairseq.modules import attention_spec_from_cfg
         ("sq_pnorm_max", {"gamma": 1.0, "p": 1.5}),
         ("fusedmax", {"gamma": 1.0, "lam": 0.1}),
         ("oscarmax", {"gamma": 1.0, "lam": 0.01}),
-        ("entmax", {"alpha": 1.5}),
+        ("entmax", {"alpha": 1.5, "gamma": 1.0}),
     ],
 )
 def test_unset_options_take_the_paper_defaults(mapping, params):
@@ -52,8 +52,8 @@ def test_given_options_reach_the_model(translation_data):
         ),
         (
             "regattn_transformer",
-            ["--attention", "entmax", "--attention-gamma", "2"],
-            "--attention-gamma",
+            ["--attention", "entmax", "--attention-lambda", "2"],
+            "--attention-lambda",
         ),
         ("regattn_snli", ["--attention", "fusedmax", "--attention-p", "1.5"], "--attention-p"),
         (

@@ -6,7 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from omegaconf import OmegaConf
 
+from regattn import mappings
 from regattn_fairseq.experiments import reproduce, runs
 from regattn_fairseq.experiments.paths import REPO_ROOT
 
@@ -17,6 +19,17 @@ def test_gamma_grid_arguments():
     for bad in (["--gamma-grid", "1,4"], ["--gamma", "warm"], ["--gamma", "-1"]):
         with pytest.raises(SystemExit):
             reproduce.parse_args(["inflection", *bad])
+
+
+@pytest.mark.parametrize("table", ["table1", "table2", "nmt", "inflection"])
+def test_every_discrete_mapping_of_a_table_has_its_gamma_tuned(table):
+    """GAMMA=auto tunes the temperature of every discrete mapping of the paper tables (1.5-entmax
+    included: entmax(s / γ)); a mapping left at γ = 1 would not be compared fairly."""
+    spec = reproduce.load_config("reproduce", table)
+    for mapping in spec.mappings:
+        attention = OmegaConf.load(REPO_ROOT / "configs" / "attention" / f"{mapping}.yaml")
+        assert "gamma" in mappings.parameters_of(attention.attention), mapping
+        assert mapping in reproduce.GAMMA_MAPPINGS, mapping
 
 
 def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeypatch):

@@ -21,9 +21,10 @@ For each attention row (one decoder step over the unpadded source) it records:
 
 Reported per checkpoint: the means over rows, the fraction of rows whose score gradient is
 exactly zero, the *pass ratio* Σ‖∂L/∂s‖ / Σ‖∂L/∂p‖ (how much of the asked-for change gets
-through the mapping), and the validation NLL per target token. For softmax and sparsemax the
-mapping is also checked against an independent implementation on every measured row (the
-`entmax` package's sparsemax, torch.softmax: the largest differences of p and of ∂L/∂s given the
+through the mapping), and the validation NLL per target token. For softmax, sparsemax and
+entmax with a fixed alpha the mapping is also checked against an independent implementation
+on every measured row (torch.softmax, the `entmax` package's sparsemax and entmax15 or
+entmax_bisect: the largest differences of p and of ∂L/∂s given the
 model's own ∂L/∂p), and by torch.autograd.gradcheck on a few rows of the first batch.
 
   python -m regattn_fairseq.experiments.attention_gradients RUN_DIR [RUN_DIR ...] \\
@@ -34,7 +35,8 @@ writes NAME.json and a figure NAME.png/.pdf of the statistics against the epoch.
 adds epoch 0: a fresh model built from the run's config and seed as fairseq-train builds it
 (checked against the embedding rows that training never updates). `--bleu EVAL` also decodes
 the evaluation set with each measured checkpoint (beam 5, the reproduction suite's decoding and
-sacrebleu scoring) and records its BLEU.
+sacrebleu scoring) and records its BLEU. `--checkpoint checkpoint_best.pt` measures that one
+checkpoint of each run (a table's runs keep no per-epoch checkpoints).
 
 RUN_DIR is a run folder of scripts/reproduce.py (its checkpoints/ hold checkpoint<N>.pt).
 """
@@ -170,29 +172,39 @@ class _AttentionTap:
             handle.remove()
 
 
-REFERENCE_MAPPINGS = ("softmax", "sparsemax")
+REFERENCE_MAPPINGS = ("softmax", "sparsemax", "entmax")
 
 
-def _reference_mapping(name: str, z: torch.Tensor) -> torch.Tensor:
-    """softmax or sparsemax of z by an implementation independent of regattn's."""
+def _reference_mapping(name: str, z: torch.Tensor, alpha: float | None) -> torch.Tensor:
+    """softmax, sparsemax or alpha-entmax of z by an implementation independent of regattn's
+    (torch.softmax; the `entmax` package's sparsemax, entmax15 and, for another alpha,
+    entmax_bisect)."""
     if name == "softmax":
         return torch.softmax(z, dim=-1)
     import entmax
 
-    return entmax.sparsemax(z, dim=-1)
+    if name == "sparsemax" or alpha == 2:
+        return entmax.sparsemax(z, dim=-1)
+    if alpha == 1.5:
+        return entmax.entmax15(z, dim=-1)
+    return entmax.entmax_bisect(z, alpha, dim=-1, n_iter=80)
 
 
-def reference_check(name, gamma, scores, probs, grad_scores, grad_probs, mask) -> dict | None:
+def reference_check(
+    name, gamma, scores, probs, grad_scores, grad_probs, mask, alpha: float | None = None
+) -> dict | None:
     """The mapping's output and vector-Jacobian product against an independent implementation.
 
     Parameters
     ----------
     name : str
-        the mapping (only softmax and sparsemax are checked).
+        the mapping (softmax, sparsemax and entmax with a fixed alpha are checked).
     gamma : float
         its temperature.
     scores, probs, grad_scores, grad_probs, mask
         as in `row_statistics` (mask may be None).
+    alpha : float, optional
+        entmax's alpha (None: learned, not checked).
 
     Returns
     -------
@@ -202,7 +214,7 @@ def reference_check(name, gamma, scores, probs, grad_scores, grad_probs, mask) -
         model's own ∂L/∂p), ``grad_scale`` (max |∂L/∂s_ref|) and ``rows``; None for another
         mapping.
     """
-    if name not in REFERENCE_MAPPINGS:
+    if name not in REFERENCE_MAPPINGS or (name == "entmax" and not isinstance(alpha, float)):
         return None
     if mask is None:
         mask = torch.ones_like(probs, dtype=torch.bool)
@@ -211,7 +223,7 @@ def reference_check(name, gamma, scores, probs, grad_scores, grad_probs, mask) -
     leaf = scores[keep].double().requires_grad_(True)
     # masked positions far below every score: outside any support, zero weight and gradient
     z = (leaf / gamma).masked_fill(~mask, -1e6)
-    reference = _reference_mapping(name, z)
+    reference = _reference_mapping(name, z, alpha)
     reference.backward(grad_probs[keep].double())
     return {
         "forward": float((reference.detach() - probs[keep].double()).abs().max()),
@@ -315,7 +327,7 @@ def measure_model(model, task, subset: str, max_sentences: int, batch_size: int)
                 stats = row_statistics(*rows, gamma)
                 for key, value in stats.items():
                     totals[key] = totals.get(key, 0) + value
-                check = reference_check(spec.name, gamma, *rows)
+                check = reference_check(spec.name, gamma, *rows, alpha=spec.params.get("alpha"))
                 if check is not None:
                     checked = (
                         check
@@ -351,8 +363,16 @@ def measure_checkpoint(path: Path, subset: str, max_sentences: int, batch_size: 
 
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)])
     epoch = _EPOCH_CHECKPOINT.search(path.name)
+    if epoch is None:  # checkpoint_best.pt, checkpoint_last.pt: the epoch it was saved after
+        iterator = checkpoint_utils.load_checkpoint_to_cpu(str(path))["extra_state"][
+            "train_iterator"
+        ]
+        # saved at an epoch's end, the iterator already points at the next epoch's start
+        epoch = iterator["epoch"] - (iterator["iterations_in_epoch"] == 0)
+    else:
+        epoch = int(epoch.group(1))
     return {
-        "epoch": int(epoch.group(1)) if epoch else None,
+        "epoch": epoch,
         **measure_model(models[0], task, subset, max_sentences, batch_size),
     }
 
@@ -585,6 +605,12 @@ def main(argv: list[str] | None = None) -> None:
         "--every", type=int, default=1, help="measure every k-th epoch (and the last)"
     )
     parser.add_argument(
+        "--checkpoint",
+        metavar="NAME",
+        help="measure only RUN_DIR/checkpoints/NAME (e.g. checkpoint_best.pt, the one a table "
+        "row scores) instead of every epoch's checkpoint: for runs that kept none",
+    )
+    parser.add_argument(
         "--init",
         action="store_true",
         help="also measure epoch 0: the model the run started from (its config and seed)",
@@ -601,10 +627,16 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     runs = []
     for run_dir in args.run_dirs:
-        checkpoints = epoch_checkpoints(run_dir)
-        chosen = checkpoints[:: args.every]
-        if chosen[-1] != checkpoints[-1]:
-            chosen.append(checkpoints[-1])
+        if args.checkpoint:
+            checkpoints = [run_dir / "checkpoints" / args.checkpoint]
+            if not checkpoints[0].is_file():
+                raise ReproError(f"{checkpoints[0]} does not exist")
+            chosen = checkpoints
+        else:
+            checkpoints = epoch_checkpoints(run_dir)
+            chosen = checkpoints[:: args.every]
+            if chosen[-1] != checkpoints[-1]:
+                chosen.append(checkpoints[-1])
         epochs = []
         if args.init:
             epochs.append(

@@ -153,3 +153,43 @@ def test_a_run_without_epoch_checkpoints_is_an_error(tmp_path):
     (tmp_path / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
     with pytest.raises(ReproError, match="no_epoch_checkpoints=false"):
         attention_gradients.epoch_checkpoints(tmp_path)
+
+
+@pytest.mark.parametrize("alpha", [1.5, 1.3])
+def test_reference_check_of_entmax_at_a_temperature(alpha):
+    """1.5-entmax (and another alpha) at γ = 2 against the entmax package's, which sees s / γ;
+    a backward that ignores 1/γ is caught; a learned alpha (None) is not checked."""
+    scores = torch.tensor([[1.0, 0.8, -0.5, 0.2], [2.0, 0.0, 0.1, 0.3]])
+    upstream = torch.tensor([[0.3, -1.0, 2.0, 0.5], [1.0, 0.0, -1.0, 0.0]])
+    leaf = scores.clone().requires_grad_(True)
+    probs = mappings.build("entmax", alpha=alpha, gamma=2.0)(leaf, dim=-1)
+    (probs * upstream).sum().backward()
+    args = (scores, probs.detach())
+    good = attention_gradients.reference_check(
+        "entmax", 2.0, *args, leaf.grad, upstream, None, alpha=alpha
+    )
+    assert good["forward"] < 1e-5 and good["backward"] < 1e-5 and good["rows"] == 2
+    bad = attention_gradients.reference_check(
+        "entmax", 2.0, *args, leaf.grad * 2.0, upstream, None, alpha=alpha
+    )
+    assert bad["backward"] > 1e-2
+    assert (
+        attention_gradients.reference_check(
+            "entmax", 2.0, *args, leaf.grad, upstream, None, alpha=None
+        )
+        is None
+    )
+
+
+def test_a_named_checkpoint_that_is_missing_is_an_error(tmp_path):
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    with pytest.raises(ReproError, match="checkpoint_best.pt does not exist"):
+        attention_gradients.main(
+            [
+                str(tmp_path / "run"),
+                "--checkpoint",
+                "checkpoint_best.pt",
+                "--out",
+                str(tmp_path / "g.json"),
+            ]
+        )

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The inflection runs behind results/gamma1/findings.md ("Inflection", issue #17 item 7), from a
+# clean checkout of main, one thread per run (the runs ran side by side on a 2-core CPU).
+#   bash results/gamma1/inflection/run.sh table MAPPING       # the tuned table (results/inflection.md):
+#                                                             # γ grid 1, 4, 16 on seed 1, seeds 2, 3 at the chosen γ
+#   bash results/gamma1/inflection/run.sh gamma1              # test scores of the grid's γ = 1 runs (no training)
+#   bash results/gamma1/inflection/run.sh surrogate MAPPING   # γ = 1, the mapping forward, softmax's Jacobian backward
+#   bash results/gamma1/inflection/run.sh measure-grid        # attention gradients of the 9 grid runs (best checkpoint)
+#   bash results/gamma1/inflection/run.sh measure-surrogate   # attention gradients of the surrogate runs, every 3rd epoch
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+PY=${PY:-.venv/bin/python}
+HERE=results/gamma1/inflection
+RUNS=checkpoints/inflection/medium/small-offline
+# the surrogate runs keep one checkpoint per epoch in their own work folder
+SURROGATE_WORK=${SURROGATE_WORK:-/work/g1work}
+
+case "${1:-}" in
+table)
+    "$PY" scripts/reproduce.py inflection --scale small --seeds 1,2,3 --gamma auto \
+        --gamma-grid 1,4,16 --gamma-seeds first --mappings "$2"
+    ;;
+# the grid's γ = 1 folders are the runs --gamma 1 names: they are decoded and scored, not retrained
+gamma1)
+    "$PY" scripts/reproduce.py inflection --scale small --seeds 1 --gamma 1 \
+        --mappings softmax sparsemax entmax15 --results-dir "$HERE"
+    ;;
+# γ given as an override (not --gamma): the run folder is then MAPPING/seed1 of SURROGATE_WORK
+surrogate)
+    "$PY" scripts/reproduce.py inflection --scale small --seeds 1 --mappings "$2" \
+        --work-dir "$SURROGATE_WORK" --results-dir "$HERE" \
+        --override model.attention_gamma=1.0 --override +model.attention_grad_surrogate=softmax \
+        --override checkpoint.no_epoch_checkpoints=false
+    ;;
+measure-grid)
+    dirs=()
+    for mapping in softmax sparsemax entmax15; do
+        for gamma in 1.0 4.0 16.0; do dirs+=("$RUNS/$mapping/gamma$gamma/seed1"); done
+    done
+    "$PY" -m regattn_fairseq.experiments.attention_gradients "${dirs[@]}" \
+        --checkpoint checkpoint_best.pt --init --max-sentences 400 --out "$HERE/gradients_grid.json"
+    ;;
+measure-surrogate)
+    "$PY" -m regattn_fairseq.experiments.attention_gradients \
+        "$SURROGATE_WORK/$RUNS/sparsemax/seed1" "$SURROGATE_WORK/$RUNS/entmax15/seed1" \
+        --every 3 --max-sentences 400 --out "$HERE/gradients_surrogate.json"
+    ;;
+*)
+    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|measure-grid|measure-surrogate" >&2
+    exit 2
+    ;;
+esac

@@ -37,9 +37,9 @@ from regattn_fairseq.experiments.rowkeys import (
     check_clean_tree,
     finished_rows,
     job_key,
+    split_current,
 )
 
-# mappings with a temperature (model.attention_gamma); entmax has none
 # the table mappings that take a temperature γ (model.attention_gamma); 1.5-entmax's is
 # entmax(s / γ), the Tsallis regularizer scaled by γ
 GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
@@ -193,6 +193,23 @@ def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> 
     ]
 
 
+def _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args) -> tuple:
+    """The key (`rowkeys.job_key`) of the rows the job would write, before it trains."""
+    settings = runs.compose_settings(
+        experiment.train_config,
+        _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
+    )
+    return job_key(
+        experiment.name,
+        scale,
+        data.manifest["source"],
+        mapping,
+        settings,
+        seed,
+        args.dry_run.record(),
+    )
+
+
 def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain, launch):
     if retrain and run_dir.exists():
         print(f"[train] --retrain: removing {run_dir}", flush=True)
@@ -200,12 +217,22 @@ def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain
     return runs.train(experiment, scale, mapping, seed, data, run_dir, extra, launch)
 
 
-def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) -> dict:
+def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, rows=()) -> dict:
     """GAMMA=auto: train every γ of the grid and pick the best validation loss.
 
     The grid is trained for every seed (``--gamma-seeds all``, the mean loss decides) or for
     the first seed only (``--gamma-seeds first``; the caller trains the other seeds at the
     chosen γ).
+
+    A choice already recorded in the table's rows is taken instead of training the grid again
+    (its checkpoints may be gone: another machine, a cleaned work dir): a finished row of one
+    of ``seeds`` whose config is the job's at the γ it records as chosen, with the same grid,
+    criterion and selection seeds. ``--retrain`` always trains the grid.
+
+    Parameters
+    ----------
+    rows : list of dict, optional
+        the table's raw rows (`results.load_rows`), searched for a recorded choice.
 
     Returns
     -------
@@ -222,6 +249,29 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
     if any(gamma <= 0 for gamma in grid):
         raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
     selection_seeds = seeds[:1] if args.gamma_seeds == "first" else list(seeds)
+    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
+    if not args.retrain:
+        recorded = _recorded_gamma_choice(
+            rows,
+            spec,
+            experiment,
+            scale,
+            mapping,
+            seeds,
+            data,
+            work_dir,
+            args,
+            {"grid": grid, "criterion": criterion, "seeds": selection_seeds},
+        )
+        if recorded is not None:
+            selection, run_id = recorded
+            print(
+                f"[gamma] {mapping}: the choice recorded by run {run_id} (validation loss "
+                f"{selection['validation']}) -> γ = {selection['chosen']}; the grid is not "
+                "trained again (--retrain to train it)",
+                flush=True,
+            )
+            return selection
     validation = {}
     for gamma in grid:
         losses = []
@@ -250,11 +300,104 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args) 
     print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
     return {
         "grid": grid,
-        "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
+        "criterion": criterion,
         "seeds": selection_seeds,
         "validation": validation,
         "chosen": chosen,
     }
+
+
+def _recorded_gamma_choice(
+    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how
+):
+    """A γ choice recorded in ``rows`` for this job, made the way ``how`` says.
+
+    Parameters
+    ----------
+    rows : list of dict
+        the table's raw rows.
+    how : dict
+        ``{"grid", "criterion", "seeds"}`` of the choice to make.
+
+    Returns
+    -------
+    tuple or None
+        (the recorded selection, the run id of the row that records it), or None when no
+        finished row has the job's config at its recorded γ and the same ``how``.
+    """
+    candidates = [
+        row
+        for row in rows
+        if row["mapping"] == mapping
+        and row["seed"] in seeds
+        and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
+    ]
+    for row in reversed(candidates):  # the newest first
+        selection = row["gamma_selection"]
+        gamma = selection["chosen"]
+        run_dir = _run_dir(
+            work_dir,
+            spec,
+            experiment,
+            scale,
+            data,
+            mapping,
+            row["seed"],
+            gamma,
+            args.dry_run,
+        )
+        extra = [*args.override, f"model.attention_gamma={gamma}"]
+        key = _job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
+        if finished_rows(rows, key, list(experiment.evaluations)):
+            return selection, row["run_id"]
+    return None
+
+
+def _gamma_suffix(gamma: str | None) -> str:
+    """The figure name's mark of how γ was set: none (each config's own), auto, or fixed."""
+    if gamma is None:
+        return ""
+    return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
+
+
+def _figure_exports(exports, rows, experiment, scale, seed, args) -> list[Path]:
+    """The attention exports of one figure: this invocation's, then those of the table's other
+    cells set up the same way (γ auto, the same fixed γ, or neither) whose export is still on
+    disk, so that a table run one mapping per process gets one figure with every mapping, not
+    a figure per process each replacing the last.
+
+    Parameters
+    ----------
+    exports : list of Path
+        this invocation's exports (first evaluation set, first seed), one per mapping.
+    rows : list of dict
+        the table's raw rows.
+    seed : int
+        the first seed.
+
+    Returns
+    -------
+    list of Path
+        the existing exports, this invocation's first, each once.
+    """
+    fixed = None if args.gamma in (None, "auto") else float(args.gamma)
+    first_evaluation = next(iter(experiment.evaluations))
+    shown, _ = split_current(rows)
+    for row in shown:
+        gamma = (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
+        same_setup = (
+            bool(row.get("gamma_selection")) == (args.gamma == "auto")
+            and (fixed is None or gamma == fixed)
+            and row["experiment"] == experiment.name
+            and row["scale"] == scale
+            and row.get("dry_run") == args.dry_run.record()
+            and row["evaluation"] == first_evaluation
+            and row["seed"] == seed
+        )
+        export = (row.get("attention") or {}).get("export")
+        if same_setup and export:
+            exports.append(Path(export))
+    return [e for e in dict.fromkeys(exports) if e.is_file()]
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -318,7 +461,15 @@ def run(argv: list[str] | None = None) -> None:
                 print(f"[gamma] {mapping} has no temperature γ: trained at its default")
             elif args.gamma == "auto":
                 selection = choose_gamma(
-                    spec, experiment, scale, mapping, seeds, data, work_dir, args
+                    spec,
+                    experiment,
+                    scale,
+                    mapping,
+                    seeds,
+                    data,
+                    work_dir,
+                    args,
+                    load_rows(results_dir, spec.table),
                 )
                 gamma = selection["chosen"]
             elif args.gamma:
@@ -329,19 +480,7 @@ def run(argv: list[str] | None = None) -> None:
                 run_dir = _run_dir(
                     work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
                 )
-                settings = runs.compose_settings(
-                    experiment.train_config,
-                    _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
-                )
-                key = job_key(
-                    experiment.name,
-                    scale,
-                    data.manifest["source"],
-                    mapping,
-                    settings,
-                    seed,
-                    args.dry_run.record(),
-                )
+                key = _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args)
                 done = finished_rows(
                     load_rows(results_dir, spec.table), key, list(experiment.evaluations)
                 )
@@ -394,11 +533,14 @@ def run(argv: list[str] | None = None) -> None:
                 print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
                 if seed == seeds[0]:
                     exports.append(Path(rows[0]["attention"]["export"]))
-        exports = [e for e in exports if e.is_file()]
+        exports = _figure_exports(
+            exports, load_rows(results_dir, spec.table), experiment, scale, seeds[0], args
+        )
         if exports:
             figure = plot_attention_figure(
                 results_dir / "figures",
-                f"{spec.table}_{experiment.name}_{scale}{args.dry_run.folder_suffix()}_attention",
+                f"{spec.table}_{experiment.name}_{scale}{args.dry_run.folder_suffix()}"
+                f"{_gamma_suffix(args.gamma)}_attention",
                 exports,
             )
             print(f"[figure] {figure[0]}", flush=True)

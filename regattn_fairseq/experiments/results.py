@@ -119,9 +119,11 @@ def p_value_note(baseline: str) -> str:
         f"p vs {baseline}: paired bootstrap (1,000 resamples of the test items, seed 12345; "
         "sacrebleu's paired_bs for BLEU; corpus-level entity F1 recomputed from the resampled "
         f"sentences' entity counts) of the difference between the mapping and {baseline} on "
-        "the column's metric, two-sided, seeds paired and concatenated (items x seeds); n/a: a "
-        f"row without per-item data (older than the sidecars) or no {baseline} row of the same "
-        "seeds."
+        "the column's metric, two-sided, seeds paired and concatenated (items x seeds). A cell "
+        f"with γ chosen on validation (γ auto) is tested against {baseline} tuned on the same "
+        f"grid, at its own chosen γ; any other cell against {baseline} at the same γ. n/a: a "
+        f"row without per-item data (older than the sidecars) or no such {baseline} row of the "
+        "same seeds."
     )
 
 
@@ -227,12 +229,36 @@ def _section(row: dict) -> tuple[str, str]:
     return row["scale"], json.dumps(row.get("dry_run"), sort_keys=True)
 
 
+def _gamma_tuning(row: dict) -> tuple | None:
+    """How a row's γ was chosen (GAMMA=auto: grid, criterion, selection seeds), or None."""
+    selection = row.get("gamma_selection")
+    if not selection:
+        return None
+    return (tuple(selection["grid"]), selection["criterion"], tuple(selection["seeds"]))
+
+
 def _baseline(cells: dict, key: tuple, baseline: str) -> list[dict] | None:
-    """The baseline's rows for a cell: the baseline mapping with the same γ/λ/p/α, else with
-    its default parameters."""
-    for params in (key[4], "{}"):
-        for other, rows in cells.items():
-            if other[3].split(" ")[0] == baseline and other[4] == params:
+    """The baseline's rows for a cell.
+
+    A cell whose γ was chosen on validation (GAMMA=auto) is compared with the baseline tuned
+    the same way (grid, criterion, selection seeds), at whatever γ each chose: the fair
+    comparison GAMMA=auto is for. Any other cell is compared with an untuned baseline cell of
+    the same parameters, else of the same γ (a surrogate backward, λ, p or α are the
+    mapping's own), else of its default parameters.
+    """
+    tuning = _gamma_tuning(cells[key][0])
+    candidates = {
+        other: rows
+        for other, rows in cells.items()
+        if other[3].split(" ")[0] == baseline and _gamma_tuning(rows[0]) == tuning
+    }
+    if tuning is not None:
+        return next(iter(candidates.values()), None)
+    gamma = json.loads(key[4]).get("attention_gamma")
+    same_gamma = json.dumps({} if gamma is None else {"attention_gamma": gamma})
+    for params in (key[4], same_gamma, "{}"):
+        for other, rows in candidates.items():
+            if other[4] == params:
                 return rows
     return None
 

@@ -131,3 +131,119 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     assert selection["seeds"] == [1]
     with pytest.raises(SystemExit):
         reproduce.parse_args(["inflection", "--gamma-seeds", "first"])
+
+
+def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selection):
+    """The rows a finished job at γ would have left, recording ``selection``."""
+    run_dir = reproduce._run_dir(
+        tmp_path, spec, experiment, "smoke", data, "sparsemax", seed, gamma
+    )
+    extra = [*args.override, f"model.attention_gamma={gamma}"]
+    settings = runs.compose_settings(
+        experiment.train_config,
+        reproduce._train_overrides(experiment, "smoke", data, "sparsemax", seed, run_dir, extra),
+    )
+    return [
+        {
+            "experiment": experiment.name,
+            "scale": "smoke",
+            "data_source": "offline",
+            "mapping": "sparsemax",
+            "evaluation": evaluation,
+            "seed": seed,
+            "run_id": f"run{seed}",
+            "train": {"config": settings},
+            "gamma_selection": selection,
+        }
+        for evaluation in experiment.evaluations
+    ]
+
+
+def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monkeypatch):
+    """A choice recorded by a finished row (its checkpoints gone: another machine) is taken as
+    it is; a row recording another grid, or whose config is not the job's at the γ it records,
+    is not, and the grid is trained."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    args = reproduce.parse_args(
+        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    )
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        trained.append(extra[-1])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
+
+    monkeypatch.setattr(runs, "train", fake_train)
+    recorded = {
+        "grid": [1.0, 4.0],
+        "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
+        "seeds": [1],
+        "validation": {"1.0": 2.0, "4.0": 1.5},
+        "chosen": 4.0,
+    }
+
+    def choose(rows):
+        trained.clear()
+        return reproduce.choose_gamma(
+            spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args, rows
+        )
+
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, recorded)
+    assert choose(rows) == recorded and trained == []
+    # the row of seed 2 records the same choice: it is found as well
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 2, 4.0, recorded)
+    assert choose(rows) == recorded and trained == []
+    other_grid = {**recorded, "grid": [1.0, 4.0, 16.0]}
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, other_grid)
+    assert choose(rows)["grid"] == [1.0, 4.0] and len(trained) == 2
+    # the row records γ = 4 chosen but was trained at γ = 1: not this job's choice
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 1.0, recorded)
+    choose(rows)
+    assert len(trained) == 2
+    # --retrain trains the grid whatever is recorded
+    args.retrain = True
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, recorded)
+    choose(rows)
+    assert len(trained) == 2
+
+
+def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
+    """A table run one mapping per process: the figure of the last one holds every cell set up
+    the same way (γ auto here) whose export exists, not its own mapping alone."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    evaluation = next(iter(experiment.evaluations))
+    args = reproduce.parse_args(["inflection", "--gamma", "auto"])
+
+    def row(mapping, gamma, tuned, exists=True):
+        export = tmp_path / f"{mapping}{gamma}.jsonl"
+        if exists:
+            export.write_text("")
+        return {
+            "experiment": experiment.name,
+            "scale": "small",
+            "data_source": "offline",
+            "mapping": mapping,
+            "evaluation": evaluation,
+            "seed": 1,
+            "run_id": f"{mapping}{gamma}",
+            "date": "2026-11-25T00:00:00+00:00",
+            "train": {"config": {"model": {"attention": mapping, "attention_gamma": gamma}}},
+            "gamma_selection": {"chosen": gamma} if tuned else None,
+            "attention": {"export": str(export)},
+        }
+
+    rows = [
+        row("softmax", 4.0, True),
+        row("softmax", 1.0, False),  # another setup: its own figure
+        row("sparsemax", 16.0, True, exists=False),  # trained elsewhere, export gone
+        row("entmax15", 16.0, True),
+    ]
+    own = [tmp_path / "entmax1516.0.jsonl"]
+    exports = reproduce._figure_exports(own, rows, experiment, "small", 1, args)
+    assert exports == [tmp_path / "entmax1516.0.jsonl", tmp_path / "softmax4.0.jsonl"]
+    assert reproduce._gamma_suffix("auto") == "_gamma-auto"
+    assert reproduce._gamma_suffix("1") == "_gamma1.0" and reproduce._gamma_suffix(None) == ""

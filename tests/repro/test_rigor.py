@@ -121,6 +121,57 @@ def test_table_marks_unknown_training_commit_dirty_rows_and_missing_p(tmp_path):
     assert "p vs softmax: paired bootstrap" in markdown
 
 
+def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path):
+    """GAMMA=auto: sparsemax at its chosen γ = 16 is paired with softmax at its chosen γ = 4
+    (same grid), not with an untuned softmax γ = 1 row; untuned cells keep their pairing."""
+    selection = {"grid": [1.0, 4.0, 16.0], "criterion": "c", "seeds": [1], "validation": {}}
+    rows = []
+    for mapping, gamma, tuned, offset in (
+        ("softmax", 1.0, False, 0.0),
+        ("softmax", 4.0, True, 0.0),
+        ("sparsemax", 16.0, True, 2.0),
+        ("sparsemax", 1.0, False, 2.0),
+    ):
+        row = make_row(mapping=mapping, run_id=f"{mapping}{gamma}", metrics={"rougeL": 30.0})
+        row["train"]["config"]["model"].update(attention=mapping, attention_gamma=gamma)
+        if tuned:
+            row["gamma_selection"] = {**selection, "chosen": gamma}
+        if mapping == "softmax" and not tuned:
+            row["run_id"] = "no-items"  # an old row without per-item data
+        else:
+            items = _mean_items([float(i % 5) + offset for i in range(100)])
+            row["items"] = significance.write_items(tmp_path, row["run_id"], "test2016", items)
+        rows.append(row)
+    spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
+    markdown = render_table(spec, rows, tmp_path)
+    tuned_line = next(line for line in markdown.splitlines() if "sparsemax γ=16.0" in line)
+    untuned_line = next(line for line in markdown.splitlines() if "sparsemax γ=1.0" in line)
+    # tuned: a p-value against softmax γ = 4; untuned: its baseline (softmax γ = 1) has no items
+    assert "| 0.000 |" in tuned_line or "| 0.001 |" in tuned_line
+    assert "| n/a |" in untuned_line
+
+
+def test_a_cell_with_its_own_parameters_is_tested_against_softmax_at_its_gamma(tmp_path):
+    """1.5-entmax γ = 1 (α is entmax's own) and a surrogate-backward run are paired with
+    softmax γ = 1."""
+    rows = []
+    for mapping, extra, offset in (
+        ("softmax", {}, 0.0),
+        ("entmax15", {"attention_alpha": 1.5}, 2.0),
+        ("sparsemax", {"attention_grad_surrogate": "softmax"}, 2.0),
+    ):
+        row = make_row(mapping=mapping, run_id=mapping, metrics={"rougeL": 30.0})
+        row["train"]["config"]["model"].update(attention=mapping, attention_gamma=1.0, **extra)
+        items = _mean_items([float(i % 5) + offset for i in range(100)])
+        row["items"] = significance.write_items(tmp_path, row["run_id"], "test2016", items)
+        rows.append(row)
+    spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
+    markdown = render_table(spec, rows, tmp_path)
+    for label in ("entmax15 γ=1.0 α=1.5", "sparsemax γ=1.0 backward=softmax"):
+        line = next(line for line in markdown.splitlines() if line.startswith(f"| {label} "))
+        assert float(line.split("|")[4]) < 0.01, line  # the p column (paper's is n/a)
+
+
 def test_rows_are_written_under_the_tables_lock(tmp_path):
     """Two processes writing one table (one per mapping) take turns: while another holds the
     table's lock, a writer appends nothing, and once it is released every row lands whole."""

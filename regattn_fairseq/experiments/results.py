@@ -347,8 +347,14 @@ def _experiment_table(
         for row in {cell_key(r): r for r in gamma_rows}.values():
             selection = row["gamma_selection"]
             scores = ", ".join(f"γ={g}: {v}" for g, v in selection["validation"].items())
+            edge = ""
+            if len(selection["grid"]) > 1 and selection["chosen"] in (
+                min(selection["grid"]),
+                max(selection["grid"]),
+            ):
+                edge = " (at the grid's edge: the best γ may lie beyond it)"
             lines.append(
-                f"- {row['mapping']}: γ = {selection['chosen']} ({selection['criterion']}: "
+                f"- {row['mapping']}: γ = {selection['chosen']}{edge} ({selection['criterion']}: "
                 f"{scores})"
             )
         lines.append("")

@@ -149,6 +149,10 @@ def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path
     # tuned: a p-value against softmax γ = 4; untuned: its baseline (softmax γ = 1) has no items
     assert "| 0.000 |" in tuned_line or "| 0.001 |" in tuned_line
     assert "| n/a |" in untuned_line
+    # a choice at the grid's edge is flagged; one inside it is not
+    choices = [line for line in markdown.splitlines() if line.startswith("- ") and "γ = " in line]
+    assert any(line.startswith("- sparsemax: γ = 16.0 (at the grid's edge") for line in choices)
+    assert any(line.startswith("- softmax: γ = 4.0 (c:") for line in choices)
 
 
 def test_a_cell_with_its_own_parameters_is_tested_against_softmax_at_its_gamma(tmp_path):

@@ -5,7 +5,9 @@
 #                                                             # γ grid 1, 4, 16 on seed 1, seeds 2, 3 at the chosen γ
 #   bash results/gamma1/inflection/run.sh gamma1              # test scores of the grid's γ = 1 runs (no training)
 #   bash results/gamma1/inflection/run.sh surrogate MAPPING   # γ = 1, the mapping forward, softmax's Jacobian backward
-#   bash results/gamma1/inflection/run.sh measure-grid        # attention gradients of the 9 grid runs (best checkpoint)
+#   bash results/gamma1/inflection/run.sh epochs MAPPING      # γ = 1 again, one checkpoint per epoch kept (re-scored:
+#                                                             # a second row of the gamma1 config, a determinism check)
+#   bash results/gamma1/inflection/run.sh measure-epochs      # attention gradients of the epochs runs, every 3rd epoch
 #   bash results/gamma1/inflection/run.sh measure-surrogate   # attention gradients of the surrogate runs, every 3rd epoch
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -13,7 +15,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 PY=${PY:-.venv/bin/python}
 HERE=results/gamma1/inflection
 RUNS=checkpoints/inflection/medium/small-offline
-# the surrogate runs keep one checkpoint per epoch in their own work folder
+# the surrogate and epochs runs keep one checkpoint per epoch in their own work folder
 SURROGATE_WORK=${SURROGATE_WORK:-/work/g1work}
 
 case "${1:-}" in
@@ -33,13 +35,21 @@ surrogate)
         --override model.attention_gamma=1.0 --override +model.attention_grad_surrogate=softmax \
         --override checkpoint.no_epoch_checkpoints=false
     ;;
-measure-grid)
+# --retrain: the gamma1 rows are finished; the same config is trained again in SURROGATE_WORK
+# (the config hash leaves checkpointing out) and scored again
+epochs)
+    "$PY" scripts/reproduce.py inflection --scale small --seeds 1 --gamma 1 --mappings "$2" \
+        --work-dir "$SURROGATE_WORK" --results-dir "$HERE" --retrain \
+        --override checkpoint.no_epoch_checkpoints=false
+    ;;
+measure-epochs)
     dirs=()
     for mapping in softmax sparsemax entmax15; do
-        for gamma in 1.0 4.0 16.0; do dirs+=("$RUNS/$mapping/gamma$gamma/seed1"); done
+        dir="$SURROGATE_WORK/$RUNS/$mapping/gamma1.0/seed1"
+        if [ -d "$dir" ]; then dirs+=("$dir"); fi
     done
     "$PY" -m regattn_fairseq.experiments.attention_gradients "${dirs[@]}" \
-        --checkpoint checkpoint_best.pt --init --max-sentences 400 --out "$HERE/gradients_grid.json"
+        --every 3 --init --max-sentences 400 --out "$HERE/gradients_gamma1.json"
     ;;
 measure-surrogate)
     "$PY" -m regattn_fairseq.experiments.attention_gradients \
@@ -47,7 +57,7 @@ measure-surrogate)
         --every 3 --max-sentences 400 --out "$HERE/gradients_surrogate.json"
     ;;
 *)
-    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|measure-grid|measure-surrogate" >&2
+    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|epochs MAPPING|measure-epochs|measure-surrogate" >&2
     exit 2
     ;;
 esac

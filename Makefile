@@ -84,6 +84,8 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   LOCAL_DATA   DATA_SOURCE=local: the folder of your own full copies, official layouts (README)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
+#   MAPPINGS     e.g. "softmax sparsemax": these mappings only (default: the table's); one
+#                process per mapping may write one table at once
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   GAMMA_SEEDS  all (default) | first: GAMMA=auto chooses on every seed's or the first seed's runs
@@ -112,7 +114,8 @@ REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
 SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
                $(foreach o,$(LAUNCHER_ARGS),--launcher-override $(o))
 # only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
-TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(GAMMA),--gamma $(GAMMA)) \
+TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAPPINGS)) \
+               $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) $(if $(GAMMA_SEEDS),--gamma-seeds $(GAMMA_SEEDS)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \

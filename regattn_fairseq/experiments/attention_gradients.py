@@ -521,7 +521,7 @@ def run_record(checkpoint: Path) -> dict:
 
 PLOTTED = (
     ("mean_support", "mean support size"),
-    ("support_one_fraction", "rows with support 1 (= zero ∂L/∂s, sparsemax)"),
+    ("support_one_fraction", "rows with support 1 (= zero ∂L/∂s, sparse maps)"),
     ("pass_ratio", "pass ratio Σ‖∂L/∂s‖ / Σ‖∂L/∂p‖"),
     ("mean_margin_over_gamma", "top-score margin / γ"),
     ("mean_top_prob", "largest attention weight"),
@@ -534,8 +534,9 @@ PLOTTED = (
 def run_label(epochs: list[dict]) -> str:
     """mapping, γ and (when trained with one) the surrogate gradient of a run."""
     mapping = epochs[0]["mapping"]
-    gamma = mapping["params"].get("gamma")
-    label = mapping["name"] + (f" γ={gamma:g}" if gamma is not None else "")
+    gamma, alpha = mapping["params"].get("gamma"), mapping["params"].get("alpha")
+    label = mapping["name"] + (f" α={alpha:g}" if alpha is not None else "")
+    label += f" γ={gamma:g}" if gamma is not None else ""
     surrogate = epochs[0].get("trained_grad_surrogate")
     return label + (f", backward={surrogate}" if surrogate else "")
 
@@ -573,6 +574,10 @@ def plot_report(report: dict, path: Path) -> Path:
     for axis, (key, title) in zip(axes, PLOTTED, strict=True):
         axis.set_title(title, fontsize=10)
         axis.set_xlabel("epoch")
+        if not axis.lines:  # e.g. BLEU without --bleu: say so rather than draw empty axes
+            axis.text(0.5, 0.5, "not measured", ha="center", va="center", transform=axis.transAxes)
+            axis.set_xticks([])
+            axis.set_yticks([])
         if key == "pass_ratio":
             axis.set_yscale("symlog", linthresh=1e-3)
     axes[0].legend(fontsize=8)

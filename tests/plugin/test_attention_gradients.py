@@ -193,3 +193,30 @@ def test_a_named_checkpoint_that_is_missing_is_an_error(tmp_path):
                 str(tmp_path / "g.json"),
             ]
         )
+
+
+def test_figure_labels_entmax_alpha_and_marks_a_statistic_not_measured(tmp_path):
+    """The legend names α (1.5-entmax, not "entmax"); a panel no run measured (BLEU without
+    --bleu) says "not measured" instead of showing empty axes."""
+    epochs = [
+        {"epoch": e, "mapping": {"name": "entmax", "params": {"alpha": 1.5, "gamma": 1.0}}}
+        | {key: 1.0 / (e + 1) for key, _ in attention_gradients.PLOTTED if key != "bleu"}
+        for e in range(3)
+    ]
+    assert attention_gradients.run_label(epochs) == "entmax α=1.5 γ=1"
+    import matplotlib.pyplot as plt
+
+    texts = []
+    original = plt.Axes.text
+
+    def record(axis, *args, **kwargs):
+        texts.append((axis.get_title(), args[2]))
+        return original(axis, *args, **kwargs)
+
+    plt.Axes.text = record
+    try:
+        png = attention_gradients.plot_report({"runs": [{"epochs": epochs}]}, tmp_path / "g.png")
+    finally:
+        plt.Axes.text = original
+    assert png.is_file() and png.with_suffix(".pdf").is_file()
+    assert texts == [("BLEU (beam 5)", "not measured")]

@@ -270,12 +270,22 @@ def test_seeds_and_gamma_arguments():
 
 def test_make_passes_seeds_gamma_and_flags():
     result = subprocess.run(
-        ["make", "-n", "reproduce-nmt", "SEEDS=1,2,3", "GAMMA=auto", "RESCORE=1", "ALLOW_DIRTY=1"],
+        [
+            "make",
+            "-n",
+            "reproduce-nmt",
+            "SEEDS=1,2,3",
+            "GAMMA=auto",
+            "RESCORE=1",
+            "ALLOW_DIRTY=1",
+            "MAPPINGS=softmax sparsemax",
+        ],
         capture_output=True,
         text=True,
         cwd=rowkeys.__file__.rsplit("/regattn_fairseq/", 1)[0],
     )
     assert "--seeds 1,2,3" in result.stdout and "--gamma auto" in result.stdout
+    assert "--mappings softmax sparsemax" in result.stdout
     assert "--rescore" in result.stdout and "--allow-dirty" in result.stdout
 
 

@@ -9,6 +9,8 @@
 #                                                             # a second row of the gamma1 config, a determinism check)
 #   bash results/gamma1/inflection/run.sh measure-epochs      # attention gradients of the epochs runs, every 3rd epoch
 #   bash results/gamma1/inflection/run.sh measure-surrogate   # attention gradients of the surrogate runs, every 3rd epoch
+#   bash results/gamma1/inflection/run.sh valid-losses        # per-epoch validation loss of the runs in SURROGATE_WORK
+#                                                             # (their train.log stays on the machine) -> valid_losses.json
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -56,8 +58,26 @@ measure-surrogate)
         "$SURROGATE_WORK/$RUNS/sparsemax/seed1" "$SURROGATE_WORK/$RUNS/entmax15/seed1" \
         --every 3 --max-sentences 400 --out "$HERE/gradients_surrogate.json"
     ;;
+valid-losses)
+    test ! -e "$HERE/valid_losses.json" || { echo "$HERE/valid_losses.json exists" >&2; exit 1; }
+    "$PY" - "$SURROGATE_WORK/$RUNS" "$HERE/valid_losses.json" <<'PYTHON'
+import json, sys
+from pathlib import Path
+from regattn_fairseq.experiments.fairseq_logs import json_records
+root, out = Path(sys.argv[1]), Path(sys.argv[2])
+runs = {
+    str(log.parent.relative_to(root)): [
+        {"epoch": int(r["epoch"]), "valid_loss": float(r["valid_loss"])}
+        for r in json_records(log.read_text()) if "valid_loss" in r
+    ]
+    for log in sorted(root.glob("*/**/train.log"))
+}
+out.write_text(json.dumps({"source": "fairseq train.log valid records", "runs": runs}, indent=1) + "\n")
+print(out)
+PYTHON
+    ;;
 *)
-    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|epochs MAPPING|measure-epochs|measure-surrogate" >&2
+    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|epochs MAPPING|measure-epochs|measure-surrogate|valid-losses" >&2
     exit 2
     ;;
 esac

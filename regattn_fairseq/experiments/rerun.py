@@ -8,9 +8,14 @@ mapping, seed and the Hydra overrides it was trained with beyond the standard on
 `rerun` checks the commit out in a temporary `git worktree`, builds or copies the compiled
 kernels, runs that commit's `scripts/reproduce.py` for that one job into a fresh work and
 results folder, and reports, per evaluation and metric, the recorded value, the new value and
-their difference. Sweep rows are not supported (re-run the sweep at the commit instead); dirty
-rows are refused (their diff is not recoverable from the hash), and so are dry runs (capped
-data, a few updates: nothing to reproduce)."""
+their difference, and whether the difference lies within the spread of the row's table cell
+(`cell_spread`: the sample std of the metric over the cell's seeds, same config; a cell of
+one seed has no std, so only an identical number passes). Each report is appended, with the
+date, CPU and versions of the re-run, to ``results/reruns.jsonl`` (append-only), and
+``results/reruns.md`` is drawn again from it (`record_rerun`): a reproduction check is a
+committed result like any other. Sweep rows are not supported (re-run the sweep at the
+commit instead); dirty rows are refused (their diff is not recoverable from the hash), and so
+are dry runs (capped data, a few updates: nothing to reproduce)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +31,8 @@ from pathlib import Path
 
 from .common import ReproError
 from .data_sources import SOURCES
-from .paths import REPO_ROOT
+from .paths import REPO_ROOT, RESULTS_DIR
+from .rowkeys import cell_key, mapping_label, row_config_sha256
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py
 STANDARD_KEYS = (
@@ -37,6 +44,11 @@ STANDARD_KEYS = (
     "checkpoint.save_dir",
     "hydra.",
 )
+
+
+def read_rows(results_file: Path) -> list[dict]:
+    """Every row of a raw results file (JSON lines)."""
+    return [json.loads(line) for line in Path(results_file).read_text().splitlines() if line]
 
 
 def load_run(results_file: Path, run_id: str) -> list[dict]:
@@ -59,8 +71,7 @@ def load_run(results_file: Path, run_id: str) -> list[dict]:
     ReproError
         no row has that run id.
     """
-    rows = [json.loads(line) for line in Path(results_file).read_text().splitlines() if line]
-    found = [r for r in rows if r["run_id"] == run_id]
+    found = [r for r in read_rows(results_file) if r["run_id"] == run_id]
     if not found:
         raise ReproError(f"no row with run_id {run_id} in {results_file}")
     return found
@@ -147,7 +158,45 @@ def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) ->
     }
 
 
-def compare(expected: dict, new_rows: list[dict], experiment: str) -> list[dict]:
+def cell_spread(all_rows: list[dict], run_rows: list[dict]) -> dict:
+    """The spread of each metric over the seeds of the table cell a run belongs to.
+
+    The cell's rows are those with the run's `cell_key`, evaluation and config hash (the rows
+    one table cell shows); of several rows of one seed the newest counts, as in the tables.
+
+    Parameters
+    ----------
+    all_rows : list of dict
+        every row of the run's raw results file.
+    run_rows : list of dict
+        the run's rows (`load_run`).
+
+    Returns
+    -------
+    dict
+        evaluation -> metric -> ``{"std": sample std over the seeds (None for one seed),
+        "n": number of seeds}``.
+    """
+    spread = {}
+    for run_row in run_rows:
+        same = (cell_key(run_row), run_row["evaluation"], row_config_sha256(run_row))
+        per_seed = {
+            r["seed"]: r["metrics"]
+            for r in all_rows
+            if (cell_key(r), r["evaluation"], row_config_sha256(r)) == same
+        }
+        spread[run_row["evaluation"]] = {
+            metric: {
+                "std": statistics.stdev(values) if len(values) > 1 else None,
+                "n": len(values),
+            }
+            for metric in run_row["metrics"]
+            for values in [[m[metric] for m in per_seed.values() if m.get(metric) is not None]]
+        }
+    return spread
+
+
+def compare(expected: dict, new_rows: list[dict], experiment: str, spread: dict) -> list[dict]:
     """The per-metric difference between the recorded and the re-run rows.
 
     Parameters
@@ -158,11 +207,16 @@ def compare(expected: dict, new_rows: list[dict], experiment: str) -> list[dict]
         the re-run's rows.
     experiment : str
         the recorded run's experiment (other experiments of the table are ignored).
+    spread : dict
+        `cell_spread` of the recorded run.
 
     Returns
     -------
     list of dict
-        ``{"evaluation", "metric", "recorded", "rerun", "difference"}`` per metric.
+        ``{"evaluation", "metric", "recorded", "rerun", "difference", "cell_std", "cell_n",
+        "within_std"}`` per metric; ``within_std``: the absolute difference is at most the
+        cell's std, or, for a cell of one seed, the difference is 0; False when the re-run
+        lacks the metric.
     """
     latest = {r["evaluation"]: r for r in new_rows if r["experiment"] == experiment}
     report = []
@@ -170,19 +224,115 @@ def compare(expected: dict, new_rows: list[dict], experiment: str) -> list[dict]
         new = latest.get(evaluation, {}).get("metrics", {})
         for metric, value in metrics.items():
             other = new.get(metric)
+            difference = None if other is None else round(other - value, 4)
+            cell = spread[evaluation][metric]
+            if difference is None:
+                within = False
+            elif cell["std"] is None:
+                within = difference == 0
+            else:
+                within = abs(difference) <= cell["std"]
             report.append(
                 {
                     "evaluation": evaluation,
                     "metric": metric,
                     "recorded": value,
                     "rerun": other,
-                    "difference": None if other is None else round(other - value, 4),
+                    "difference": difference,
+                    "cell_std": None if cell["std"] is None else round(cell["std"], 4),
+                    "cell_n": cell["n"],
+                    "within_std": within,
                 }
             )
     return report
 
 
-def rerun(results_file: Path, run_id: str, data_dir: str | None = None, keep: bool = False):
+def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report: list[dict]):
+    """Append a re-run's report to ``reruns.jsonl`` and draw ``reruns.md`` again from it.
+
+    Parameters
+    ----------
+    results_dir : Path
+        where ``reruns.jsonl`` and ``reruns.md`` live (``results/``).
+    results_file : Path
+        the raw results file the run was read from.
+    rows : list of dict
+        the recorded run's rows.
+    report : list of dict
+        `compare`'s report.
+
+    Returns
+    -------
+    Path
+        the Markdown file.
+    """
+    from .provenance import provenance
+
+    here = provenance()
+    row = rows[0]
+    record = {
+        "date": here["date"],
+        "results_file": Path(results_file).name,
+        "run_id": row["run_id"],
+        "table": row["table"],
+        "experiment": row["experiment"],
+        "scale": row["scale"],
+        "cell": mapping_label(row),
+        "seed": row["seed"],
+        "config_sha256": row_config_sha256(row),
+        "recorded_date": row["date"],
+        "trained_at": row["train"]["started"]["git_commit"],
+        "recorded_hardware": row.get("hardware"),
+        "rerun_hardware": here["hardware"],
+        "rerun_versions": here["versions"],
+        "report": report,
+    }
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with (results_dir / "reruns.jsonl").open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
+    records = [
+        json.loads(line)
+        for line in (results_dir / "reruns.jsonl").read_text(encoding="utf-8").splitlines()
+        if line
+    ]
+    lines = [
+        "# Re-runs of committed rows at their training commit",
+        "",
+        "Generated by `scripts/rerun_row.py` from `results/reruns.jsonl` (append-only; each "
+        "record holds the re-run's date, hardware and package versions). A row is re-trained "
+        "and re-scored at the commit that trained it, in a git worktree, on the CPU named; "
+        "'within std': the absolute difference is at most the sample std of its table cell "
+        "over the cell's n seeds (a cell of one seed has no std: only 0 passes).",
+        "",
+        "| re-run date | table | cell | seed | run | trained at | re-run CPU | evaluation "
+        "| metric | recorded | re-run | difference | cell std (n) | within std |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rec in records:
+        for line in rec["report"]:
+            std = "–" if line["cell_std"] is None else f"{line['cell_std']:.2f}"
+            rerun_value = "–" if line["rerun"] is None else f"{line['rerun']:.2f}"
+            difference = "–" if line["difference"] is None else f"{line['difference']:+.2f}"
+            lines.append(
+                f"| {rec['date'][:10]} | {rec['table']} | {rec['cell']} | {rec['seed']} "
+                f"| {rec['run_id']} | {rec['trained_at'][:10]} | {rec['rerun_hardware']['cpu']} "
+                f"| {line['evaluation']} | {line['metric']} | {line['recorded']:.2f} "
+                f"| {rerun_value} | {difference} | {std} ({line['cell_n']}) "
+                f"| {'yes' if line['within_std'] else 'no'} |"
+            )
+    markdown = results_dir / "reruns.md"
+    markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return markdown
+
+
+def rerun(
+    results_file: Path,
+    run_id: str,
+    data_dir: str | None = None,
+    keep: bool = False,
+    record_dir: Path | None = RESULTS_DIR,
+):
     """Re-run a recorded run at its training commit (see the module docstring).
 
     Parameters
@@ -195,6 +345,8 @@ def rerun(results_file: Path, run_id: str, data_dir: str | None = None, keep: bo
         the offline data root.
     keep : bool
         keep the worktree and work folder (their path is printed).
+    record_dir : Path, optional
+        where `record_rerun` appends the report (None: not recorded).
 
     Returns
     -------
@@ -209,6 +361,7 @@ def rerun(results_file: Path, run_id: str, data_dir: str | None = None, keep: bo
     from .provenance import git
 
     rows = load_run(results_file, run_id)
+    spread = cell_spread(read_rows(results_file), rows)
     scratch = Path(tempfile.mkdtemp(prefix=f"rerun-{run_id}-"))
     plan = plan_rerun(rows, scratch / "work", data_dir)
     tree = scratch / "tree"
@@ -235,34 +388,51 @@ def rerun(results_file: Path, run_id: str, data_dir: str | None = None, keep: bo
         if done.returncode != 0:
             raise ReproError(f"the re-run failed ({done.returncode}); worktree {tree}")
         new_rows = [json.loads(line) for line in plan["results_file"].read_text().splitlines()]
-        report = compare(plan["expected"], new_rows, plan["experiment"])
+        report = compare(plan["expected"], new_rows, plan["experiment"], spread)
     finally:
         if not keep:
             git("worktree", "remove", "--force", str(tree))
             shutil.rmtree(scratch, ignore_errors=True)
+    if record_dir is not None:
+        print(f"[rerun] recorded in {record_rerun(record_dir, results_file, rows, report)}")
     return report
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: print the per-metric report; exit 1 if a metric differs."""
+    """Command line: print the per-metric report; exit 1 if a difference exceeds its cell's std."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results_file", type=Path)
     parser.add_argument("run_id")
     parser.add_argument("--data-dir")
     parser.add_argument("--keep", action="store_true", help="keep the worktree and work folder")
+    parser.add_argument(
+        "--record-dir",
+        type=Path,
+        default=RESULTS_DIR,
+        help="append the report to RECORD_DIR/reruns.jsonl and redraw reruns.md (default: "
+        "results/)",
+    )
+    parser.add_argument("--no-record", action="store_true", help="print the report only")
     args = parser.parse_args(argv)
     try:
-        report = rerun(args.results_file, args.run_id, args.data_dir, args.keep)
+        report = rerun(
+            args.results_file,
+            args.run_id,
+            args.data_dir,
+            args.keep,
+            None if args.no_record else args.record_dir,
+        )
     except ReproError as error:
         sys.exit(f"error: {error}")
-    print("| evaluation | metric | recorded | re-run | difference |")
-    print("|---|---|---|---|---|")
+    print("| evaluation | metric | recorded | re-run | difference | cell std (n) | within std |")
+    print("|---|---|---|---|---|---|---|")
     for line in report:
         print(
             f"| {line['evaluation']} | {line['metric']} | {line['recorded']} | {line['rerun']} "
-            f"| {line['difference']} |"
+            f"| {line['difference']} | {line['cell_std']} ({line['cell_n']}) "
+            f"| {'yes' if line['within_std'] else 'no'} |"
         )
-    sys.exit(0 if all(line["difference"] == 0 for line in report) else 1)
+    sys.exit(0 if all(line["within_std"] for line in report) else 1)
 
 
 if __name__ == "__main__":

@@ -300,7 +300,11 @@ def test_rerun_plan(tmp_path):
     assert command[command.index("--override") + 1] == "model.attention_gamma=4.0"
     assert command.count("--override") == 1  # paths and identity are passed again, not copied
     assert plan["expected"] == {"test2016": {"bleu": 30.0}}
-    report = rerun.compare(plan["expected"], [make_row(metrics={"bleu": 30.5})], row["experiment"])
+    one_seed = rerun.cell_spread([row], [row])
+    assert one_seed == {"test2016": {"bleu": {"std": None, "n": 1}}}
+    report = rerun.compare(
+        plan["expected"], [make_row(metrics={"bleu": 30.5})], row["experiment"], one_seed
+    )
     assert report == [
         {
             "evaluation": "test2016",
@@ -308,6 +312,9 @@ def test_rerun_plan(tmp_path):
             "recorded": 30.0,
             "rerun": 30.5,
             "difference": 0.5,
+            "cell_std": None,
+            "cell_n": 1,
+            "within_std": False,  # one seed: no std, only an identical number passes
         }
     ]
     unknown = make_row()
@@ -316,6 +323,36 @@ def test_rerun_plan(tmp_path):
         rerun.plan_rerun([unknown], tmp_path)
     with pytest.raises(ReproError, match="dirty"):
         rerun.plan_rerun([make_row(git_dirty=True)], tmp_path)
+
+
+def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
+    seeds = [make_row(run_id=f"r{s}", seed=s, metrics={"bleu": b}) for s, b in ((1, 30), (2, 32))]
+    seeds.append(make_row(run_id="r3", seed=3, metrics={"bleu": 34.0}))
+    superseded = make_row(run_id="r2old", seed=2, metrics={"bleu": 90.0})
+    other_config = make_row(run_id="x", seed=4, metrics={"bleu": 0.0})
+    other_config["train"]["config"]["max_epoch"] = 8  # another cell config: not in the spread
+    other_gamma = make_row(run_id="y", seed=5, metrics={"bleu": 0.0})
+    other_gamma["train"]["config"]["model"]["attention_gamma"] = 4.0  # another cell
+    rows = [superseded, *seeds, other_config, other_gamma]  # the newest row of a seed counts
+    spread = rerun.cell_spread(rows, [seeds[0]])
+    assert spread == {"test2016": {"bleu": {"std": 2.0, "n": 3}}}  # stdev of 30, 32, 34
+    expected = {"test2016": {"bleu": 30.0}}
+    within = rerun.compare(expected, [make_row(metrics={"bleu": 31.9})], "multi30k_en_de", spread)
+    beyond = rerun.compare(expected, [make_row(metrics={"bleu": 27.5})], "multi30k_en_de", spread)
+    missing = rerun.compare(expected, [make_row(metrics={})], "multi30k_en_de", spread)
+    assert [r[0]["within_std"] for r in (within, beyond, missing)] == [True, False, False]
+    assert within[0]["cell_std"] == 2.0 and within[0]["cell_n"] == 3
+
+    results_file = tmp_path / "nmt.jsonl"
+    for report in (within, beyond):  # appended, never replaced
+        markdown = rerun.record_rerun(tmp_path, results_file, [seeds[0]], report)
+    records = [json.loads(line) for line in (tmp_path / "reruns.jsonl").open()]
+    assert [rec["report"][0]["rerun"] for rec in records] == [31.9, 27.5]
+    assert records[0]["run_id"] == "r1" and records[0]["trained_at"] == "a" * 40
+    assert records[0]["rerun_versions"]["torch"] and records[0]["rerun_hardware"]["cpu"]
+    text = markdown.read_text()
+    assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes |" in text
+    assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no |" in text
 
 
 @pytest.mark.slow
@@ -344,4 +381,6 @@ def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
         cwd=clone, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "| test | accuracy |" in done.stdout and "| 0.0 |" in done.stdout
+    assert "| test | accuracy |" in done.stdout and "| 0.0 | None (1) | yes |" in done.stdout
+    [record] = [json.loads(line) for line in (clone / "results" / "reruns.jsonl").open()]
+    assert record["run_id"] == row["run_id"] and record["report"][0]["difference"] == 0

@@ -30,6 +30,7 @@ scripts/export_attention.py:
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -243,7 +244,7 @@ def read_export(path) -> list[dict]:
     Parameters
     ----------
     path
-        the .jsonl file.
+        the .jsonl file (or a gzip-compressed one, ``.jsonl.gz``).
 
     Returns
     -------
@@ -256,7 +257,8 @@ def read_export(path) -> list[dict]:
     ValueError
         if a record lacks a field or its rows do not match its source tokens.
     """
-    with open(path, encoding="utf-8") as handle:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     for number, record in enumerate(records, 1):
         missing = {"id", "src_tokens", "attention", "mapping"} - set(record)

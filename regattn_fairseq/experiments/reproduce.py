@@ -28,6 +28,8 @@ from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESU
 from regattn_fairseq.experiments.prepare import describe_sources, prepare
 from regattn_fairseq.experiments.results import (
     check_row_kinds,
+    figure_sidecar_name,
+    keep_figure_sentences,
     load_rows,
     plot_attention_figure,
     write_outputs,
@@ -360,11 +362,15 @@ def _gamma_suffix(gamma: str | None) -> str:
     return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
 
 
-def _figure_exports(exports, rows, experiment, scale, seed, args) -> list[Path]:
-    """The attention exports of one figure: this invocation's, then those of the table's other
-    cells set up the same way (γ auto, the same fixed γ, or neither) whose export is still on
-    disk, so that a table run one mapping per process gets one figure with every mapping, not
-    a figure per process each replacing the last.
+def _figure_exports(exports, rows, experiment, scale, seed, args, results_dir) -> list[Path]:
+    """The attention of one figure's panels: this invocation's exports, then those of the
+    table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
+    table run one mapping per process gets one figure with every mapping, not a figure per
+    process each replacing the last.
+
+    Every such row whose export is on disk gets its figure sidecar
+    (`results.keep_figure_sentences`, committed with the results); a row whose export is gone
+    (decoded on another machine) is drawn from its sidecar.
 
     Parameters
     ----------
@@ -374,15 +380,18 @@ def _figure_exports(exports, rows, experiment, scale, seed, args) -> list[Path]:
         the table's raw rows.
     seed : int
         the first seed.
+    results_dir : Path
+        the results folder (its figure sidecars).
 
     Returns
     -------
     list of Path
-        the existing exports, this invocation's first, each once.
+        an export or sidecar per panel, this invocation's first, each cell once.
     """
     fixed = None if args.gamma in (None, "auto") else float(args.gamma)
     first_evaluation = next(iter(experiment.evaluations))
     shown, _ = split_current(rows)
+    by_export = {}
     for row in shown:
         gamma = (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
         same_setup = (
@@ -394,10 +403,18 @@ def _figure_exports(exports, rows, experiment, scale, seed, args) -> list[Path]:
             and row["evaluation"] == first_evaluation
             and row["seed"] == seed
         )
-        export = (row.get("attention") or {}).get("export")
-        if same_setup and export:
-            exports.append(Path(export))
-    return [e for e in dict.fromkeys(exports) if e.is_file()]
+        if not same_setup:
+            continue
+        export = Path((row.get("attention") or {}).get("export") or "")
+        sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
+        if export.name and export.is_file():
+            keep_figure_sentences(export, sidecar)
+            by_export[export] = export
+        elif sidecar.is_file():
+            by_export[export if export.name else sidecar] = sidecar
+    # this invocation's exports first (their rows are among the shown ones)
+    ordered = [by_export.get(e, e) for e in exports] + list(by_export.values())
+    return [e for e in dict.fromkeys(ordered) if e.is_file()]
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -534,7 +551,13 @@ def run(argv: list[str] | None = None) -> None:
                 if seed == seeds[0]:
                     exports.append(Path(rows[0]["attention"]["export"]))
         exports = _figure_exports(
-            exports, load_rows(results_dir, spec.table), experiment, scale, seeds[0], args
+            exports,
+            load_rows(results_dir, spec.table),
+            experiment,
+            scale,
+            seeds[0],
+            args,
+            results_dir,
         )
         if exports:
             figure = plot_attention_figure(

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .common import ReproError
 from .data_sources import SOURCES
-from .paths import REPO_ROOT, RESULTS_DIR
+from .paths import DEFAULT_DATA_DIR, REPO_ROOT, RESULTS_DIR
 from .rowkeys import cell_key, mapping_label, row_config_sha256
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py
@@ -342,7 +342,8 @@ def rerun(
     run_id : str
         the run id.
     data_dir : str, optional
-        the offline data root.
+        the offline data root; by default this checkout's (``../shared/data``) where it
+        exists, since the worktree's own default, beside a temporary folder, holds nothing.
     keep : bool
         keep the worktree and work folder (their path is printed).
     record_dir : Path, optional
@@ -361,6 +362,8 @@ def rerun(
     from .provenance import git
 
     rows = load_run(results_file, run_id)
+    if data_dir is None and DEFAULT_DATA_DIR.is_dir():
+        data_dir = str(DEFAULT_DATA_DIR)
     spread = cell_spread(read_rows(results_file), rows)
     scratch = Path(tempfile.mkdtemp(prefix=f"rerun-{run_id}-"))
     plan = plan_rerun(rows, scratch / "work", data_dir)

@@ -210,18 +210,37 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
     assert len(trained) == 2
 
 
+def _export(path, mapping, gamma, lengths=(4, 9, 30, 12, 10)):
+    """An attention export of sentences with these source lengths (9, 12, 10 are readable)."""
+    with path.open("w") as out:
+        for index, length in enumerate(lengths):
+            record = {
+                "id": index,
+                "src_tokens": [f"w{i}" for i in range(length)],
+                "tgt_tokens": ["a", "b"],
+                "attention": [[1.0 / length] * length] * 2,
+                "mapping": {"name": mapping, "params": {"gamma": gamma}},
+            }
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
 def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     """A table run one mapping per process: the figure of the last one holds every cell set up
-    the same way (γ auto here) whose export exists, not its own mapping alone."""
+    the same way (γ auto here), from its export, or from its committed figure sidecar where the
+    export is gone (decoded on another machine)."""
+    from regattn.analysis import read_export
+
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     evaluation = next(iter(experiment.evaluations))
     args = reproduce.parse_args(["inflection", "--gamma", "auto"])
+    results = tmp_path / "results"
 
     def row(mapping, gamma, tuned, exists=True):
         export = tmp_path / f"{mapping}{gamma}.jsonl"
         if exists:
-            export.write_text("")
+            _export(export, mapping, gamma)
         return {
             "experiment": experiment.name,
             "scale": "small",
@@ -236,14 +255,57 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
             "attention": {"export": str(export)},
         }
 
+    def sidecar(run_id):
+        return results / reproduce.figure_sidecar_name(run_id, evaluation)
+
     rows = [
         row("softmax", 4.0, True),
         row("softmax", 1.0, False),  # another setup: its own figure
-        row("sparsemax", 16.0, True, exists=False),  # trained elsewhere, export gone
+        row("sparsemax", 16.0, True, exists=False),  # decoded elsewhere, export and sidecar gone
         row("entmax15", 16.0, True),
     ]
     own = [tmp_path / "entmax1516.0.jsonl"]
-    exports = reproduce._figure_exports(own, rows, experiment, "small", 1, args)
+    exports = reproduce._figure_exports(own, rows, experiment, "small", 1, args, results)
     assert exports == [tmp_path / "entmax1516.0.jsonl", tmp_path / "softmax4.0.jsonl"]
+    # the exports on disk left their readable sentences in sidecars; the other setup did not
+    kept = read_export(sidecar("softmax4.0"))
+    assert [r["id"] for r in kept] == [1, 3, 4]
+    assert kept == [r for r in read_export(tmp_path / "softmax4.0.jsonl") if r["id"] in (1, 3, 4)]
+    assert sidecar("entmax1516.0").is_file() and not sidecar("softmax1.0").exists()
+    first = sidecar("softmax4.0").read_bytes()
+    # on another machine every export is gone: the figure is drawn from the sidecars
+    for path in tmp_path.glob("*.jsonl"):
+        path.unlink()
+    exports = reproduce._figure_exports([], rows, experiment, "small", 1, args, results)
+    assert exports == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
+    assert sidecar("softmax4.0").read_bytes() == first
     assert reproduce._gamma_suffix("auto") == "_gamma-auto"
     assert reproduce._gamma_suffix("1") == "_gamma1.0" and reproduce._gamma_suffix(None) == ""
+
+
+def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
+    """Rows whose attention is gone (no export, no sidecar) cannot be drawn again: the figure
+    that shows them is kept, and the smaller drawing goes to a name of its own."""
+    from regattn_fairseq.experiments.results import plot_attention_figure
+
+    figures = tmp_path / "figures"
+    softmax = _export(tmp_path / "softmax.jsonl", "softmax", 4.0)
+    sparsemax = _export(tmp_path / "sparsemax.jsonl", "sparsemax", 16.0)
+    name = "inflection_medium_small_gamma-auto_attention"
+    both = plot_attention_figure(figures, name, [softmax, sparsemax])
+    assert [p.name for p in both] == [f"{name}_1.png", f"{name}_1.pdf"]
+    manifest = json.loads((figures / f"{name}.json").read_text())
+    assert manifest["panels"] == ["softmax (gamma=4.0)", "sparsemax (gamma=16.0)"]
+    drawn = both[0].read_bytes()
+    alone = plot_attention_figure(figures, name, [sparsemax])
+    assert [p.name for p in alone] == [f"{name}_sparsemax_1.png", f"{name}_sparsemax_1.pdf"]
+    assert both[0].read_bytes() == drawn  # kept
+    assert json.loads((figures / f"{name}.json").read_text()) == manifest
+    # a drawing with every panel (and more) replaces it
+    entmax = _export(tmp_path / "entmax.jsonl", "entmax15", 16.0)
+    again = plot_attention_figure(figures, name, [softmax, sparsemax, entmax])
+    assert again == both and len(json.loads((figures / f"{name}.json").read_text())["panels"]) == 3
+    # a figure drawn before manifests is kept too: which panels it shows is unknown
+    (figures / f"{name}.json").unlink()
+    legacy = plot_attention_figure(figures, name, [softmax, sparsemax, entmax])
+    assert [p.name for p in legacy][0] == f"{name}_entmax15-softmax-sparsemax_1.png"

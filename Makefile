@@ -127,7 +127,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
 results-tables: setup ## regenerate results/*.md and results/raw/*.csv from the raw rows (rows untouched)
 	$(PY) -m regattn_fairseq.experiments.results $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
 
-rerun-row: setup ## re-run one committed row at its training commit in a git worktree, diff per metric (ROW_FILE=... RUN_ID=...)
+rerun-row: setup ## re-run one committed row at its training commit in a git worktree: diff per metric against its cell's std, appended to results/reruns.jsonl (ROW_FILE=... RUN_ID=...)
 	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }
 	$(PY) scripts/rerun_row.py $(ROW_FILE) $(RUN_ID) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 

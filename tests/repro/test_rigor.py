@@ -353,6 +353,7 @@ def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
     text = markdown.read_text()
     assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes |" in text
     assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no |" in text
+    assert "| unknown | " in text  # the recorded row names no hardware
 
 
 @pytest.mark.slow

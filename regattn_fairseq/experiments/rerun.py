@@ -248,11 +248,15 @@ def compare(expected: dict, new_rows: list[dict], experiment: str, spread: dict)
 
 
 def _host(hardware: dict | None) -> str:
-    """A machine as the re-runs table names it: CPU and platform (the kernel build tells
-    hosts with the same CPU name apart) and torch's thread count."""
+    """A machine as the re-runs table names it: CPU with ATen's SIMD level, platform (the
+    kernel build tells hosts with the same CPU name apart) and torch's thread count."""
     if not hardware:
         return "unknown"
-    return f"{hardware['cpu']}, {hardware['platform']}, {hardware['torch_threads']} threads"
+    capability = hardware.get("cpu_capability") or "SIMD level not recorded"
+    return (
+        f"{hardware['cpu']} ({capability}), {hardware['platform']}, "
+        f"{hardware['torch_threads']} threads"
+    )
 
 
 def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report: list[dict]):
@@ -299,6 +303,22 @@ def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report
     results_dir.mkdir(parents=True, exist_ok=True)
     with (results_dir / "reruns.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(record, sort_keys=True) + "\n")
+    return draw_reruns(results_dir)
+
+
+def draw_reruns(results_dir: Path) -> Path:
+    """Draw ``reruns.md`` from ``reruns.jsonl`` (also done by ``make results-tables``).
+
+    Parameters
+    ----------
+    results_dir : Path
+        the folder of both files.
+
+    Returns
+    -------
+    Path
+        the Markdown file.
+    """
     records = [
         json.loads(line)
         for line in (results_dir / "reruns.jsonl").read_text(encoding="utf-8").splitlines()

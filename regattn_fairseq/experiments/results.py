@@ -762,7 +762,8 @@ def table_specs() -> dict:
 
 
 def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]:
-    """Rewrite the markdown and CSV views of raw tables from their rows (rows untouched).
+    """Rewrite the markdown and CSV views of raw tables from their rows (rows untouched), and,
+    for every table, the re-runs' view (`rerun.draw_reruns`).
 
     Parameters
     ----------
@@ -790,6 +791,10 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
             markdown = results_dir / f"{table}.md"
             markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
         written.append(markdown)
+    if not tables and (results_dir / "reruns.jsonl").is_file():
+        from .rerun import draw_reruns
+
+        written.append(draw_reruns(results_dir))
     return written
 
 

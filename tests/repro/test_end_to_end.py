@@ -24,6 +24,7 @@ def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str
             assert row[key] not in (None, "", {}), key
         assert row["versions"]["torch"] and row["versions"]["fairseq-fixed"] != "not installed"
         assert row["hardware"]["cpu_count"] >= 1
+        assert row["hardware"]["cpu_capability"] in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR")
         assert row["train"]["config"]["model"]["_name"].startswith("regattn_")
         assert row["train"]["epochs"] == 1 and row["train"]["tokens_per_s"] > 0
         assert 0.0 <= row["metrics"][metric] <= 100.0

@@ -306,6 +306,13 @@ def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report
     return draw_reruns(results_dir)
 
 
+def _in_stds(line: dict) -> str:
+    """The difference in units of the cell's std, e.g. `` (2.3 std)`` (empty without one)."""
+    if line["cell_std"] in (None, 0) or line["difference"] is None:
+        return ""
+    return f" ({abs(line['difference']) / line['cell_std']:.1f} std)"
+
+
 def draw_reruns(results_dir: Path) -> Path:
     """Draw ``reruns.md`` from ``reruns.jsonl`` (also done by ``make results-tables``).
 
@@ -348,7 +355,7 @@ def draw_reruns(results_dir: Path) -> Path:
                 f"| {_host(rec['rerun_hardware'])} "
                 f"| {line['evaluation']} | {line['metric']} | {line['recorded']:.2f} "
                 f"| {rerun_value} | {difference} | {std} ({line['cell_n']}) "
-                f"| {'yes' if line['within_std'] else 'no'} |"
+                f"| {'yes' if line['within_std'] else 'no'}{_in_stds(line)} |"
             )
     markdown = results_dir / "reruns.md"
     markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -351,8 +351,8 @@ def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
     assert records[0]["run_id"] == "r1" and records[0]["trained_at"] == "a" * 40
     assert records[0]["rerun_versions"]["torch"] and records[0]["rerun_hardware"]["cpu"]
     text = markdown.read_text()
-    assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes |" in text
-    assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no |" in text
+    assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes (0.9 std) |" in text
+    assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no (1.2 std) |" in text
     assert "| unknown | " in text  # the recorded row names no hardware
 
 

@@ -353,7 +353,7 @@ def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
     text = markdown.read_text()
     assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes (0.9 std) |" in text
     assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no (1.2 std) |" in text
-    assert "| unknown | " in text  # the recorded row names no hardware
+    assert f"Trained at {'a' * 10} on unknown; re-run on " in text  # the row names no hardware
 
 
 @pytest.mark.slow

@@ -378,10 +378,10 @@ def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
     [row] = [json.loads(line) for line in (results / "raw" / "inflection.jsonl").open()]
     done = subprocess.run(
         [python, "scripts/rerun_row.py", str(results / "raw" / "inflection.jsonl"),
-         row["run_id"], "--data-dir", str(shared_data)],
+         row["run_id"], "--data-dir", str(shared_data), "--record-dir", str(results)],
         cwd=clone, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "| test | accuracy |" in done.stdout and "| 0.0 | None (1) | yes |" in done.stdout
-    [record] = [json.loads(line) for line in (clone / "results" / "reruns.jsonl").open()]
+    [record] = [json.loads(line) for line in (results / "reruns.jsonl").open()]
     assert record["run_id"] == row["run_id"] and record["report"][0]["difference"] == 0

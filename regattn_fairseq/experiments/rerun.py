@@ -346,7 +346,7 @@ def draw_reruns(results_dir: Path) -> Path:
         lines += [
             "",
             f"## {rec['table']}: {rec['cell']}, seed {rec['seed']} (run {rec['run_id']}), "
-            f"re-run {rec['date'][:10]}",
+            f"re-run {rec['date'][:16].replace('T', ' ')} UTC",
             "",
             f"Trained at {rec['trained_at'][:10]} on {_host(rec['recorded_hardware'])}; "
             f"re-run on {_host(rec['rerun_hardware'])} (torch {versions.get('torch')}, "

@@ -67,7 +67,7 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
 @pytest.mark.slow
 def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
     """Smoke scale, sparsemax, grid {1, 4}: two grid runs, one test row at the chosen γ, and a
-    second invocation that trains nothing."""
+    second invocation that trains nothing (the recorded choice is reused, the row skipped)."""
     command = [
         sys.executable,
         "scripts/reproduce.py",
@@ -103,7 +103,8 @@ def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
     assert len(grid_runs) == 2
     second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "[skip]" in second.stdout and "[train]" in second.stdout  # grid runs stop at once
+    assert "[skip]" in second.stdout and "[train]" not in second.stdout
+    assert "the grid is not trained again" in second.stdout
     assert len((tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()) == 1
 
 

@@ -39,6 +39,8 @@ from regattn_fairseq.experiments.rowkeys import (
     check_clean_tree,
     finished_rows,
     job_key,
+    mapping_label,
+    row_config_sha256,
     split_current,
 )
 
@@ -362,7 +364,9 @@ def _gamma_suffix(gamma: str | None) -> str:
     return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
 
 
-def _figure_exports(exports, rows, experiment, scale, seed, args, results_dir) -> list[Path]:
+def _figure_exports(
+    exports, rows, experiment, scale, seed, args, results_dir
+) -> list[tuple[Path, dict]]:
     """The attention of one figure's panels: this invocation's exports, then those of the
     table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
     table run one mapping per process gets one figure with every mapping, not a figure per
@@ -385,13 +389,14 @@ def _figure_exports(exports, rows, experiment, scale, seed, args, results_dir) -
 
     Returns
     -------
-    list of Path
-        an export or sidecar per panel, this invocation's first, each cell once.
+    list of (Path, dict)
+        per panel, this invocation's first, each cell once: the export or sidecar to draw and
+        the run it shows (`_figure_run`).
     """
     fixed = None if args.gamma in (None, "auto") else float(args.gamma)
     first_evaluation = next(iter(experiment.evaluations))
     shown, _ = split_current(rows)
-    by_export = {}
+    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
     for row in shown:
         gamma = (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
         same_setup = (
@@ -409,12 +414,25 @@ def _figure_exports(exports, rows, experiment, scale, seed, args, results_dir) -
         sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
         if export.name and export.is_file():
             keep_figure_sentences(export, sidecar)
-            by_export[export] = export
+            panels[export] = (export, _figure_run(row))
         elif sidecar.is_file():
-            by_export[export if export.name else sidecar] = sidecar
-    # this invocation's exports first (their rows are among the shown ones)
-    ordered = [by_export.get(e, e) for e in exports] + list(by_export.values())
-    return [e for e in dict.fromkeys(ordered) if e.is_file()]
+            panels[export if export.name else sidecar] = (sidecar, _figure_run(row))
+    # this invocation's exports first (their rows are among the shown ones); sorted is stable
+    first = {export: index for index, export in enumerate(exports)}
+    ordered = sorted(panels.items(), key=lambda item: first.get(item[0], len(first)))
+    return [panel for _, panel in ordered]
+
+
+def _figure_run(row: dict) -> dict:
+    """What a figure's manifest records of the run a panel shows."""
+    return {
+        "run_id": row["run_id"],
+        "attention": mapping_label(row),
+        "seed": row["seed"],
+        "config_sha256": row_config_sha256(row),
+        "git_commit": row["git_commit"],
+        "trained_at": ((row.get("train") or {}).get("started") or {}).get("git_commit"),
+    }
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -564,7 +582,8 @@ def run(argv: list[str] | None = None) -> None:
                 results_dir / "figures",
                 f"{spec.table}_{experiment.name}_{scale}{args.dry_run.folder_suffix()}"
                 f"{_gamma_suffix(args.gamma)}_attention",
-                exports,
+                [path for path, _ in exports],
+                runs=[run for _, run in exports],
             )
             print(f"[figure] {figure[0]}", flush=True)
 

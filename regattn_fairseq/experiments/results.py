@@ -618,17 +618,22 @@ def _panel_label(record: dict) -> str:
 
 
 def plot_attention_figure(
-    figures_dir: Path, name: str, exports: list[Path], source_tokens: tuple[int, int] = (8, 20)
+    figures_dir: Path,
+    name: str,
+    exports: list[Path],
+    source_tokens: tuple[int, int] = (8, 20),
+    runs: list[dict] | None = None,
 ) -> list[Path]:
     """One sentence's attention under every mapping of an experiment, side by side
     (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in
     its order, that every export holds and that is readable (`_readable`); without one, the
     first id every export holds.
 
-    A figure is never replaced by one with fewer panels: the panels drawn are recorded in
-    ``<name>.json`` beside it, and when a later drawing lacks some of them (their exports and
-    sidecars are gone, e.g. rows decoded on a machine that was lost), the existing figure is
-    kept and the new one is written as ``<name>_<its mappings>``, with a message saying so.
+    A figure is never replaced by one with fewer panels: the panels drawn (and the runs they
+    show, with their commits) are recorded in ``<name>.json`` beside it, and when a later
+    drawing lacks some of them (their exports and sidecars are gone, e.g. rows decoded on a
+    machine that was lost), the existing figure is kept and the new one is written as
+    ``<name>_<its mappings>``, with a message saying so.
     A figure drawn before manifests existed is kept in the same way (its panels are unknown).
 
     Parameters
@@ -641,6 +646,9 @@ def plot_attention_figure(
         one export or figure sidecar per panel.
     source_tokens : tuple of int
         the readable source lengths.
+    runs : list of dict, optional
+        per panel, the run it shows (run id, seed, config hash, commits), recorded in the
+        manifest as the figure's provenance.
 
     Returns
     -------
@@ -680,7 +688,12 @@ def plot_attention_figure(
             flush=True,
         )
     paths = plot_sentence(records, sentence, figures_dir, name=name)
-    record = {"sentence": sentence, "panels": panels, "files": [path.name for path in paths]}
+    record = {
+        "sentence": sentence,
+        "panels": panels,
+        "runs": runs,
+        "files": [path.name for path in paths],
+    }
     manifest.write_text(json.dumps(record, indent=1) + "\n")
     return paths
 

@@ -250,6 +250,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
             "evaluation": evaluation,
             "seed": 1,
             "run_id": f"{mapping}{gamma}",
+            "git_commit": "c" * 40,
             "date": "2026-11-25T00:00:00+00:00",
             "train": {"config": {"model": {"attention": mapping, "attention_gamma": gamma}}},
             "gamma_selection": {"chosen": gamma} if tuned else None,
@@ -266,8 +267,19 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         row("entmax15", 16.0, True),
     ]
     own = [tmp_path / "entmax1516.0.jsonl"]
-    exports = reproduce._figure_exports(own, rows, experiment, "small", 1, args, results)
-    assert exports == [tmp_path / "entmax1516.0.jsonl", tmp_path / "softmax4.0.jsonl"]
+    panels = reproduce._figure_exports(own, rows, experiment, "small", 1, args, results)
+    assert [path for path, _ in panels] == [
+        tmp_path / "entmax1516.0.jsonl",
+        tmp_path / "softmax4.0.jsonl",
+    ]
+    assert panels[0][1] == {  # what the figure's manifest records of the run
+        "run_id": "entmax1516.0",
+        "attention": "entmax15 γ=16.0",
+        "seed": 1,
+        "config_sha256": panels[0][1]["config_sha256"],
+        "git_commit": "c" * 40,
+        "trained_at": None,
+    }
     # the exports on disk left their readable sentences in sidecars; the other setup did not
     kept = read_export(sidecar("softmax4.0"))
     assert [r["id"] for r in kept] == [1, 3, 4]
@@ -277,8 +289,9 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     # on another machine every export is gone: the figure is drawn from the sidecars
     for path in tmp_path.glob("*.jsonl"):
         path.unlink()
-    exports = reproduce._figure_exports([], rows, experiment, "small", 1, args, results)
-    assert exports == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
+    panels = reproduce._figure_exports([], rows, experiment, "small", 1, args, results)
+    assert [path for path, _ in panels] == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
+    assert [run["run_id"] for _, run in panels] == ["softmax4.0", "entmax1516.0"]
     assert sidecar("softmax4.0").read_bytes() == first
     assert reproduce._gamma_suffix("auto") == "_gamma-auto"
     assert reproduce._gamma_suffix("1") == "_gamma1.0" and reproduce._gamma_suffix(None) == ""
@@ -293,10 +306,12 @@ def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
     softmax = _export(tmp_path / "softmax.jsonl", "softmax", 4.0)
     sparsemax = _export(tmp_path / "sparsemax.jsonl", "sparsemax", 16.0)
     name = "inflection_medium_small_gamma-auto_attention"
-    both = plot_attention_figure(figures, name, [softmax, sparsemax])
+    runs = [{"run_id": "r1", "git_commit": "c" * 40}, {"run_id": "r2", "git_commit": "d" * 40}]
+    both = plot_attention_figure(figures, name, [softmax, sparsemax], runs=runs)
     assert [p.name for p in both] == [f"{name}_1.png", f"{name}_1.pdf"]
     manifest = json.loads((figures / f"{name}.json").read_text())
     assert manifest["panels"] == ["softmax (gamma=4.0)", "sparsemax (gamma=16.0)"]
+    assert manifest["runs"] == runs  # the figure's provenance
     drawn = both[0].read_bytes()
     alone = plot_attention_figure(figures, name, [sparsemax])
     assert [p.name for p in alone] == [f"{name}_sparsemax_1.png", f"{name}_sparsemax_1.pdf"]

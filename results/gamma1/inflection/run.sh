@@ -11,6 +11,7 @@
 #   bash results/gamma1/inflection/run.sh measure-surrogate   # attention gradients of the surrogate runs, every 3rd epoch
 #   bash results/gamma1/inflection/run.sh valid-losses        # per-epoch validation loss of the runs in SURROGATE_WORK
 #                                                             # (their train.log stays on the machine) -> valid_losses.json
+#   bash results/gamma1/inflection/run.sh valid-losses-rows   # name each of its runs' result row (run id, commits)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -75,9 +76,37 @@ runs = {
 out.write_text(json.dumps({"source": "fairseq train.log valid records", "runs": runs}, indent=1) + "\n")
 print(out)
 PYTHON
+    bash "$0" valid-losses-rows
+    ;;
+valid-losses-rows)
+    # name, for each run of valid_losses.json, its result row (run id, commits, config) in
+    # raw/inflection.jsonl, matched by the run's checkpoint folder
+    "$PY" - "$SURROGATE_WORK/$RUNS" "$HERE" <<'PYTHON'
+import json, sys
+from pathlib import Path
+root, here = Path(sys.argv[1]), Path(sys.argv[2])
+target = here / "valid_losses.json"
+losses = json.loads(target.read_text())
+rows = [json.loads(line) for line in (here / "raw" / "inflection.jsonl").open()]
+linked = {}
+for run in losses["runs"]:
+    folder = str(root / run) + "/"
+    [row] = {r["run_id"]: r for r in rows if r["train"]["checkpoint"].startswith(folder)}.values()
+    linked[run] = {
+        "run_id": row["run_id"],
+        "attention": row["mapping"],
+        "seed": row["seed"],
+        "config_sha256": row.get("config_sha256"),
+        "trained_at": row["train"]["started"]["git_commit"],
+        "git_commit": row["git_commit"],
+    }
+losses["rows"] = linked
+target.write_text(json.dumps(losses, indent=1) + "\n")
+print(target, linked)
+PYTHON
     ;;
 *)
-    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|epochs MAPPING|measure-epochs|measure-surrogate|valid-losses" >&2
+    echo "usage: $0 table MAPPING|gamma1|surrogate MAPPING|epochs MAPPING|measure-epochs|measure-surrogate|valid-losses|valid-losses-rows" >&2
     exit 2
     ;;
 esac

@@ -144,7 +144,7 @@ def provenance() -> dict:
             "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             # ATen's SIMD dispatch level (e.g. AVX2, AVX512): it picks the CPU kernels, so two
-            # hosts that differ in it round differently and train different models
+            # hosts that differ in it may round differently and train different models
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "cuda": torch.cuda.is_available(),
         },

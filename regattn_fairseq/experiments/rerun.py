@@ -47,8 +47,9 @@ STANDARD_KEYS = (
 
 
 def read_rows(results_file: Path) -> list[dict]:
-    """Every row of a raw results file (JSON lines)."""
-    return [json.loads(line) for line in Path(results_file).read_text().splitlines() if line]
+    """Every record of a JSON-lines file (a raw results file, ``reruns.jsonl``)."""
+    text = Path(results_file).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line]
 
 
 def load_run(results_file: Path, run_id: str) -> list[dict]:
@@ -326,11 +327,7 @@ def draw_reruns(results_dir: Path) -> Path:
     Path
         the Markdown file.
     """
-    records = [
-        json.loads(line)
-        for line in (results_dir / "reruns.jsonl").read_text(encoding="utf-8").splitlines()
-        if line
-    ]
+    records = read_rows(results_dir / "reruns.jsonl")
     lines = [
         "# Re-runs of committed rows at their training commit",
         "",
@@ -433,7 +430,7 @@ def rerun(
         done = subprocess.run([sys.executable, *plan["command"]], cwd=tree, env=env)
         if done.returncode != 0:
             raise ReproError(f"the re-run failed ({done.returncode}); worktree {tree}")
-        new_rows = [json.loads(line) for line in plan["results_file"].read_text().splitlines()]
+        new_rows = read_rows(plan["results_file"])
         report = compare(plan["expected"], new_rows, plan["experiment"], spread)
     finally:
         if not keep:

@@ -610,13 +610,6 @@ def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTE
     return sidecar
 
 
-def _panel_label(record: dict) -> str:
-    """The mapping of a figure panel, as the figure's manifest names it."""
-    mapping = record["mapping"]
-    params = ", ".join(f"{k}={v}" for k, v in sorted((mapping.get("params") or {}).items()))
-    return f"{mapping['name']} ({params})" if params else mapping["name"]
-
-
 def plot_attention_figure(
     figures_dir: Path,
     name: str,
@@ -655,7 +648,7 @@ def plot_attention_figure(
     list of Path
         the figure's files (PNG, PDF).
     """
-    from regattn.analysis import read_export
+    from regattn.analysis import describe_mapping, read_export
 
     from .attention_plots import plot_sentence
 
@@ -665,7 +658,11 @@ def plot_attention_figure(
         str(r["id"]) for r in records[0] if str(r["id"]) in shared and _readable(r, source_tokens)
     ]
     sentence = (candidates or sorted(shared))[0]
-    panels = [_panel_label(export[0]) for export in records]
+    # the panel titles' labels (attention_plots titles each panel with describe_mapping)
+    panels = [
+        describe_mapping(export[0]["mapping"]["name"], export[0]["mapping"].get("params", {}))
+        for export in records
+    ]
     manifest = figures_dir / f"{name}.json"
     if manifest.is_file():
         missing = [p for p in json.loads(manifest.read_text())["panels"] if p not in panels]

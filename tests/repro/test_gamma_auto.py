@@ -310,7 +310,7 @@ def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
     both = plot_attention_figure(figures, name, [softmax, sparsemax], runs=runs)
     assert [p.name for p in both] == [f"{name}_1.png", f"{name}_1.pdf"]
     manifest = json.loads((figures / f"{name}.json").read_text())
-    assert manifest["panels"] == ["softmax (gamma=4.0)", "sparsemax (gamma=16.0)"]
+    assert manifest["panels"] == ["softmax (γ=4)", "sparsemax (γ=16)"]  # the panel titles
     assert manifest["runs"] == runs  # the figure's provenance
     drawn = both[0].read_bytes()
     alone = plot_attention_figure(figures, name, [sparsemax])

@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model bench-dp clean-venv
+.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model bench-training bench-dp clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -65,6 +65,9 @@ bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax a
 bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figure
 	$(PY) bench/bench_scaling.py
 
+bench-training: setup ## the LSTM seq2seq's training step by part, and tokens/s of 1 process x all cores vs 1 process per core (needs Multi30k prepared or the offline data)
+	$(PY) bench/bench_training.py $(if $(WORK_DIR),--work-dir $(WORK_DIR))
+
 bench-model: setup ## training tokens/s of the LSTM summarizer and the Transformer per mapping vs softmax
 	$(PY) bench/bench_model.py
 
@@ -89,8 +92,12 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   GAMMA_SEEDS  all (default) | first: GAMMA=auto chooses on every seed's or the first seed's runs
+#   GAMMA_SELECT_EPOCHS=E  GAMMA=auto trains the grid for E epochs only and chooses on them;
+#                the chosen γ is then trained to convergence
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
+#   THREADS=N    intra-op threads per training process (default 1: run two tables or two
+#                MAPPINGS=... at once on 2 cores rather than one with 2 threads)
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
 #                under torchrun); NODES=M NODE_RANK=r MASTER=host:port: the same command on
 #                M machines, machine 0 scores (README "At paper scale, on GPUs and clusters")
@@ -108,7 +115,7 @@ REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(LOCAL_DATA),--local-data $(LOCAL_DATA)) \
                $(if $(filter 1 true yes,$(RESCORE)),--rescore) \
                $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty) \
-               $(if $(GPUS),--gpus $(GPUS)) $(if $(NODES),--nodes $(NODES)) \
+               $(if $(THREADS),--threads $(THREADS)) $(if $(GPUS),--gpus $(GPUS)) $(if $(NODES),--nodes $(NODES)) \
                $(if $(NODE_RANK),--node-rank $(NODE_RANK)) $(if $(MASTER),--master $(MASTER))
 # only scripts/sweep.py takes these
 SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
@@ -117,6 +124,7 @@ SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAPPINGS)) \
                $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) $(if $(GAMMA_SEEDS),--gamma-seeds $(GAMMA_SEEDS)) \
+               $(if $(GAMMA_SELECT_EPOCHS),--gamma-select-epochs $(GAMMA_SELECT_EPOCHS)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))

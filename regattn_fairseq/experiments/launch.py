@@ -15,6 +15,8 @@ import argparse
 import os
 from dataclasses import dataclass
 
+import torch
+
 from .common import ReproError, tool_path
 
 
@@ -156,6 +158,22 @@ class Launch:
 ONE_PROCESS = Launch()
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
+    return value
+
+
+def use_threads(threads: int) -> None:
+    """Run this process and the training and decoding processes it starts with `threads`
+    intra-op threads (OpenMP and MKL read the environment when a child starts; this process's
+    own torch is set directly, and its `provenance` records the number)."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    torch.set_num_threads(threads)
+
+
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """The command-line options of a `Launch` (scripts/reproduce.py and scripts/sweep.py).
 
@@ -180,6 +198,15 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="data-parallel training processes on the CPU (gloo), without GPUs",
+    )
+    group.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        help="intra-op threads of each training and decoding process on the CPU (THREADS=N, "
+        "default 1): the LSTMs' small matrix products scale poorly over threads, and a "
+        "2-thread run collapses when another process takes a core, so two 1-thread runs "
+        "(two MAPPINGS=... processes) use two cores best (results/bench/training_cpu.md)",
     )
     group.add_argument("--nodes", type=int, default=1, help="machines (NODES=M)")
     group.add_argument(

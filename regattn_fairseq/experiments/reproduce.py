@@ -23,7 +23,7 @@ from regattn_fairseq.experiments.common import ReproError, check_mappings, check
 from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.dry_run import DryRun
 from regattn_fairseq.experiments.fairseq_logs import json_records
-from regattn_fairseq.experiments.launch import add_launch_arguments, launch_from_args
+from regattn_fairseq.experiments.launch import add_launch_arguments, launch_from_args, use_threads
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import describe_sources, prepare
 from regattn_fairseq.experiments.results import (
@@ -86,6 +86,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
         "grid x seeds trainings) or on the first seed only (`first`: grid + seeds - 1 "
         "trainings; the other seeds train at the chosen γ)",
+    )
+    parser.add_argument(
+        "--gamma-select-epochs",
+        type=int,
+        help="with --gamma auto: train the grid for this many epochs only (early stopping "
+        "off) and choose on the lowest validation loss within them; the chosen γ is then "
+        "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
+        "runs are the scale's full trainings)",
     )
     parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
@@ -155,8 +163,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(str(error))
     # every training run of the job (γ selection included) stops at the dry run's max_update
     args.override = [*args.dry_run.train_overrides(), *args.override]
-    if (args.gamma_grid or args.gamma_seeds != "all") and args.gamma != "auto":
-        parser.error("--gamma-grid and --gamma-seeds need --gamma auto")
+    if (
+        args.gamma_grid or args.gamma_seeds != "all" or args.gamma_select_epochs
+    ) and args.gamma != "auto":
+        parser.error("--gamma-grid, --gamma-seeds and --gamma-select-epochs need --gamma auto")
+    if args.gamma_select_epochs is not None and args.gamma_select_epochs < 1:
+        parser.error(f"--gamma-select-epochs must be >= 1, got {args.gamma_select_epochs}")
     if args.gamma not in (None, "auto"):
         try:
             fixed = float(args.gamma)
@@ -254,6 +266,16 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
     selection_seeds = seeds[:1] if args.gamma_seeds == "first" else list(seeds)
     criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
+    select_epochs = args.gamma_select_epochs
+    # shorter selection runs: their own folders and configs (no early stopping), so that the
+    # converged run at the chosen γ is trained apart from them
+    selection_overrides = []
+    if select_epochs:
+        criterion = (
+            f"best validation loss within the first {select_epochs} epochs (early stopping "
+            "off), mean over seeds"
+        )
+        selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
     if not args.retrain:
         recorded = _recorded_gamma_choice(
             rows,
@@ -283,7 +305,9 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             run_dir = _run_dir(
                 work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
             )
-            extra = [*args.override, f"model.attention_gamma={gamma}"]
+            if select_epochs:
+                run_dir = run_dir.with_name(f"{run_dir.name}-select{select_epochs}epochs")
+            extra = [*args.override, f"model.attention_gamma={gamma}", *selection_overrides]
             # Always through fairseq: a finished run stops at once, an interrupted one resumes
             # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
             _train_fresh(
@@ -437,6 +461,7 @@ def _figure_run(row: dict) -> dict:
 
 def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    use_threads(args.threads)
     spec = load_config("reproduce", args.table)
     scale = check_scale(args.scale)
     experiments = [e for e in spec.experiments if scale in e.scales]

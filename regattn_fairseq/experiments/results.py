@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from .common import ReproError
 from .dry_run import describe as describe_dry_run
+from .learning_curves import convergence_lines, plot_learning_curves
 from .paths import RESULTS_DIR
 from .rowkeys import cell_key, mapping_label, row_config_sha256, split_current
 from .significance import p_against
@@ -343,6 +344,10 @@ def _experiment_table(
         lines.append("| " + " | ".join(str(c) for c in cells_out) + " |")
     signatures = sorted({r["signature"] for r in rows if r.get("signature")})
     lines += [""] + [f"Scoring: `{s}`" for s in signatures] + [""]
+    convergence = convergence_lines(rows)
+    if convergence and not rows[0].get("dry_run"):
+        figure = learning_curve_figure(spec.table, experiment, rows[0]["scale"])
+        lines += convergence + [f"![learning curves](figures/{figure})", ""]
     gamma_rows = [r for r in rows if r.get("gamma_selection")]
     if gamma_rows:
         lines += ["γ chosen on validation (GAMMA=auto; validation score of each γ):", ""]
@@ -731,6 +736,34 @@ def check_row_kinds(results_dir: Path, table: str, dry_run: bool) -> None:
         )
 
 
+def learning_curve_figure(table: str, experiment: str, scale: str) -> str:
+    """The file name (under figures/) of an experiment's learning curves at one scale."""
+    return f"{table}_{experiment}_{scale}_learning_curves.png"
+
+
+def draw_learning_curves(results_dir: Path, spec, rows: list[dict]) -> list[Path]:
+    """One learning-curve figure per experiment and scale of the table's current real rows
+    (dry runs left out), in results_dir/figures/.
+
+    Returns
+    -------
+    list of Path
+        The figures drawn (none for rows that record no curve).
+    """
+    current, _ = split_current(rows)
+    groups = defaultdict(list)
+    for row in current:
+        if not row.get("dry_run"):
+            groups[(row["experiment"], row["scale"])].append(row)
+    drawn = []
+    for (experiment, scale), group in groups.items():
+        path = results_dir / "figures" / learning_curve_figure(spec.table, experiment, scale)
+        title = f"{spec.table} {experiment}, scale {scale}: validation loss per epoch"
+        if plot_learning_curves(group, path, title) is not None:
+            drawn.append(path)
+    return drawn
+
+
 def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
     """Append the new rows, then regenerate the CSV and markdown views of the whole record.
 
@@ -747,6 +780,7 @@ def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
         write_csv(results_dir, spec.table, rows)
         markdown = results_dir / f"{spec.table}.md"
         markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+        draw_learning_curves(results_dir, spec, rows)
     return markdown
 
 
@@ -800,6 +834,7 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
             write_csv(results_dir, table, rows)
             markdown = results_dir / f"{table}.md"
             markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+            draw_learning_curves(results_dir, spec, rows)
         written.append(markdown)
     if not tables and (results_dir / "reruns.jsonl").is_file():
         from .rerun import draw_reruns

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from . import scoring, tracking
 from .builders.inflection import decode_target
 from .common import ReproError, run_logged, tool_path, write_json
-from .fairseq_logs import last_record_with
+from .fairseq_logs import json_records, last_record_with
 from .launch import ONE_PROCESS, Launch
 from .paths import CONFIG_DIR, USER_DIR
 from .prepare import PreparedData
@@ -39,6 +39,66 @@ class TrainedModel:
     epochs: int | None
     config_file: Path  # the composed config fairseq-hydra-train ran with
     overrides: list[str] = field(default_factory=list)
+    # the validation loss after each epoch (`learning_curve`): where training stopped and why
+    curve: dict = field(default_factory=dict)
+
+
+def learning_curve(
+    log_text: str, patience: int | None = None, max_epoch: int | None = None
+) -> dict:
+    """The per-epoch losses of a training log and where training stopped.
+
+    fairseq validates after every epoch, keeps the checkpoint of the lowest validation loss as
+    checkpoint_best.pt, and with ``checkpoint.patience`` N stops once N validations in a row
+    have not improved on it. A resumed run appends to the same log and repeats no epoch it
+    finished; should one appear twice, its last record counts.
+
+    Parameters
+    ----------
+    log_text : str
+        the fairseq training log (JSON records).
+    patience : int, optional
+        the run's ``checkpoint.patience`` (None or <= 0: no early stopping).
+    max_epoch : int, optional
+        the run's epoch cap.
+
+    Returns
+    -------
+    dict
+        ``epochs`` (the epochs validated, in order), ``valid_loss`` and ``train_loss`` per epoch
+        (None where not logged), ``best_epoch`` (lowest validation loss, the first of ties, as
+        fairseq keeps it), ``best_valid_loss``, ``stopped_epoch``, and ``stop``: ``"patience"``
+        when early stopping ended training (the validation loss had stopped improving),
+        ``"max_epoch"`` when the cap did (the model may not have converged), None when the
+        log shows neither (an interrupted run); empty when no epoch was validated.
+    """
+    valid, train = {}, {}
+    for record in json_records(log_text):
+        if "valid_loss" in record and "epoch" in record:
+            valid[int(record["epoch"])] = float(record["valid_loss"])
+        if "train_loss" in record and "epoch" in record:
+            train[int(record["epoch"])] = float(record["train_loss"])
+    if not valid:
+        return {}
+    epochs = sorted(valid)
+    best_epoch = min(epochs, key=lambda epoch: (valid[epoch], epoch))
+    stopped = epochs[-1]
+    stop = None
+    if patience is not None and patience > 0 and stopped - best_epoch >= patience:
+        stop = "patience"
+    elif max_epoch is not None and max_epoch > 0 and stopped >= max_epoch:
+        stop = "max_epoch"
+    return {
+        "epochs": epochs,
+        "valid_loss": [valid[epoch] for epoch in epochs],
+        "train_loss": [train.get(epoch) for epoch in epochs],
+        "best_epoch": best_epoch,
+        "best_valid_loss": valid[best_epoch],
+        "stopped_epoch": stopped,
+        "stop": stop,
+        "patience": patience if patience is not None and patience > 0 else None,
+        "max_epoch": max_epoch,
+    }
 
 
 def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) -> list[str]:
@@ -169,7 +229,15 @@ def collect_trained(
     checkpoint = save_dir / "checkpoint_best.pt"
     if not checkpoint.is_file():
         raise ReproError(f"training produced no checkpoint {checkpoint} (log: {log_file})")
-    stats = last_record_with(log_file.read_text(), "train_wps") or {}
+    log_text = log_file.read_text()
+    stats = last_record_with(log_text, "train_wps") or {}
+    config_file = hydra_dir / ".hydra" / "config.yaml"
+    limits = OmegaConf.load(config_file) if config_file.is_file() else None
+    curve = learning_curve(
+        log_text,
+        patience=limits.checkpoint.get("patience") if limits is not None else None,
+        max_epoch=limits.optimization.get("max_epoch") if limits is not None else None,
+    )
     as_float = lambda key: float(stats[key]) if key in stats else None  # noqa: E731
     started = run_dir / "started.json"
     return TrainedModel(
@@ -179,8 +247,9 @@ def collect_trained(
         wall_s=as_float("train_wall"),
         tokens_per_s=as_float("train_wps"),
         epochs=int(stats["epoch"]) if "epoch" in stats else None,
-        config_file=hydra_dir / ".hydra" / "config.yaml",
+        config_file=config_file,
         overrides=overrides,
+        curve=curve,
     )
 
 
@@ -580,13 +649,16 @@ def config_settings(cfg: DictConfig) -> dict:
     Returns
     -------
     dict
-        model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths), and the
+        model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths), the
         data-parallel world size when it is above 1 (each process takes a batch of the
-        configured size: the effective batch is that many times larger).
+        configured size: the effective batch is that many times larger), and the early-stopping
+        patience when it is set (configs without it keep the hashes they had).
     """
     world_size = cfg.distributed_training.distributed_world_size
+    patience = cfg.checkpoint.get("patience", -1)
     return {
         **({"distributed_world_size": world_size} if world_size > 1 else {}),
+        **({"patience": patience} if patience is not None and patience > 0 else {}),
         "model": OmegaConf.to_container(cfg.model, resolve=False),
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
         "lr": OmegaConf.to_container(cfg.optimization.lr, resolve=False),
@@ -692,6 +764,7 @@ def result_rows(
                     "wall_s": model.wall_s,
                     "tokens_per_s": model.tokens_per_s,
                     "epochs": model.epochs,
+                    "learning_curve": model.curve,
                     "checkpoint": str(model.checkpoint),
                     "started": model.started,
                     "overrides": model.overrides,

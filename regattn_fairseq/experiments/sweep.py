@@ -29,7 +29,12 @@ from regattn_fairseq.experiments.common import (
     run_logged,
 )
 from regattn_fairseq.experiments.data_sources import SOURCES
-from regattn_fairseq.experiments.launch import Launch, add_launch_arguments, launch_from_args
+from regattn_fairseq.experiments.launch import (
+    Launch,
+    add_launch_arguments,
+    launch_from_args,
+    use_threads,
+)
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import describe_sources, prepare
 from regattn_fairseq.experiments.results import load_rows, write_outputs
@@ -157,6 +162,7 @@ def table_spec(sweep) -> OmegaConf:
 
 def run() -> None:
     args = parse_args()
+    use_threads(args.threads)
     sweep = load_config("sweep", args.sweep)
     scale = check_scale(args.scale)
     # the first line says where the data comes from (hub stand-in included) and its sizes

@@ -95,6 +95,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   GAMMA_SELECT_EPOCHS=E  GAMMA=auto trains the grid for E epochs only and chooses on them;
 #                the chosen γ is then trained to convergence
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
+#   BASELINES_ONLY=1  score the table's baselines only (they are scored before any training)
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
 #   THREADS=N    intra-op threads per training process (default 1: run two tables or two
 #                MAPPINGS=... at once on 2 cores rather than one with 2 threads)
@@ -126,6 +127,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) $(if $(GAMMA_SEEDS),--gamma-seeds $(GAMMA_SEEDS)) \
                $(if $(GAMMA_SELECT_EPOCHS),--gamma-select-epochs $(GAMMA_SELECT_EPOCHS)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
+               $(if $(filter 1 true yes,$(BASELINES_ONLY)),--baselines-only) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
 

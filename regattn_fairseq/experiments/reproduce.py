@@ -18,7 +18,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from regattn_fairseq.experiments import runs
+from regattn_fairseq.experiments import baselines, runs
 from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
 from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.dry_run import DryRun
@@ -26,6 +26,7 @@ from regattn_fairseq.experiments.fairseq_logs import json_records
 from regattn_fairseq.experiments.launch import add_launch_arguments, launch_from_args, use_threads
 from regattn_fairseq.experiments.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.prepare import describe_sources, prepare
+from regattn_fairseq.experiments.provenance import provenance
 from regattn_fairseq.experiments.results import (
     check_row_kinds,
     figure_sidecar_name,
@@ -120,6 +121,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="extra Hydra override for every training run (repeatable)",
     )
     parser.add_argument(
+        "--baselines-only",
+        action="store_true",
+        help="score the table's baselines (configs/reproduce/<table>.yaml `baselines:`) and "
+        "train nothing",
+    )
+    parser.add_argument(
         "--rescore",
         action="store_true",
         help="score again jobs whose rows exist (RESCORE=1); the checkpoint is reused",
@@ -178,6 +185,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--gamma must be > 0, got {args.gamma}")
     if args.seeds:
         args.seeds = [seed for group in args.seeds for seed in group]
+    if args.baselines_only and args.dry_run.active:
+        parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
     return args
 
 
@@ -459,6 +468,32 @@ def _figure_run(row: dict) -> dict:
     }
 
 
+def run_baselines(spec, experiment, scale: str, data, results_dir: Path, rescore: bool) -> None:
+    """Score the experiment's baselines (``baselines:`` in its table config) unless their rows
+    exist (``--rescore`` scores them again): the table shows them beside the mappings."""
+    for name in experiment.get("baselines") or []:
+        config = baselines.baseline_config(name)
+        label = baselines.baseline(name).label
+        key = job_key(experiment.name, scale, data.manifest["source"], label, config, 0)
+        done = finished_rows(load_rows(results_dir, spec.table), key, list(experiment.evaluations))
+        if done and not rescore:
+            print(f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})", flush=True)
+            continue
+        rows = baselines.baseline_rows(
+            spec.table,
+            experiment,
+            scale,
+            name,
+            data,
+            uuid.uuid4().hex[:12],
+            provenance(),
+            results_dir=results_dir,
+        )
+        write_outputs(results_dir, spec, rows)
+        scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
+        print(f"[results] {experiment.name} {label}: {scores}", flush=True)
+
+
 def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     use_threads(args.threads)
@@ -512,6 +547,11 @@ def run(argv: list[str] | None = None) -> None:
             del experiment.evaluations[name]
         if left_out:
             print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
+    if not args.dry_run.active:  # a dry run's capped data would make a meaningless baseline
+        for experiment in experiments:
+            run_baselines(spec, experiment, scale, prepared[experiment.name], results_dir, rescore)
+    if args.baselines_only:
+        return
     for experiment in experiments:
         data = prepared[experiment.name]
         exports = []  # first evaluation set, first seed: one panel per mapping in the figure

@@ -511,13 +511,47 @@ def evaluate(
     hypotheses, elapsed = decode(
         model, prepared, subset, out_dir, decode_cfg, remove_bpe=scorer == "bleu"
     )
+    if scorer == "bleu":
+        hypotheses = [moses_detokenize(h, evaluation["detokenize"]) for h in hypotheses]
+    elif scorer == "exact_match":
+        hypotheses = [decode_target(h) for h in hypotheses]
     result = {
         "decode_wall_s": round(elapsed, 1),
         "hypotheses": str(out_dir / f"{name}.hyp"),
         "attention": attention,
+        **score_hypotheses(evaluation, name, scorer, hypotheses),
     }
+    Path(result["hypotheses"]).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    return result
+
+
+def score_hypotheses(evaluation: dict, name: str, scorer: str, hypotheses: list[str]) -> dict:
+    """Score plain-text outputs of one evaluation set: a model's decoded hypotheses or a
+    baseline's (`baselines`), the same way.
+
+    Parameters
+    ----------
+    evaluation : dict
+        the evaluation set's manifest entry (`PreparedData.evaluation`).
+    name : str
+        its name.
+    scorer : str
+        bleu (detokenized hypotheses), rouge_f1, rouge_recall or exact_match (inflected forms).
+    hypotheses : list of str
+        one output per item, in order.
+
+    Returns
+    -------
+    dict
+        ``{"metrics", "items"}`` and, for BLEU and ROUGE, ``"signature"``.
+
+    Raises
+    ------
+    ReproError
+        an unknown scorer.
+    """
+    result = {}
     if scorer == "bleu":
-        hypotheses = [moses_detokenize(h, evaluation["detokenize"]) for h in hypotheses]
         references = _read(evaluation["refs"][0])
         result["metrics"], result["signature"] = scoring.bleu(hypotheses, references)
         result["items"] = {
@@ -550,7 +584,6 @@ def evaluate(
             },
         }
     elif scorer == "exact_match":
-        hypotheses = [decode_target(h) for h in hypotheses]
         gold, languages = _read(evaluation["refs"][0]), _read(evaluation["languages"])
         result["metrics"] = scoring.exact_match(hypotheses, gold, languages)
         result["items"] = {
@@ -561,7 +594,6 @@ def evaluate(
         }
     else:
         raise ReproError(f"unknown scorer {scorer!r}")
-    Path(result["hypotheses"]).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
     return result
 
 

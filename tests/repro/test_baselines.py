@@ -1,0 +1,111 @@
+"""The trivial baselines beside every table: their outputs, their choice on validation, and
+their rows, scored by the systems' own scorer and skipped once finished."""
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments import baselines, reproduce
+from regattn_fairseq.experiments.builders.inflection import encode_source
+from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.prepare import PreparedData
+from regattn_fairseq.experiments.results import load_rows
+
+
+def _write(path: Path, lines: list[str]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _summaries(tmp_path: Path) -> PreparedData:
+    raw, refs = tmp_path / "raw", tmp_path / "refs"
+    articles = [f"w{i} a b c d e f g h i j k" for i in range(6)]
+    _write(raw / "test.article", articles)
+    # validation titles are the first 3 words of their articles: N = 3 must win
+    _write(raw / "valid.article", articles)
+    _write(raw / "valid.title", [" ".join(a.split()[:3]) for a in articles])
+    ref = _write(refs / "test.ref0", [f"w{i} a b" for i in range(6)])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "dict.article.txt").write_text("a 1\n")
+    evaluations = {
+        "giga": {"subset": "test", "refs": [ref], "truncate_bytes": None},
+        "duc": {"subset": "test", "refs": [ref], "truncate_bytes": 9},
+    }
+    _write(raw / "duc.article", articles)
+    _write(raw / "giga.article", articles)
+    manifest = {
+        "dataset": "gigaword_duc",
+        "source": "offline",
+        "variant": "small",
+        "description": "toy",
+        "inputs": {},
+        "evaluations": evaluations,
+    }
+    return PreparedData(tmp_path, manifest)
+
+
+def test_lead_takes_n_words_chosen_on_validation_or_the_whole_article_for_a_byte_limit(tmp_path):
+    data = _summaries(tmp_path)
+    outputs, settings = baselines.lead_outputs(data, "giga", data.evaluation("giga"))
+    assert settings["words_chosen_on_validation"] == 3
+    assert outputs[0] == "w0 a b"
+    # with -b the scorer cuts the whole article at the byte limit: the first bytes are the lead
+    outputs, settings = baselines.lead_outputs(data, "duc", data.evaluation("duc"))
+    assert outputs[1] == "w1 a b c d e f g h i j k" and "9 bytes" in settings["lead"]
+
+
+def test_copy_source_removes_bpe_and_detokenizes(tmp_path):
+    _write(tmp_path / "raw" / "test2016.en", ["A man in an orange hat starr@@ ing at something ."])
+    data = PreparedData(tmp_path, {"dataset": "multi30k", "evaluations": {}})
+    outputs, _ = baselines.copy_source_outputs(data, "test2016", {})
+    assert outputs == ["A man in an orange hat starring at something."]
+
+
+def test_copy_lemma_reads_the_encoded_source(tmp_path):
+    sources = [encode_source("eng", "walk", "V;PST"), encode_source("deu", "New York", "N;NOM")]
+    _write(tmp_path / "raw" / "test.src", sources)
+    data = PreparedData(tmp_path, {"dataset": "sigmorphon", "evaluations": {}})
+    outputs, _ = baselines.copy_lemma_outputs(data, "test", {})
+    assert outputs == ["walk", "New York"]
+
+
+def test_unknown_baseline_is_named():
+    with pytest.raises(ReproError, match="unknown baseline 'nope'.*copy_lemma"):
+        baselines.baseline("nope")
+
+
+def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_path, capsys):
+    data = _summaries(tmp_path / "data")
+    results_dir = tmp_path / "results"
+    spec = OmegaConf.create(
+        {
+            "table": "table2",
+            "title": "t",
+            "paper_source": "p",
+            "metrics": {"giga": ["rouge1", "rougeL"], "duc": ["rouge1"]},
+            "mappings": ["softmax"],
+        }
+    )
+    experiment = OmegaConf.create(
+        {
+            "name": "summarization",
+            "evaluations": {"giga": "rouge_f1", "duc": "rouge_recall"},
+            "baselines": ["lead"],
+        }
+    )
+    reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=False)
+    rows = load_rows(results_dir, "table2")
+    assert [r["evaluation"] for r in rows] == ["giga", "duc"]
+    giga = rows[0]
+    # the lead of 3 words equals each reference: ROUGE F1 100
+    assert giga["metrics"]["rouge1"] == 100.0 and giga["mapping"] == "baseline: lead"
+    assert giga["baseline"]["settings"]["words_chosen_on_validation"] == 3
+    assert giga["signature"] and giga["items"] and giga["seed"] == 0
+    assert "baseline: lead" in (results_dir / "table2.md").read_text()
+    reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=False)
+    assert len(load_rows(results_dir, "table2")) == 2
+    assert "[skip] summarization baseline: lead" in capsys.readouterr().out
+    reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=True)
+    assert len(load_rows(results_dir, "table2")) == 4

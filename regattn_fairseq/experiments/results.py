@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from .claims import claims_section
 from .common import ReproError
 from .dry_run import describe as describe_dry_run
 from .learning_curves import convergence_lines, plot_learning_curves
@@ -296,7 +297,9 @@ def _experiment_table(
     # the other sets follow in their own table below.
     header += [f"{evaluations[0]} {column}" for column in kind.columns]
     header += ["n", "seeds", "config", "epochs", "train wall s", "tokens/s", "data", "commit"]
-    lines = [f"### {experiment}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [f"### {experiment}", ""]
+    lines += claims_section(spec, rows, experiment, rows[0]["scale"], results_dir)
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     cells = defaultdict(list)
     for row in rows:
         cells[cell_key(row)].append(row)

@@ -116,7 +116,7 @@ def read_items(results_dir: Path, row: dict) -> dict | None:
     return json.loads(gzip.decompress(data))
 
 
-def _statistic(items: dict, metric: str, index: np.ndarray | None = None) -> float:
+def item_statistic(items: dict, metric: str, index: np.ndarray | None = None) -> float:
     if items["kind"] == "mean":
         values = np.asarray(items["scores"][metric], dtype=float)
         return float(values[index].mean() if index is not None else values.mean())
@@ -172,11 +172,11 @@ def paired_bootstrap(
         )
     if system["kind"] == "bleu":
         return _bleu_paired_bs(system, baseline, n_resamples, seed)
-    observed = abs(_statistic(system, metric) - _statistic(baseline, metric))
+    observed = abs(item_statistic(system, metric) - item_statistic(baseline, metric))
     rng = np.random.default_rng(seed)
     indices = rng.choice(system["n"], size=(n_resamples, system["n"]), replace=True)
     diffs = np.abs(
-        [_statistic(system, metric, i) - _statistic(baseline, metric, i) for i in indices]
+        [item_statistic(system, metric, i) - item_statistic(baseline, metric, i) for i in indices]
     )
     if not diffs.any() and observed == 0:
         return 1.0

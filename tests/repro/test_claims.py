@@ -1,0 +1,137 @@
+"""Claims as data: each test kind's verdict from per-item data, and the conditions without
+which the numbers cannot carry a verdict (convergence, a trivial baseline beaten)."""
+
+import numpy as np
+import pytest
+
+from regattn_fairseq.experiments import claims
+from regattn_fairseq.experiments.significance import write_items
+
+CONVERGED = {"stop": "patience", "best_epoch": 5, "stopped_epoch": 8}
+
+
+def _row(results_dir, mapping, seed, scores, curve=CONVERGED, evaluation="test"):
+    run_id = f"{mapping}-{seed}".replace(" ", "_").replace(":", "")
+    items = write_items(
+        results_dir,
+        run_id,
+        evaluation,
+        {"kind": "mean", "n": len(scores), "scores": {"accuracy": list(scores)}},
+    )
+    return {
+        "run_id": run_id,
+        "experiment": "snli",
+        "scale": "small",
+        "data_source": "offline",
+        "evaluation": evaluation,
+        "mapping": mapping,
+        "seed": seed,
+        "date": f"2026-11-25T00:00:0{seed}",
+        "config_sha256": "c",
+        "items": items,
+        "metrics": {"accuracy": float(np.mean(scores))},
+        "train": {"config": {"model": {}}, "learning_curve": curve},
+    }
+
+
+def _correct(rng, share, n=400):
+    return (100 * (rng.random(n) < share)).tolist()
+
+
+def _claim(kind, **test):
+    return {"id": "X", "text": "t", "test": {"kind": kind, "evaluation": "test", **test}}
+
+
+@pytest.fixture
+def rows(tmp_path):
+    rng = np.random.default_rng(0)
+    made = []
+    for seed in (1, 2):
+        made.append(_row(tmp_path, "softmax", seed, _correct(rng, 0.70)))
+        made.append(_row(tmp_path, "fusedmax", seed, _correct(rng, 0.80)))
+        made.append(_row(tmp_path, "oscarmax", seed, _correct(rng, 0.70)))
+    made.append(_row(tmp_path, "baseline: majority", 0, _correct(rng, 0.34), curve=None))
+    return made
+
+
+def _judge(claim, rows, tmp_path):
+    return claims.judge(claim, rows, "snli", "small", tmp_path)
+
+
+def test_better_reproduced_not_reproduced_and_inconclusive(rows, tmp_path):
+    better = _judge(_claim("better", metric="accuracy", a="fusedmax", b="softmax"), rows, tmp_path)
+    assert better.verdict == "reproduced" and better.interval[0] > 0
+    assert better.difference == pytest.approx(
+        np.mean([r["metrics"]["accuracy"] for r in rows if r["mapping"] == "fusedmax"])
+        - np.mean([r["metrics"]["accuracy"] for r in rows if r["mapping"] == "softmax"])
+    )
+    worse = _judge(_claim("better", metric="accuracy", a="softmax", b="fusedmax"), rows, tmp_path)
+    assert worse.verdict == "not reproduced" and worse.interval[1] <= 0
+    tie = _judge(_claim("better", metric="accuracy", a="oscarmax", b="softmax"), rows, tmp_path)
+    assert tie.verdict == "inconclusive" and tie.interval[0] < 0 < tie.interval[1]
+
+
+def test_not_worse_and_close_to_use_the_margin(rows, tmp_path):
+    claim = _claim("not_worse", metric="accuracy", a="oscarmax", b="softmax", margin=20)
+    assert _judge(claim, rows, tmp_path).verdict == "reproduced"
+    claim = _claim("not_worse", metric="accuracy", a="softmax", b="fusedmax", margin=1)
+    assert _judge(claim, rows, tmp_path).verdict == "not reproduced"
+    claim = _claim("close_to", metric="accuracy", a="oscarmax", b="softmax", margin=20)
+    assert _judge(claim, rows, tmp_path).verdict == "reproduced"
+    claim = _claim("close_to", metric="accuracy", a="softmax", b="fusedmax", margin=1)
+    assert _judge(claim, rows, tmp_path).verdict == "not reproduced"
+
+
+def test_within_of_best(rows, tmp_path):
+    names = ["softmax", "fusedmax", "oscarmax"]
+    far = _judge(
+        _claim("within_of_best", metric="accuracy", mappings=names, margin=1), rows, tmp_path
+    )
+    assert far.verdict == "not reproduced" and "below fusedmax" in far.reason
+    near = _judge(
+        _claim("within_of_best", metric="accuracy", mappings=names, margin=30), rows, tmp_path
+    )
+    assert near.verdict == "reproduced"
+
+
+def test_no_verdict_without_convergence_missing_cells_or_below_the_baseline(rows, tmp_path):
+    claim = _claim("better", metric="accuracy", a="fusedmax", b="softmax")
+    fixed_budget = [
+        {**r, "train": {**r["train"], "learning_curve": {"stop": "max_epoch"}}}
+        if r["mapping"] == "fusedmax"
+        else r
+        for r in rows
+    ]
+    verdict = _judge(claim, fixed_budget, tmp_path)
+    assert verdict.verdict == "inconclusive" and "not trained to convergence" in verdict.reason
+    missing = _judge(_claim("better", metric="accuracy", a="entmax15", b="softmax"), rows, tmp_path)
+    assert missing.verdict == "inconclusive" and "no rows for entmax15" in missing.reason
+    rng = np.random.default_rng(1)
+    strong_baseline = [r for r in rows if not r["mapping"].startswith("baseline")]
+    strong_baseline.append(_row(tmp_path, "baseline: majority", 0, _correct(rng, 0.9), None))
+    verdict = _judge(claim, strong_baseline, tmp_path)
+    assert (
+        verdict.verdict == "inconclusive" and "does not beat baseline: majority" in verdict.reason
+    )
+
+
+def test_bleu_interval_is_corpus_bleu_on_resampled_items(tmp_path):
+    refs = [f"the cat number {i} sat on the mat" for i in range(30)]
+    good = list(refs)
+    bad = [f"a dog {i}" for i in range(30)]
+    rows_a, rows_b = [], []
+    for mapping, hyps, target in (("a", good, rows_a), ("b", bad, rows_b)):
+        items = write_items(
+            tmp_path,
+            mapping,
+            "test",
+            {"kind": "bleu", "n": 30, "hypotheses": hyps, "references": refs},
+        )
+        target.append({"seed": 1, "items": items})
+    low, high = claims.difference_interval(tmp_path, rows_a, rows_b, "bleu", n_resamples=50)
+    assert 90 < low <= high <= 100 + 1e-9
+
+
+def test_unknown_kind_is_an_error(rows, tmp_path):
+    with pytest.raises(ValueError, match="unknown test kind 'most'"):
+        _judge(_claim("most", metric="accuracy", a="fusedmax", b="softmax"), rows, tmp_path)

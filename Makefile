@@ -134,8 +134,9 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
 .PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row
 
-results-tables: setup ## regenerate results/*.md and results/raw/*.csv from the raw rows (rows untouched)
+results-tables: setup ## regenerate results/*.md, results/raw/*.csv and the results summary (results/summary.md, README) from the raw rows (rows untouched)
 	$(PY) -m regattn_fairseq.experiments.results $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
+	$(PY) -m regattn_fairseq.experiments.summary $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR) --readme /dev/null)
 
 rerun-row: setup ## re-run one committed row at its training commit in a git worktree: diff per metric against its cell's std, appended to results/reruns.jsonl (ROW_FILE=... RUN_ID=...)
 	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }

@@ -1,0 +1,73 @@
+"""The generated results summary: built from the rows, written to results/summary.md and
+between README's markers, nothing else in README touched."""
+
+import json
+
+import pytest
+
+from regattn_fairseq.experiments import summary
+
+
+def _row(mapping, seed, value, evaluation="test2016", curve=None):
+    return {
+        "run_id": f"{mapping}{seed}",
+        "table": "nmt",
+        "experiment": "multi30k_en_de",
+        "evaluation": evaluation,
+        "scale": "small",
+        "data_source": "offline",
+        "mapping": mapping,
+        "seed": seed,
+        "date": f"2026-11-25T00:00:0{seed}",
+        "config_sha256": "c",
+        "metrics": {"bleu": value},
+        "train": {"config": {"model": {}}, "learning_curve": curve},
+    }
+
+
+def _results(tmp_path):
+    results_dir = tmp_path / "results"
+    rows = [
+        _row("softmax", 1, 30.0, curve={"stop": "patience"}),
+        _row("softmax", 2, 32.0, curve={"stop": "max_epoch"}),
+        _row("sparsemax", 1, 29.0),
+        _row("baseline: copy source", 0, 0.5),
+    ]
+    raw = results_dir / "raw" / "nmt.jsonl"
+    raw.parent.mkdir(parents=True)
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return results_dir
+
+
+def test_summary_line_comes_from_the_rows(tmp_path):
+    lines = summary.summary_lines(_results(tmp_path), "results/")
+    nmt = next(line for line in lines if line.startswith("| [nmt](results/nmt.md)"))
+    cells = [c.strip() for c in nmt.split("|")[1:-1]]
+    assert cells[3] == "copy source 0.50 (n=1)"
+    assert cells[4] == "31.00 ± 1.41 (n=2)"  # softmax, mean ± std over the two seeds
+    assert cells[5] == "29.00 (n=1)"  # sparsemax
+    assert cells[-2] == "1/3"  # one run of three stopped early
+    assert cells[-1].startswith("P5: inconclusive; E1: inconclusive")
+
+
+def test_readme_block_is_replaced_and_nothing_else(tmp_path):
+    results_dir = _results(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# t\n\nbefore\n<!-- results-summary:start -->\nold\n<!-- results-summary:end -->\nafter\n"
+    )
+    summary.write_summary(results_dir, readme)
+    text = readme.read_text()
+    assert text.startswith("# t\n\nbefore\n<!-- results-summary:start -->\n")
+    assert text.endswith("<!-- results-summary:end -->\nafter\n")
+    assert "old" not in text and "[nmt](results/nmt.md)" in text
+    assert "[nmt](nmt.md)" in (results_dir / "summary.md").read_text()
+    summary.write_summary(results_dir, readme)  # idempotent
+    assert readme.read_text() == text
+
+
+def test_a_lone_marker_is_an_error(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- results-summary:end -->\n<!-- results-summary:start -->\n")
+    with pytest.raises(ValueError, match="needs both"):
+        summary.write_summary(_results(tmp_path), readme)

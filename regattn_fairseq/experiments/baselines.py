@@ -17,6 +17,11 @@ cell). Declared per experiment in configs/reproduce/<table>.yaml (``baselines: [
   system's output (names, numbers and shared words score some BLEU).
 - ``copy_lemma`` (inflection): the lemma unchanged, the form that is right whenever the
   inflection is the identity.
+- ``majority_class`` (SNLI): the most frequent training label for every pair.
+- ``hypothesis_only`` (SNLI): a classifier that never reads the premise (Poliak et al. 2018,
+  Gururangan et al. 2018: SNLI's hypotheses alone give away much of the label): logistic
+  regression on the hypothesis's word unigrams and bigrams (scikit-learn), its inverse
+  regularisation C chosen on the validation pairs.
 """
 
 from __future__ import annotations
@@ -117,6 +122,51 @@ def copy_lemma_outputs(
     return lemmas, {}
 
 
+def _labels(prepared: PreparedData, split: str) -> list[str]:
+    path = prepared.bin_dir / "label" / f"{split}.label"
+    if not path.is_file():
+        raise ReproError(f"baseline: {path} is missing (prepare the data again)")
+    return read_text_lines(path)
+
+
+def majority_class_outputs(
+    prepared: PreparedData, name: str, evaluation: dict
+) -> tuple[list[str], dict]:
+    """The most frequent training label (the first of ties, in label order) for every pair."""
+    train = _labels(prepared, "train")
+    majority = max(sorted(set(train)), key=train.count)
+    return [majority] * len(_raw(prepared, name, "hypothesis")), {"label": majority}
+
+
+HYPOTHESIS_ONLY_C = (0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+def hypothesis_only_outputs(
+    prepared: PreparedData, name: str, evaluation: dict
+) -> tuple[list[str], dict]:
+    """Labels predicted from the hypothesis alone (see the module docstring)."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    vectorizer = CountVectorizer(token_pattern=r"\S+", ngram_range=(1, 2), lowercase=True)
+    train_x = vectorizer.fit_transform(_raw(prepared, "train", "hypothesis"))
+    train_y = _labels(prepared, "train")
+    valid_x = vectorizer.transform(_raw(prepared, "valid", "hypothesis"))
+    valid_y = _labels(prepared, "valid")
+    validation, models = {}, {}
+    for c in HYPOTHESIS_ONLY_C:
+        model = LogisticRegression(C=c, max_iter=2000).fit(train_x, train_y)
+        validation[c] = scoring.accuracy(list(model.predict(valid_x)), valid_y)["accuracy"]
+        models[c] = model
+    chosen = max(HYPOTHESIS_ONLY_C, key=lambda c: (validation[c], -c))
+    test_x = vectorizer.transform(_raw(prepared, name, "hypothesis"))
+    return [str(label) for label in models[chosen].predict(test_x)], {
+        "features": "hypothesis word unigrams + bigrams, lowercased",
+        "C_chosen_on_validation": chosen,
+        "validation_accuracy": validation,
+    }
+
+
 BASELINES = {
     baseline.name: baseline
     for baseline in (
@@ -134,6 +184,19 @@ BASELINES = {
             copy_source_outputs,
         ),
         Baseline("copy_lemma", "baseline: copy lemma", "the lemma as the form", copy_lemma_outputs),
+        Baseline(
+            "majority_class",
+            "baseline: majority class",
+            "the most frequent training label",
+            majority_class_outputs,
+        ),
+        Baseline(
+            "hypothesis_only",
+            "baseline: hypothesis only",
+            "logistic regression on the hypothesis's word unigrams and bigrams, C chosen on "
+            "validation; the premise is never read",
+            hypothesis_only_outputs,
+        ),
     )
 }
 

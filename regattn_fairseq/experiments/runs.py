@@ -536,7 +536,8 @@ def score_hypotheses(evaluation: dict, name: str, scorer: str, hypotheses: list[
     name : str
         its name.
     scorer : str
-        bleu (detokenized hypotheses), rouge_f1, rouge_recall or exact_match (inflected forms).
+        bleu (detokenized hypotheses), rouge_f1, rouge_recall, exact_match (inflected forms) or
+        accuracy (predicted labels).
     hypotheses : list of str
         one output per item, in order.
 
@@ -581,6 +582,16 @@ def score_hypotheses(evaluation: dict, name: str, scorer: str, hypotheses: list[
             "n": len(per_item),
             "scores": {
                 t: [round(100 * item[t][column], 4) for item in per_item] for t in ROUGE_TYPES
+            },
+        }
+    elif scorer == "accuracy":  # a classifier's predicted labels (SNLI)
+        gold = _read(evaluation["refs"][0])
+        result["metrics"] = scoring.accuracy(hypotheses, gold)
+        result["items"] = {
+            "kind": "mean",
+            "n": len(gold),
+            "scores": {
+                "accuracy": [100 * int(h == g) for h, g in zip(hypotheses, gold, strict=True)]
             },
         }
     elif scorer == "exact_match":

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments import baselines, reproduce
+from regattn_fairseq.experiments import baselines, reproduce, runs
 from regattn_fairseq.experiments.builders.inflection import encode_source
 from regattn_fairseq.experiments.common import ReproError
 from regattn_fairseq.experiments.prepare import PreparedData
@@ -109,3 +109,32 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
     assert "[skip] summarization baseline: lead" in capsys.readouterr().out
     reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=True)
     assert len(load_rows(results_dir, "table2")) == 4
+
+
+def _snli(tmp_path: Path) -> PreparedData:
+    # the hypothesis's first word gives the label away; the premise is noise
+    words = {"entailment": "someone", "neutral": "maybe", "contradiction": "nobody"}
+    for split, n in (("train", 60), ("valid", 30), ("test", 30)):
+        labels = [list(words)[i % 3] for i in range(n)]
+        if split == "train":
+            labels[-2:] = ["neutral", "neutral"]  # neutral is the majority
+        _write(tmp_path / "raw" / f"{split}.hypothesis", [f"{words[x]} sleeps" for x in labels])
+        _write(tmp_path / "raw" / f"{split}.premise", ["a cat sits"] * n)
+        _write(tmp_path / "bin" / "label" / f"{split}.label", labels)
+    refs = str(tmp_path / "bin" / "label" / "test.label")
+    return PreparedData(tmp_path, {"dataset": "snli", "evaluations": {"test": {"refs": [refs]}}})
+
+
+def test_snli_majority_class_and_hypothesis_only(tmp_path):
+    data = _snli(tmp_path)
+    evaluation = data.evaluation("test")
+    outputs, settings = baselines.majority_class_outputs(data, "test", evaluation)
+    assert settings == {"label": "neutral"} and set(outputs) == {"neutral"}
+    result = runs.score_hypotheses(evaluation, "test", "accuracy", outputs)
+    assert result["metrics"]["accuracy"] == pytest.approx(100 / 3, abs=0.01)
+    assert result["items"]["scores"]["accuracy"][:3] == [0, 100, 0]
+    outputs, settings = baselines.hypothesis_only_outputs(data, "test", evaluation)
+    assert runs.score_hypotheses(evaluation, "test", "accuracy", outputs)["metrics"] == {
+        "accuracy": 100.0
+    }
+    assert settings["C_chosen_on_validation"] in baselines.HYPOTHESIS_ONLY_C

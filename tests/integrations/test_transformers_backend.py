@@ -1,6 +1,7 @@
 """The `transformers` backends (regattn.integrations.transformers) on tiny random models of the
 three kinds: an encoder (BERT), a causal decoder with grouped-query attention (Llama: 4 query
-heads, 2 key/value heads) and an encoder-decoder (BART). Nothing is downloaded."""
+heads, 2 key/value heads) and an encoder-decoder (BART; T5 too, whose relative position bias
+the backends add, in the equivalence and mask tests). Nothing is downloaded."""
 
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from transformers import (
     BertForSequenceClassification,
     LlamaConfig,
     LlamaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
 )
 
 from regattn.integrations import transformers as rt
@@ -70,6 +73,20 @@ def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
             eos_token_id=EOS,
         )
         model = LlamaForCausalLM(config)
+    elif kind == "t5":
+        config = T5Config(
+            vocab_size=VOCAB,
+            d_model=HIDDEN,
+            d_kv=HIDDEN // HEADS,
+            d_ff=64,
+            num_layers=2,
+            num_heads=HEADS,
+            dropout_rate=dropout,
+            pad_token_id=PAD,
+            eos_token_id=EOS,
+            decoder_start_token_id=PAD,
+        )
+        model = T5ForConditionalGeneration(config)
     else:
         config = BartConfig(
             vocab_size=VOCAB,
@@ -149,7 +166,7 @@ def exact_zero_checks(kind: str, out, batch) -> int:
     return rows
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [*KINDS, "t5"])
 def test_regattn_softmax_equals_eager_in_logits_and_gradients(kind):
     batch = tiny_batch(kind)
     results = {}
@@ -166,8 +183,10 @@ def test_regattn_softmax_equals_eager_in_logits_and_gradients(kind):
         torch.testing.assert_close(grad, eager_grads[name], atol=1e-6, rtol=0, msg=name)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("backend", list(TRAINED))
+@pytest.mark.parametrize(
+    "kind, backend",
+    [(kind, backend) for kind in KINDS for backend in TRAINED] + [("t5", "fusedmax")],
+)
 def test_every_mapping_trains_and_masks_with_exact_zeros(kind, backend):
     model = tiny_model(kind, rt.PREFIX + backend, dropout=0.1)
     if TRAINED[backend] is not None:

@@ -129,7 +129,9 @@ class AttentionMapping(nn.Module):
         learned = params.get("alpha") == LEARNED
         if learned:
             if self.backend != "entmax":
-                raise ValueError(f"alpha='learned' is for {PREFIX}entmax, not {PREFIX}{backend}")
+                raise ValueError(
+                    f"alpha='learned' is for {PREFIX}entmax, not {PREFIX}{self.backend}"
+                )
             if num_heads is None:
                 raise ValueError("a learned alpha needs the number of heads")
             params = {key: value for key, value in params.items() if key != "alpha"}
@@ -393,21 +395,21 @@ def configure(model: nn.Module, mapping: str | None = None, empty: str = DEFAULT
 
 
 def _checkpoint_tensors(path: Path, names: list[str]) -> dict[str, torch.Tensor]:
+    """The tensors `names` that the safetensors checkpoint under `path` holds."""
     from safetensors import safe_open
 
     index = path / WEIGHTS_INDEX
     if index.exists():
-        files = json.loads(index.read_text())["weight_map"]
+        file_of = json.loads(index.read_text())["weight_map"]
     elif (path / WEIGHTS_FILE).exists():
-        files = dict.fromkeys(names, WEIGHTS_FILE)
+        file_of = dict.fromkeys(names, WEIGHTS_FILE)
     else:
         raise ValueError(f"no {WEIGHTS_FILE} or {WEIGHTS_INDEX} under {path}")
     tensors = {}
-    for name in names:
-        if name in files:
-            with safe_open(path / files[name], framework="pt") as handle:
-                if name in handle.keys():
-                    tensors[name] = handle.get_tensor(name)
+    for file in {file_of[name] for name in names if name in file_of}:
+        with safe_open(path / file, framework="pt") as handle:
+            held = set(handle.keys())
+            tensors.update({name: handle.get_tensor(name) for name in names if name in held})
     return tensors
 
 

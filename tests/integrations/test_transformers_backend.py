@@ -281,12 +281,13 @@ def test_learned_alpha_gets_a_gradient_and_survives_save_and_load(kind, tmp_path
         torch.testing.assert_close(loaded(**batch).logits, logits)
 
 
-def test_from_pretrained_loads_through_auto_classes(tmp_path):
+def test_from_pretrained_loads_sharded_checkpoints_through_auto_classes(tmp_path):
     model = tiny_model("decoder", "regattn_entmax")
     rt.configure(model, alpha="learned")
     with torch.no_grad():
         model.model.layers[1].self_attn.regattn_mapping.alpha_logit.fill_(1.0)
-    model.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / rt.WEIGHTS_INDEX).exists()
     loaded = rt.from_pretrained(AutoModelForCausalLM, tmp_path)
     assert isinstance(loaded, LlamaForCausalLM)
     torch.testing.assert_close(

@@ -1,7 +1,8 @@
 """The `transformers` backends (regattn.integrations.transformers) on tiny random models of the
 three kinds: an encoder (BERT), a causal decoder with grouped-query attention (Llama: 4 query
-heads, 2 key/value heads) and an encoder-decoder (BART; T5 too, whose relative position bias
-the backends add, in the equivalence and mask tests). Nothing is downloaded."""
+heads, 2 key/value heads) and an encoder-decoder (BART). T5 (relative position bias) and
+Gemma 2 (score soft-capping, sliding-window layers) join the equivalence test. Nothing is
+downloaded."""
 
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from transformers import (
     BartForConditionalGeneration,
     BertConfig,
     BertForSequenceClassification,
+    Gemma2Config,
+    Gemma2ForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     T5Config,
@@ -87,6 +90,22 @@ def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
             decoder_start_token_id=PAD,
         )
         model = T5ForConditionalGeneration(config)
+    elif kind == "gemma2":
+        config = Gemma2Config(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=HEADS,
+            num_key_value_heads=2,
+            head_dim=HIDDEN // HEADS,
+            sliding_window=6,  # smaller than the batch (9), larger than its padding (5)
+            query_pre_attn_scalar=1,  # scaling 1: scores large enough for the soft cap to bend
+            attn_logit_softcapping=0.5,
+            max_position_embeddings=32,
+            pad_token_id=PAD,
+        )
+        model = Gemma2ForCausalLM(config)
     else:
         config = BartConfig(
             vocab_size=VOCAB,
@@ -125,7 +144,7 @@ def tiny_batch(kind: str, left_padding: bool = False) -> dict:
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     if kind == "encoder":
         batch["labels"] = torch.tensor([0, 1, 2])
-    elif kind == "decoder":
+    elif kind in ("decoder", "gemma2"):
         batch["labels"] = input_ids.masked_fill(attention_mask == 0, -100)
     else:
         batch["labels"] = torch.randint(3, VOCAB, (len(LENGTHS), 5), generator=generator)
@@ -166,7 +185,7 @@ def exact_zero_checks(kind: str, out, batch) -> int:
     return rows
 
 
-@pytest.mark.parametrize("kind", [*KINDS, "t5"])
+@pytest.mark.parametrize("kind", [*KINDS, "t5", "gemma2"])
 def test_regattn_softmax_equals_eager_in_logits_and_gradients(kind):
     batch = tiny_batch(kind)
     results = {}
@@ -358,3 +377,10 @@ def test_regattn_imports_without_transformers():
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd="/"
     )
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_attention_sinks_are_refused():
+    module = torch.nn.Module()
+    q = k = v = torch.zeros(1, HEADS, 3, 8)
+    with pytest.raises(ValueError, match="attention sinks"):
+        rt.regattn_attention_forward("sparsemax", module, q, k, v, None, s_aux=torch.zeros(HEADS))

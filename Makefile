@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model bench-training bench-dp clean-venv
+.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model bench-training bench-dp bench-hf clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -57,7 +57,7 @@ test: setup ## run the test suite (the CI command)
 test-slow: setup ## run the slow end-to-end tests too
 	$(PY) -m pytest -q -m "slow or not slow"
 
-bench: bench-mappings bench-scaling bench-model bench-dp ## all benchmarks -> results/bench/ (about 6 min on 2 cores)
+bench: bench-mappings bench-scaling bench-model bench-dp bench-hf ## all benchmarks -> results/bench/ (about 7 min on 2 cores)
 
 bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax and torchsparseattn
 	$(PY) bench/bench_mappings.py
@@ -73,6 +73,9 @@ bench-model: setup ## training tokens/s of the LSTM summarizer and the Transform
 
 bench-dp: setup ## smoothed Viterbi (entropy, l2; compiled and torch paths) vs autograd through the recursion and hard Viterbi
 	$(PY) bench/bench_dp.py
+
+bench-hf: setup ## training step time of a small Hugging Face BERT per regattn backend vs transformers' eager and sdpa softmax
+	$(PY) bench/bench_hf.py
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)

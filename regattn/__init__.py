@@ -11,6 +11,8 @@ Pure torch plus compiled CPU row kernels; no fairseq. The submodules:
 - `regattn.continuous`: continuous attention (Martins et al. 2020): a Gaussian (continuous
   softmax) or truncated-parabola (continuous sparsemax) density over the source, with the
   context E_p[V(t)] of a ridge-fitted value function in closed form.
+- `regattn.integrations.transformers`: the mappings as attention backends of Hugging Face
+  `transformers` (the `hf` extra; not imported here, so `regattn` needs no `transformers`).
 
 The fairseq plugin that puts these mappings into models is the separate package
 `regattn_fairseq` (`pip install .[fairseq]`).

@@ -81,3 +81,12 @@ def test_continuous_bench(tmp_path):
     assert [r["attention"] for r in run["results"]["training"]] == labels
     assert all(t > 0 for t in run["results"]["layer"].values())
     assert "| continuous sparsemax (N=8) |" in (tmp_path / "continuous_cpu.md").read_text()
+
+
+def test_hf_bench(tmp_path):
+    run_bench("bench_hf.py", tmp_path)
+    run = json.loads((tmp_path / "hf_cpu.json").read_text())["runs"][-1]
+    ratios = {r["attention"]: r["ratio_to_eager"] for r in run["results"]}
+    assert ratios["eager (transformers softmax)"] == 1.0
+    assert {"sparsemax", "fusedmax (λ=0.1)", "α-entmax (learned α)"} <= set(ratios)
+    assert "| sparsemax |" in (tmp_path / "hf_cpu.md").read_text()

@@ -1,0 +1,462 @@
+"""The regattn mappings as attention backends of Hugging Face `transformers`: any model whose
+attention goes through `transformers`' AttentionInterface computes
+
+    mapping(Q K^T * scaling + bias, mask) V
+
+with the model's own scaling, dropout, grouped-query heads and causal or padding masks, where
+the masked positions are removed from the mapping's problem (they get exact zeros; no -inf
+enters the scores).
+
+    from regattn.integrations import transformers as rt
+    rt.register()
+    model = AutoModel.from_pretrained(path, attn_implementation="regattn_sparsemax")
+    rt.configure(model, mapping="fusedmax", lam=0.1)    # parameters per model
+
+Backends (IMPLEMENTATIONS): regattn_softmax, regattn_sparsemax, regattn_fusedmax,
+regattn_oscarmax, regattn_sq_pnorm_max, regattn_entmax15 and regattn_entmax (alpha-entmax,
+alpha a number or "learned": one alpha per head, an nn.Parameter of each attention module, see
+`configure`). A model that is not configured runs its backend's mapping with its default
+parameters (`regattn.mappings.defaults_of`).
+
+`configure` records its settings in `model.config` (saved by `save_pretrained`); `from_pretrained`
+here loads such a model back with its settings and learned alphas.
+
+Fully masked rows: with left padding, a causal model's padded query positions have no key to
+attend to. `transformers` discards their outputs, so the backends give them zeros by default
+(`empty="zero"`); `configure(model, empty="error")` makes such a row a ValueError instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AttentionInterface, AutoConfig
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from regattn import mappings
+from regattn.mappings.learned_alpha import ALPHA_INIT, alpha_from_logit, alpha_logit_for
+
+PREFIX = "regattn_"
+# backend -> (the library's mapping, the parameters the backend fixes)
+BACKENDS = {
+    "softmax": ("softmax", {}),
+    "sparsemax": ("sparsemax", {}),
+    "fusedmax": ("fusedmax", {}),
+    "oscarmax": ("oscarmax", {}),
+    "sq_pnorm_max": ("sq_pnorm_max", {}),
+    "entmax15": ("entmax", {"alpha": 1.5}),
+    "entmax": ("entmax", {}),
+}
+IMPLEMENTATIONS = tuple(PREFIX + backend for backend in BACKENDS)
+LEARNED = "learned"
+DEFAULT_EMPTY = "zero"
+# the attribute of each attention module that holds its AttentionMapping, and the key of the
+# model config that records `configure`'s settings
+MAPPING_ATTRIBUTE = "regattn_mapping"
+CONFIG_KEY = "regattn_attention"
+# where save_pretrained puts the weights (one file, or shards listed by an index)
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+
+
+def backend_of(name: str) -> str:
+    """The backend a mapping or implementation name stands for.
+
+    Parameters
+    ----------
+    name : str
+        a backend ("fusedmax") or its implementation name ("regattn_fusedmax").
+
+    Returns
+    -------
+    str
+        The backend, a key of BACKENDS.
+
+    Raises
+    ------
+    ValueError
+        if `name` is neither.
+    """
+    backend = name.removeprefix(PREFIX) if isinstance(name, str) else name
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"unknown regattn attention {name!r}; choose one of {', '.join(BACKENDS)} "
+            f"(attn_implementation: {', '.join(IMPLEMENTATIONS)})"
+        )
+    return backend
+
+
+class AttentionMapping(nn.Module):
+    """The mapping one attention module applies to its scores (batch, heads, queries, keys),
+    with the parameters `configure` set; with alpha="learned", alpha-entmax with one alpha per
+    head, alpha = 1.01 + 0.99 sigmoid(alpha_logit) (regattn.mappings.learned_alpha), starting
+    at 1.5.
+
+    Parameters
+    ----------
+    backend : str
+        a key of BACKENDS.
+    num_heads : int, optional
+        the number of query heads; needed for a learned alpha only.
+    empty : str
+        what a row with no unmasked position gets: "zero" or "error" (a ValueError).
+    **params
+        the mapping's parameters (`regattn.mappings.parameters_of`), except those the backend
+        fixes (regattn_entmax15's alpha); alpha="learned" for regattn_entmax.
+
+    Raises
+    ------
+    ValueError
+        on an unknown backend, a parameter the mapping does not take or the backend fixes, a
+        value out of range, a learned alpha without `num_heads` or off regattn_entmax, or an
+        unknown `empty`.
+    """
+
+    def __init__(self, backend: str, num_heads: int | None = None, empty=DEFAULT_EMPTY, **params):
+        super().__init__()
+        self.backend = backend_of(backend)
+        name, fixed = BACKENDS[self.backend]
+        fixed_here = sorted(set(params) & set(fixed))
+        if fixed_here:
+            raise ValueError(
+                f"{PREFIX}{self.backend} fixes {', '.join(fixed_here)}; use {PREFIX}entmax to "
+                "choose alpha"
+            )
+        learned = params.get("alpha") == LEARNED
+        if learned:
+            if self.backend != "entmax":
+                raise ValueError(
+                    f"alpha='learned' is for {PREFIX}entmax, not {PREFIX}{self.backend}"
+                )
+            if num_heads is None:
+                raise ValueError("a learned alpha needs the number of heads")
+            params = {key: value for key, value in params.items() if key != "alpha"}
+        # builds (and so checks) the mapping; with a learned alpha its gamma and empty are used
+        self.mapping = mappings.build(name, empty=empty, **fixed, **params)
+        self.alpha_logit = (
+            nn.Parameter(torch.full((num_heads,), alpha_logit_for(ALPHA_INIT))) if learned else None
+        )
+
+    def alpha(self) -> torch.Tensor:
+        """The learned alpha of each head (float32), or a ValueError if alpha is not learned."""
+        if self.alpha_logit is None:
+            raise ValueError(f"this {PREFIX}{self.backend} attention has no learned alpha")
+        return alpha_from_logit(self.alpha_logit)
+
+    def forward(self, scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The attention weights of `scores` over the last dim (mask: True may be attended)."""
+        if self.alpha_logit is None:
+            return self.mapping(scores, dim=-1, mask=mask)
+        if scores.dim() < 3 or scores.shape[-3] != self.alpha_logit.shape[0]:
+            raise ValueError(
+                f"learned alpha has {self.alpha_logit.shape[0]} heads, the scores "
+                f"{tuple(scores.shape)} are not laid out (..., heads, queries, keys) with as many"
+            )
+        return mappings.entmax(
+            scores,
+            dim=-1,
+            mask=mask,
+            alpha=self.alpha().view(-1, 1, 1),
+            gamma=self.mapping.gamma,
+            empty=self.mapping.empty,
+        )
+
+    def extra_repr(self) -> str:
+        """The backend and its parameters, as the module's repr shows them."""
+        if self.alpha_logit is None:
+            return f"{PREFIX}{self.backend}: {self.mapping.extra_repr()}"
+        mapping = self.mapping
+        return (
+            f"{PREFIX}{self.backend}: alpha=learned, gamma={mapping.gamma}, empty={mapping.empty!r}"
+        )
+
+
+_DEFAULT_MAPPINGS: dict[str, AttentionMapping] = {}
+
+
+def _mapping_for(module: nn.Module, backend: str) -> AttentionMapping:
+    mapping = getattr(module, MAPPING_ATTRIBUTE, None)
+    if mapping is None:
+        if backend not in _DEFAULT_MAPPINGS:
+            _DEFAULT_MAPPINGS[backend] = AttentionMapping(backend)
+        return _DEFAULT_MAPPINGS[backend]
+    if mapping.backend != backend:
+        raise ValueError(
+            f"the model runs {PREFIX}{backend} but was configured for {PREFIX}{mapping.backend}; "
+            f"call configure(model, mapping={backend!r}, ...) to switch"
+        )
+    return mapping
+
+
+def regattn_attention_forward(
+    backend: str,
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    softcap: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention with a regattn mapping, in the signature of `transformers`' attention functions.
+
+    Parameters
+    ----------
+    backend : str
+        a key of BACKENDS (`register` binds it).
+    module : nn.Module
+        the calling attention module; its AttentionMapping (set by `configure`) or else the
+        backend's default mapping normalizes the scores; dropout applies in training mode.
+    query, key, value : torch.Tensor
+        (batch, heads, queries, head_dim) and (batch, kv_heads, keys, head_dim); with fewer
+        key/value heads than query heads (grouped-query attention) each serves
+        heads / kv_heads consecutive query heads, as `transformers`' repeat_kv does.
+    attention_mask : torch.Tensor, optional
+        broadcastable to (batch, heads, queries, keys): bool, True where a key may be attended
+        (what the registered mask function makes), or additive float, where the dtype's
+        minimum or -inf removes a key and other values are added to the scores.
+    scaling : float, optional
+        the scores' scale (default head_dim ** -0.5).
+    dropout : float
+        dropout probability on the attention weights, in training mode.
+    position_bias : torch.Tensor, optional
+        added to the scores (T5's relative position bias).
+    softcap : float, optional
+        scores become softcap * tanh(scores / softcap) (Gemma 2).
+    **kwargs
+        the model's other keyword arguments; attention sinks (s_aux) are not supported.
+
+    Returns
+    -------
+    tuple[torch.Tensor, torch.Tensor]
+        The output (batch, queries, heads, head_dim) and the attention weights (batch, heads,
+        queries, keys), after dropout as `transformers`' eager attention returns them.
+
+    Raises
+    ------
+    ValueError
+        on attention sinks, a fully masked row with empty="error", or a mapping error.
+    """
+    if kwargs.get("s_aux") is not None:
+        raise ValueError(f"{PREFIX}{backend} does not support attention sinks (s_aux)")
+    mapping = _mapping_for(module, backend)
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    allowed = attention_mask
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        # an additive mask: the dtype's minimum (or -inf) removes a key; a finite rest is a bias
+        allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+        scores = scores + attention_mask.masked_fill(~allowed, 0)
+    weights = mapping(scores, allowed)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+def boolean_mask(*args, **kwargs) -> torch.Tensor | None:
+    """The mask function of the regattn backends: `transformers`' boolean sdpa mask (True may
+    be attended), always materialized for causal attention (sdpa may skip it and rely on its
+    is_causal flag, which a regattn backend does not read). None only where nothing is masked.
+    """
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)
+
+
+def _bound_forward(backend: str):
+    def forward(module, query, key, value, attention_mask, **kwargs):
+        return regattn_attention_forward(
+            backend, module, query, key, value, attention_mask, **kwargs
+        )
+
+    forward.__name__ = f"{PREFIX}{backend}_attention_forward"
+    forward.__doc__ = f"regattn_attention_forward with the {backend} backend."
+    return forward
+
+
+def register() -> None:
+    """Registers every backend (IMPLEMENTATIONS) with `transformers`' AttentionInterface and
+    its mask function with AttentionMaskInterface, so that models load with
+    attn_implementation="regattn_<mapping>". Calling it again is harmless.
+    """
+    for backend in BACKENDS:
+        AttentionInterface.register(PREFIX + backend, _bound_forward(backend))
+        AttentionMaskInterface.register(PREFIX + backend, boolean_mask)
+
+
+def _calls_attention_interface(cls: type) -> bool:
+    # transformers' own heuristic (PreTrainedModel._can_set_attn_implementation) reads the
+    # source too: an attention module is one whose forward dispatches through the interface
+    try:
+        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+
+
+def attention_modules(model: nn.Module) -> list[nn.Module]:
+    """The modules of `model` whose forward calls `transformers`' attention interface.
+
+    Parameters
+    ----------
+    model : nn.Module
+        a `transformers` model.
+
+    Returns
+    -------
+    list[nn.Module]
+        Its attention modules (self- and cross-attention), in `model.modules()` order.
+    """
+    return [module for module in model.modules() if _calls_attention_interface(type(module))]
+
+
+def _num_heads(module: nn.Module) -> int:
+    for name in ("num_heads", "num_attention_heads", "n_heads", "n_head"):
+        if isinstance(getattr(module, name, None), int):
+            return getattr(module, name)
+    config = getattr(module, "config", None)
+    if isinstance(getattr(config, "num_attention_heads", None), int):
+        return config.num_attention_heads
+    raise ValueError(f"cannot tell the number of heads of {type(module).__name__}")
+
+
+def configure(model: nn.Module, mapping: str | None = None, empty: str = DEFAULT_EMPTY, **params):
+    """Sets the mapping and its parameters of every attention module of a model.
+
+    The model switches to attn_implementation "regattn_<mapping>"; each attention module gets
+    an AttentionMapping (its `regattn_mapping` attribute), holding with alpha="learned" the
+    nn.Parameter `alpha_logit` of its heads (so it trains and is saved with the model). The
+    settings are recorded in `model.config.regattn_attention`, so that `save_pretrained` saves
+    them and `from_pretrained` (here) restores them. Each call replaces the previous settings:
+    parameters not given take the mapping's defaults.
+
+    Parameters
+    ----------
+    model : nn.Module
+        a `transformers` model (PreTrainedModel).
+    mapping : str, optional
+        a backend ("fusedmax") or implementation name ("regattn_fusedmax"); default: the
+        model's current regattn implementation.
+    empty : str
+        what a row with no unmasked position gets: "zero" (default) or "error".
+    **params
+        the mapping's parameters, e.g. lam=0.1, gamma=1.0; alpha=1.3 or alpha="learned" for
+        "entmax".
+
+    Returns
+    -------
+    nn.Module
+        The model, changed in place.
+
+    Raises
+    ------
+    ValueError
+        on an unknown mapping (or, without `mapping`, a model not on a regattn backend), a
+        parameter the mapping does not take, a value out of range, or a model without
+        attention modules; the model is then left unchanged.
+    """
+    backend = backend_of(mapping if mapping is not None else model.config._attn_implementation)
+    modules = attention_modules(model)
+    if not modules:
+        raise ValueError(
+            f"{type(model).__name__} has no module that calls transformers' AttentionInterface"
+        )
+    learned = params.get("alpha") == LEARNED
+    built = [
+        AttentionMapping(backend, _num_heads(module) if learned else None, empty, **params)
+        for module in modules
+    ]
+    register()
+    if model.config._attn_implementation != PREFIX + backend:
+        model.set_attn_implementation(PREFIX + backend)
+    for module, attention in zip(modules, built, strict=True):
+        weight = next(module.parameters(), None)
+        setattr(
+            module,
+            MAPPING_ATTRIBUTE,
+            attention.to(weight.device) if weight is not None else attention,
+        )
+    setattr(model.config, CONFIG_KEY, {"mapping": backend, "empty": empty, "params": params})
+    return model
+
+
+def _checkpoint_tensors(path: Path, names: list[str]) -> dict[str, torch.Tensor]:
+    """The tensors `names` that the safetensors checkpoint under `path` holds."""
+    from safetensors import safe_open
+
+    index = path / WEIGHTS_INDEX
+    if index.exists():
+        file_of = json.loads(index.read_text())["weight_map"]
+    elif (path / WEIGHTS_FILE).exists():
+        file_of = dict.fromkeys(names, WEIGHTS_FILE)
+    else:
+        raise ValueError(f"no {WEIGHTS_FILE} or {WEIGHTS_INDEX} under {path}")
+    tensors = {}
+    for file in {file_of[name] for name in names if name in file_of}:
+        with safe_open(path / file, framework="pt") as handle:
+            held = set(handle.keys())
+            tensors.update({name: handle.get_tensor(name) for name in names if name in held})
+    return tensors
+
+
+def from_pretrained(model_class, path, **kwargs):
+    """Loads a model saved after `configure` with its regattn settings and learned alphas.
+
+    `model_class.from_pretrained` alone builds the model before it reads the weights, without
+    the alpha parameters that `configure` adds (it reports them as unexpected keys); this
+    loads the model, configures it from `config.regattn_attention` and then reads the alphas.
+    A model saved without regattn settings is loaded as `model_class.from_pretrained` does.
+
+    Parameters
+    ----------
+    model_class
+        a `transformers` model class or Auto class, e.g. AutoModelForCausalLM.
+    path
+        a local folder written by `save_pretrained`.
+    **kwargs
+        passed to `model_class.from_pretrained`; attn_implementation defaults to the saved
+        regattn backend.
+
+    Returns
+    -------
+    PreTrainedModel
+        The model.
+
+    Raises
+    ------
+    ValueError
+        if the settings ask for learned alphas the checkpoint does not hold.
+    """
+    register()
+    path = Path(path)
+    settings = getattr(AutoConfig.from_pretrained(path), CONFIG_KEY, None)
+    if settings is not None:
+        kwargs.setdefault("attn_implementation", PREFIX + settings["mapping"])
+    model = model_class.from_pretrained(path, **kwargs)
+    if settings is None:
+        return model
+    configure(model, settings["mapping"], settings["empty"], **settings["params"])
+    names = [
+        name for name in model.state_dict() if name.endswith(f"{MAPPING_ATTRIBUTE}.alpha_logit")
+    ]
+    if names:
+        tensors = _checkpoint_tensors(path, names)
+        missing = sorted(set(names) - set(tensors))
+        if missing:
+            raise ValueError(f"{path} has no learned alpha for {', '.join(missing)}")
+        model.load_state_dict(tensors, strict=False)
+    return model

@@ -1,0 +1,386 @@
+"""The `transformers` backends (regattn.integrations.transformers) on tiny random models of the
+three kinds: an encoder (BERT), a causal decoder with grouped-query attention (Llama: 4 query
+heads, 2 key/value heads) and an encoder-decoder (BART). T5 (relative position bias) and
+Gemma 2 (score soft-capping, sliding-window layers) join the equivalence test. Nothing is
+downloaded."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    BartConfig,
+    BartForConditionalGeneration,
+    BertConfig,
+    BertForSequenceClassification,
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
+)
+
+from regattn.integrations import transformers as rt
+
+rt.register()
+
+VOCAB, HIDDEN, HEADS = 40, 32, 4
+PAD, BOS, EOS = 0, 1, 2
+KINDS = ("encoder", "decoder", "encoder_decoder")
+LENGTHS = (9, 6, 4)  # the batch's unpadded lengths (the first row has no padding)
+# backend -> configure's parameters (None: the backend's defaults, not configured)
+TRAINED = {
+    "softmax": None,
+    "sparsemax": None,
+    "fusedmax": {"lam": 0.1},
+    "oscarmax": {"lam": 0.01},
+    "sq_pnorm_max": {"p": 1.5},
+    "entmax15": None,
+    "entmax": {"alpha": "learned"},
+}
+
+
+def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
+    """A tiny random model of `kind` on attn_implementation `attn` (seeded: same weights)."""
+    torch.manual_seed(0)
+    if kind == "encoder":
+        config = BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            num_hidden_layers=2,
+            num_attention_heads=HEADS,
+            intermediate_size=64,
+            max_position_embeddings=32,
+            num_labels=3,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=dropout,
+            pad_token_id=PAD,
+        )
+        model = BertForSequenceClassification(config)
+    elif kind == "decoder":
+        config = LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=HEADS,
+            num_key_value_heads=2,
+            max_position_embeddings=32,
+            attention_dropout=dropout,
+            pad_token_id=PAD,
+            bos_token_id=BOS,
+            eos_token_id=EOS,
+        )
+        model = LlamaForCausalLM(config)
+    elif kind == "t5":
+        config = T5Config(
+            vocab_size=VOCAB,
+            d_model=HIDDEN,
+            d_kv=HIDDEN // HEADS,
+            d_ff=64,
+            num_layers=2,
+            num_heads=HEADS,
+            dropout_rate=dropout,
+            pad_token_id=PAD,
+            eos_token_id=EOS,
+            decoder_start_token_id=PAD,
+        )
+        model = T5ForConditionalGeneration(config)
+    elif kind == "gemma2":
+        config = Gemma2Config(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=HEADS,
+            num_key_value_heads=2,
+            head_dim=HIDDEN // HEADS,
+            sliding_window=6,  # smaller than the batch (9), larger than its padding (5)
+            query_pre_attn_scalar=1,  # scaling 1: scores large enough for the soft cap to bend
+            attn_logit_softcapping=0.5,
+            max_position_embeddings=32,
+            pad_token_id=PAD,
+        )
+        model = Gemma2ForCausalLM(config)
+    else:
+        config = BartConfig(
+            vocab_size=VOCAB,
+            d_model=HIDDEN,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=HEADS,
+            decoder_attention_heads=HEADS,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            max_position_embeddings=32,
+            dropout=0.0,
+            attention_dropout=dropout,
+            activation_dropout=0.0,
+            pad_token_id=PAD,
+            bos_token_id=BOS,
+            eos_token_id=EOS,
+            decoder_start_token_id=EOS,
+            forced_eos_token_id=None,
+        )
+        model = BartForConditionalGeneration(config)
+    model.set_attn_implementation(attn)
+    return model.to(dtype)
+
+
+def tiny_batch(kind: str, left_padding: bool = False) -> dict:
+    """A seeded batch of LENGTHS tokens (padded right, or left), with the model's labels."""
+    generator = torch.Generator().manual_seed(1)
+    width = max(LENGTHS)
+    input_ids = torch.full((len(LENGTHS), width), PAD)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, length in enumerate(LENGTHS):
+        span = slice(width - length, width) if left_padding else slice(0, length)
+        input_ids[row, span] = torch.randint(3, VOCAB, (length,), generator=generator)
+        attention_mask[row, span] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if kind == "encoder":
+        batch["labels"] = torch.tensor([0, 1, 2])
+    elif kind in ("decoder", "gemma2"):
+        batch["labels"] = input_ids.masked_fill(attention_mask == 0, -100)
+    else:
+        batch["labels"] = torch.randint(3, VOCAB, (len(LENGTHS), 5), generator=generator)
+    return batch
+
+
+def exact_zero_checks(kind: str, out, batch) -> int:
+    """Asserts that padded keys and future positions get exact zeros and that each row with
+    an unmasked position sums to 1; returns the number of rows checked."""
+    padded_keys = batch["attention_mask"] == 0  # (batch, keys)
+    if kind == "encoder":
+        groups = [(out.attentions, padded_keys, False)]
+    elif kind == "decoder":
+        groups = [(out.attentions, padded_keys, True)]
+    else:
+        no_padding = torch.zeros_like(batch["labels"], dtype=torch.bool)
+        groups = [
+            (out.encoder_attentions, padded_keys, False),
+            (out.decoder_attentions, no_padding, True),
+            (out.cross_attentions, padded_keys, False),
+        ]
+    rows = 0
+    for attentions, padded, causal in groups:
+        assert len(attentions) == 2
+        for weights in attentions:
+            removed = padded[:, None, None, :].expand_as(weights)
+            if causal:
+                queries, keys = weights.shape[-2:]
+                future = torch.ones(queries, keys, dtype=torch.bool).triu(1)
+                removed = removed | future
+            assert torch.all(weights[removed] == 0)
+            sums = weights.sum(-1)
+            nonempty = ~removed.all(-1)
+            torch.testing.assert_close(
+                sums[nonempty], torch.ones_like(sums[nonempty]), atol=1e-5, rtol=0
+            )
+            rows += int(nonempty.sum())
+    return rows
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "t5", "gemma2"])
+def test_regattn_softmax_equals_eager_in_logits_and_gradients(kind):
+    batch = tiny_batch(kind)
+    results = {}
+    for attn in ("eager", "regattn_softmax"):
+        model = tiny_model(kind, attn, dtype=torch.float64)
+        out = model(**batch)
+        out.loss.backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        results[attn] = (out.logits.detach(), grads)
+    (eager_logits, eager_grads), (logits, grads) = results["eager"], results["regattn_softmax"]
+    torch.testing.assert_close(logits, eager_logits, atol=1e-6, rtol=0)
+    assert grads.keys() == eager_grads.keys() and len(grads) > 10
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, eager_grads[name], atol=1e-6, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize(
+    "kind, backend",
+    [(kind, backend) for kind in KINDS for backend in TRAINED] + [("t5", "fusedmax")],
+)
+def test_every_mapping_trains_and_masks_with_exact_zeros(kind, backend):
+    model = tiny_model(kind, rt.PREFIX + backend, dropout=0.1)
+    if TRAINED[backend] is not None:
+        rt.configure(model, **TRAINED[backend])
+    batch = tiny_batch(kind)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    model.train()
+    for _ in range(6):
+        optimizer.zero_grad()
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
+    model.eval()
+    with torch.no_grad():
+        out = model(**batch, output_attentions=True)
+    assert exact_zero_checks(kind, out, batch) > 0
+
+
+def test_sparse_mappings_give_zeros_beyond_the_mask():
+    # a mapping that is sparse at all puts zeros on unmasked positions too, which softmax
+    # never does: the returned weights are the mapping's, not softmax's
+    batch = tiny_batch("encoder")
+    model = tiny_model("encoder", "regattn_sparsemax")
+    model.bert.encoder.layer[0].attention.self.query.weight.data.mul_(50)  # peaked scores
+    with torch.no_grad():
+        weights = model(**batch, output_attentions=True).attentions[0]
+    unmasked = batch["attention_mask"][:, None, None, :].bool().expand_as(weights)
+    assert torch.any(weights[unmasked] == 0)
+
+
+def test_a_prepared_additive_mask_removes_the_same_keys_as_the_boolean_one():
+    batch = tiny_batch("encoder")
+    model = tiny_model("encoder", "regattn_sparsemax").eval()
+    keep = batch["attention_mask"].bool()[:, None, None, :]
+    additive = torch.zeros(keep.shape).masked_fill(~keep, torch.finfo(torch.float32).min)
+    with torch.no_grad():
+        from_2d = model(**batch, output_attentions=True)
+        from_4d = model(batch["input_ids"], attention_mask=additive, output_attentions=True)
+    torch.testing.assert_close(from_4d.logits, from_2d.logits)
+    for a, b in zip(from_4d.attentions, from_2d.attentions, strict=True):
+        assert torch.equal(a == 0, b == 0)
+
+
+def test_a_fully_padded_row_follows_the_empty_policy():
+    # left padding: the padded query positions of a causal model have no key to attend to
+    batch = tiny_batch("decoder", left_padding=True)
+    model = tiny_model("decoder", "regattn_sparsemax")
+    rt.configure(model, empty="zero")
+    out = model(**batch, output_attentions=True)
+    out.loss.backward()
+    pads = (batch["attention_mask"] == 0).sum(-1)
+    assert pads.tolist() == [0, 3, 5]
+    for weights in out.attentions:
+        for row, n in enumerate(pads.tolist()):
+            assert torch.all(weights[row, :, :n] == 0)
+            sums = weights[row, :, n:].sum(-1)
+            torch.testing.assert_close(sums, torch.ones_like(sums))
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    rt.configure(model, empty="error")
+    with pytest.raises(ValueError, match="no unmasked position"):
+        model(**batch)
+
+
+@pytest.mark.parametrize("kind", ["decoder", "encoder"])
+def test_learned_alpha_gets_a_gradient_and_survives_save_and_load(kind, tmp_path):
+    batch = tiny_batch(kind)
+    model = tiny_model(kind, "regattn_entmax")
+    rt.configure(model, alpha="learned", gamma=1.0)
+    attention = [getattr(m, rt.MAPPING_ATTRIBUTE) for m in rt.attention_modules(model)]
+    assert len(attention) == 2
+    torch.testing.assert_close(attention[0].alpha(), torch.full((HEADS,), 1.5))
+    model(**batch).loss.backward()
+    for mapping in attention:
+        assert mapping.alpha_logit.grad is not None and torch.all(mapping.alpha_logit.grad != 0)
+    with torch.no_grad():  # distinct alphas per layer and head, so a lost one shows
+        for layer, mapping in enumerate(attention):
+            mapping.alpha_logit.copy_(torch.linspace(-2.0, 2.0, HEADS) + layer)
+    model.eval()
+    with torch.no_grad():
+        logits = model(**batch).logits
+    model.save_pretrained(tmp_path)
+    loaded = rt.from_pretrained(type(model), tmp_path).eval()
+    assert loaded.config._attn_implementation == "regattn_entmax"
+    assert loaded.config.regattn_attention["params"] == {"alpha": "learned", "gamma": 1.0}
+    loaded_attention = [getattr(m, rt.MAPPING_ATTRIBUTE) for m in rt.attention_modules(loaded)]
+    for mapping, restored in zip(attention, loaded_attention, strict=True):
+        torch.testing.assert_close(restored.alpha(), mapping.alpha())
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, logits)
+
+
+def test_from_pretrained_loads_sharded_checkpoints_through_auto_classes(tmp_path):
+    model = tiny_model("decoder", "regattn_entmax")
+    rt.configure(model, alpha="learned")
+    with torch.no_grad():
+        model.model.layers[1].self_attn.regattn_mapping.alpha_logit.fill_(1.0)
+    model.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / rt.WEIGHTS_INDEX).exists()
+    loaded = rt.from_pretrained(AutoModelForCausalLM, tmp_path)
+    assert isinstance(loaded, LlamaForCausalLM)
+    torch.testing.assert_close(
+        loaded.model.layers[1].self_attn.regattn_mapping.alpha_logit, torch.ones(HEADS)
+    )
+
+
+def test_generate_with_the_kv_cache():
+    prompt = tiny_batch("decoder", left_padding=True)
+    prompt.pop("labels")
+    settings = dict(max_new_tokens=6, do_sample=False, pad_token_id=PAD, eos_token_id=None)
+    tokens = {}
+    for attn in ("eager", "regattn_softmax", "regattn_sparsemax"):
+        model = tiny_model("decoder", attn).eval()
+        for use_cache in (True, False):
+            tokens[attn, use_cache] = model.generate(**prompt, use_cache=use_cache, **settings)
+    assert tokens["eager", True].shape == (3, max(LENGTHS) + 6)
+    assert torch.equal(tokens["regattn_softmax", True], tokens["eager", True])
+    for attn in ("eager", "regattn_softmax", "regattn_sparsemax"):
+        assert torch.equal(tokens[attn, True], tokens[attn, False]), attn
+
+
+def test_bad_settings_are_value_errors_and_leave_the_model_unchanged():
+    model = tiny_model("encoder", "regattn_fusedmax")
+    rt.configure(model, lam=0.2)
+    cases = [
+        ({"mapping": "sparsemaxx"}, "unknown regattn attention 'sparsemaxx'"),
+        ({"mapping": "fusedmax", "lam": -1.0}, "lam"),
+        ({"mapping": "fusedmax", "alpha": 1.5}, "takes no parameter 'alpha'"),
+        ({"mapping": "entmax15", "alpha": 1.2}, "regattn_entmax15 fixes alpha"),
+        ({"mapping": "sparsemax", "alpha": "learned"}, "alpha='learned' is for regattn_entmax"),
+        ({"mapping": "entmax", "alpha": 0.5}, "alpha"),
+        ({"mapping": "softmax", "empty": "nan"}, "empty"),
+    ]
+    for settings, message in cases:
+        with pytest.raises(ValueError, match=message):
+            rt.configure(model, **settings)
+    assert model.config._attn_implementation == "regattn_fusedmax"
+    assert model.config.regattn_attention == {
+        "mapping": "fusedmax",
+        "empty": "zero",
+        "params": {"lam": 0.2},
+    }
+    eager = tiny_model("encoder", "eager")
+    with pytest.raises(ValueError, match="unknown regattn attention 'eager'"):
+        rt.configure(eager)
+
+
+def test_a_model_switched_to_another_backend_without_configure_is_an_error():
+    model = tiny_model("encoder", "regattn_fusedmax")
+    rt.configure(model, lam=0.2)
+    model.set_attn_implementation("regattn_sparsemax")
+    with pytest.raises(ValueError, match="configured for regattn_fusedmax"):
+        model(**tiny_batch("encoder"))
+
+
+def test_regattn_imports_without_transformers():
+    code = """
+        import sys
+        sys.modules["transformers"] = None  # any import of transformers now raises ImportError
+        import regattn, regattn.integrations
+        try:
+            import regattn.integrations.transformers
+        except ImportError:
+            print("ok")
+    """
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd="/"
+    )
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_attention_sinks_are_refused():
+    module = torch.nn.Module()
+    q = k = v = torch.zeros(1, HEADS, 3, 8)
+    with pytest.raises(ValueError, match="attention sinks"):
+        rt.regattn_attention_forward("sparsemax", module, q, k, v, None, s_aux=torch.zeros(HEADS))

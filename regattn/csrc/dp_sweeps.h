@@ -89,7 +89,7 @@ template <typename T>
 struct ViterbiScratch {
   std::vector<T> prev, cur, arg, candidates;
   explicit ViterbiScratch(int64_t states)
-      : prev(states), cur(states), arg(states * states), candidates(states) {}
+      : prev(states), cur(states), arg(states * states), candidates(states + kPad) {}
 };
 
 // Records NaN and +inf among a used step's potentials (-inf: a forbidden transition).
@@ -215,7 +215,7 @@ void dtw_forward_sequence(const T* theta, int64_t m, int64_t n, DpReg reg, T gam
   for (int64_t j = 1; j <= n; ++j) r[j] = std::numeric_limits<T>::infinity();
   for (int64_t i = 1; i <= m; ++i) r[i * rw] = std::numeric_limits<T>::infinity();
   std::fill(q, q + (m + 2) * qw * 3, T(0));
-  T negated[3], value, scratch[3];
+  T negated[3], value, scratch[3 + kPad];  // project_simplex_row pads its candidates
   for (int64_t i = 1; i <= m; ++i) {
     for (int64_t j = 1; j <= n; ++j) {
       negated[0] = -r[(i - 1) * rw + j - 1];

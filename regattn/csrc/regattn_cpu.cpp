@@ -131,6 +131,37 @@ T* scratch(int64_t n) {
   return buf.data();
 }
 
+// Whether every value of x is finite and max(x) - min(x) <= limit, over the whole tensor: a
+// sufficient test that no row holds a NaN or inf and that no row's spread exceeds `limit`,
+// for the mappings that run torch ops rather than a kernel that checks its rows (softmax).
+// One vectorised pass (row_range over fixed chunks, in parallel) with no temporary tensor:
+// abs().sum(), the test it replaces, wrote a tensor of |x| and read it back, and cost a
+// quarter to a half of the softmax it guarded. False asks the caller for the exact per-row
+// check (which raises the errors).
+bool range_within(torch::Tensor x, double limit) {
+  TORCH_CHECK(x.is_contiguous() && x.device().is_cpu(), "range_within expects a contiguous CPU tensor");
+  const int64_t n = x.numel();
+  if (n == 0) return true;
+  constexpr int64_t kChunk = 1 << 15;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  bool ok = true;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "range_within", [&] {
+    const scalar_t* p = x.data_ptr<scalar_t>();
+    std::vector<RowRange<scalar_t>> ranges(chunks);
+    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) ranges[c] = row_range(p + c * kChunk, std::min(kChunk, n - c * kChunk));
+    });
+    scalar_t hi = ranges[0].max, lo = ranges[0].min;
+    for (const auto& r : ranges) {
+      ok = ok && r.finite;
+      hi = std::max(hi, r.max);
+      lo = std::min(lo, r.min);
+    }
+    ok = ok && hi - lo <= static_cast<scalar_t>(limit);
+  });
+  return ok;
+}
+
 // sparsemax, P_simplex(x / gamma), of each row.
 torch::Tensor sparsemax_rows(torch::Tensor x, torch::Tensor mask, double gamma) {
   check_rows(x, mask);
@@ -140,7 +171,7 @@ torch::Tensor sparsemax_rows(torch::Tensor x, torch::Tensor mask, double gamma) 
     const scalar_t scale = static_cast<scalar_t>(1.0 / gamma);
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(gamma),
                            [d, scale](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
-                             project_simplex_row(in, out, n, shift, scale, scratch<scalar_t>(d));
+                             project_simplex_row(in, out, n, shift, scale, scratch<scalar_t>(d + kPad));
                            });
   });
   return y;
@@ -189,7 +220,7 @@ std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, do
                              for (int64_t i = 0; i < n; ++i) v[i] = (in[i] - shift) * scale;
                              scalar_t* z = scratch<scalar_t, 1>(d);
                              prox_tv1d_row(v, z, g, n, l, tv_scratch<scalar_t>(d));
-                             project_simplex_row(z, out, n, row_max(z, n), scalar_t(1), scratch<scalar_t>(d));
+                             project_simplex_row(z, out, n, row_max(z, n), scalar_t(1), scratch<scalar_t>(d + kPad));
                            });
   });
   return {y, group};
@@ -625,6 +656,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("viterbi_decode_sweep", &regattn::viterbi_decode_sweep, "hard Viterbi paths, -1 past each length");
   m.def("dtw_forward_sweep", &regattn::dtw_forward_sweep, "smoothed DTW forward: costs -> (R, local weights q)");
   m.def("dtw_marginals_sweep", &regattn::dtw_marginals_sweep, "smoothed DTW reverse sweep: (q, end cells) -> E");
+  m.def("range_within", &regattn::range_within,
+        "whether every value is finite and max - min <= limit (whole tensor, one pass)");
   m.def(
       "use_avx2_powers",
       [](bool enable) {

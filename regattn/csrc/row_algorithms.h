@@ -155,7 +155,7 @@ int64_t pad_lowest(T* a, int64_t m) {
 // numbers of the size of the scores' spread, not of their magnitude: the projection commutes
 // with adding a constant) and `scale` is 1/gamma. Since y_max <= 1, tau >= v_max - 1 = -1, so
 // only values above -1 can be in the support: we gather those into `candidates` (scratch of
-// n entries) and run Michelot's active-set iteration on them: tau only grows and the active
+// n + kPad entries) and run Michelot's active-set iteration on them: tau only grows and the active
 // set only shrinks, so it stops at the exact threshold after a few passes over the (usually
 // short) candidate list, with no sort.
 // The loops below are written without data-dependent branches (compaction by advancing the
@@ -163,33 +163,50 @@ int64_t pad_lowest(T* a, int64_t m) {
 // branch mispredictions, not arithmetic, would dominate.
 template <typename T>
 void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candidates) {
-  // the compaction's only loop-carried dependency is the write index (one add per entry):
-  // the candidates' sum, a chain of dependent additions, is left to the short list below
+  // the compaction's only loop-carried dependency is the write index (one add per entry)
   int64_t active = 0;
   for (int64_t i = 0; i < n; ++i) {
     const T vi = (z[i] - shift) * scale;
     candidates[active] = vi;
     active += vi > T(-1);
   }
-  T sum = 0;
-  for (int64_t i = 0; i < active; ++i) sum += candidates[i];
-  T tau = (sum - T(1)) / T(active);
+  // Michelot's passes over the candidates, padded with lowest() (never above a threshold) to
+  // whole pairs of vectors, in two vectors of lanes with masks instead of compaction: the
+  // scalar loop that compacted the list on each pass was a chain of dependent additions
+  // (about half the time of the whole kernel on 30-50 wide rows); here a pass over the
+  // usual 10-20 candidates is a few vector operations. Each pass sums the candidates above
+  // tau, and tau = (sum - 1) / count; it stops when the set does not change (tau is then its
+  // exact threshold) or, by rounding, tau no longer grows. tau only grows and the set only
+  // shrinks, and count >= 1: v_max > tau because tau = (sum of k values - 1)/k < their mean
+  // <= v_max. The sums' order differs from a running sum (rounding only).
+  const int64_t padded = pad_lowest(candidates, active);
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {}, one = zero + T(1);
+  T tau = std::numeric_limits<T>::lowest(), count_before = T(-1);
   for (;;) {
-    T s = 0;
-    int64_t count = 0;
-    for (int64_t i = 0; i < active; ++i) {
-      const T c = candidates[i];
-      const bool keep = c > tau;
-      candidates[count] = c;  // compact: dropped values never return
-      s += c * T(keep);  // a product: the compiler turns a select into a branch
-      count += keep;
+    const V t = zero + tau;
+    V s0 = zero, s1 = zero, k0 = zero, k1 = zero;
+    for (int64_t j = 0; j < padded; j += 2 * W) {
+      const V a = load16(candidates + j), b = load16(candidates + j + W);
+      const auto on_a = a > t, on_b = b > t;
+      s0 += on_a ? a : zero;
+      s1 += on_b ? b : zero;
+      k0 += on_a ? one : zero;
+      k1 += on_b ? one : zero;
     }
-    // count >= 1: v_max > tau because tau = (sum of k values - 1)/k < their mean <= v_max
-    const T next = (s - T(1)) / T(count);
-    const bool done = count == active || !(next > tau);
-    active = count;
-    if (done) break;
+    s0 += s1;
+    k0 += k1;
+    T sum = 0, count = 0;
+    for (int64_t l = 0; l < W; ++l) {
+      sum += s0[l];
+      count += k0[l];
+    }
+    if (count == count_before) break;  // the same set as the last pass: tau is its threshold
+    const T next = (sum - T(1)) / count;
+    if (!(next > tau)) break;
     tau = next;
+    count_before = count;
   }
   for (int64_t i = 0; i < n; ++i) y[i] = std::max((z[i] - shift) * scale - tau, T(0));
 }
@@ -529,6 +546,124 @@ void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, i
   pav_nonincreasing(a, block, m, start, sum);
 }
 
+// oscarmax's output from the prox of its candidates, sorted (a, order, block over m values)
+// and the threshold tau: y and group on the support, 0 and -1 elsewhere.
+template <typename T>
+void oscarmax_write(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order, const int32_t* block,
+                    T* y, int32_t* group, int64_t n) {
+  std::fill(y, y + n, T(0));
+  std::fill(group, group + n, int32_t(-1));
+  for (int64_t k = 0; k < m; ++k) {
+    if (!(a[k] > tau)) break;  // a is non-increasing: the support is a prefix
+    const int32_t i = cand_pos[order[k]];
+    y[i] = a[k] - tau;
+    group[i] = block[k];
+  }
+}
+
+// Rows with more candidates than this try oscarmax_pruned first.
+constexpr int64_t kOscarPruneMin = 64;
+
+// oscarmax on long rows, sorting only the values that can reach the support. With lam (n-1)
+// large (0.01 x 399 at d = 400), oscarmax_row's bound v > v_max - 1 - lam (n-1) admits almost
+// the whole row, whose sort (and pool-adjacent-violators pass) cost 10-20 softmaxes. Here the
+// prox runs on the top `want` values only (S = {v > F}, F a cut chosen from a histogram of the
+// candidates), and a certificate decides whether that is the whole row's answer:
+//  - pool-adjacent-violators is a left-to-right stack; its state after the top |S| sorted
+//    values is the same in the run over S and in the run over the whole row. The rest of the
+//    row (ranks |S|.., every value <= F) then merges into S's blocks only if the first block
+//    of the rest, whose value is M = max_t mean(a_|S| .. a_|S|+t-1), exceeds S's last block
+//    value L. We bound M from above from a histogram of the rest (counts and exact sums per
+//    bucket, the largest rest value): with
+//    a_k = v_[k] - lam (n-1-k), mean(a_|S| .. a_|S|+t-1) <= UB_t / t + lam (t-1)/2
+//    - lam (n-1-|S|), UB_t the bound on the sum of the t largest rest values. Within a
+//    bucket, UB_t / t + lam (t-1)/2 is convex in t, so its maximum is at the bucket's ends.
+//    If the bound is below L (with a margin for rounding), S's blocks and values are the
+//    whole row's, bit for bit (the same operations in the same order).
+//  - the threshold scan over S must stop inside S (some value of S off the support): then it
+//    stops where the whole row's scan stops (the values it reads are the same).
+// If either fails, the cut is lowered (4x as many values) and tried once more; then false:
+// the caller sorts every candidate, as before. Values, groups and tau are those of the full
+// computation. floor: oscarmax_row's bound (every candidate is > floor, the n - m others
+// <= floor, with sum below_sum); cand, cand_pos: the m candidates. Other scratch as
+// oscarmax_row's.
+template <typename T>
+bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t n, T lam, T floor, T below_sum, T* y,
+                     int32_t* group, T* a, int32_t* order, int32_t* block, int64_t* start, T* sum) {
+  constexpr int kBuckets = 128;
+  thread_local std::vector<T> sel;
+  thread_local std::vector<int32_t> sel_pos;
+  if ((int64_t)sel.size() < m) {
+    sel.resize(m);
+    sel_pos.resize(m);
+  }
+  const T width = -floor / T(kBuckets), inv_width = T(kBuckets) / -floor;  // bucket b: v in [-(b+1) width, -b width]
+  const T eps = T(64) * std::numeric_limits<T>::epsilon() * (T(1) - floor);
+  auto bucket_of = [&](T v) {
+    const int64_t b = static_cast<int64_t>(-v * inv_width);
+    return b < 0 ? int64_t(0) : (b >= kBuckets ? int64_t(kBuckets - 1) : b);
+  };
+  int32_t count[kBuckets] = {0};
+  for (int64_t j = 0; j < m; ++j) ++count[bucket_of(cand[j])];
+  int64_t want = 8;
+  for (int attempt = 0; attempt < 2; ++attempt, want *= 4) {
+    // the cut: the lower edge of the first bucket at which the count above reaches `want`
+    int64_t above = 0, cut = 0;
+    while (cut < kBuckets - 1 && above + count[cut] < want) above += count[cut++];
+    if (cut >= kBuckets - 2) return false;  // nearly everything: no gain
+    const T edge = -T(cut + 1) * width;
+    // S = {v > edge}; the rest's histogram by their own buckets (>= cut + 1 up to rounding)
+    int32_t rest[kBuckets + 1] = {0};
+    T rest_sum[kBuckets + 1] = {0};
+    T rest_max = std::numeric_limits<T>::lowest();
+    int64_t k = 0;
+    for (int64_t j = 0; j < m; ++j) {  // branch-free: the test is unpredictable
+      const T v = cand[j];
+      const bool in = v > edge;
+      sel[k] = v;
+      sel_pos[k] = cand_pos[j];
+      k += in;
+      const int64_t b = in ? int64_t(kBuckets) : std::max(bucket_of(v), cut + 1);  // kBuckets: S's
+      ++rest[b];
+      rest_sum[b] += v;
+      rest_max = std::max(rest_max, in ? std::numeric_limits<T>::lowest() : v);
+    }
+    if (k < 2 || k == m) return false;
+    prox_pairwise_max_sorted(sel.data(), k, n, lam, a, order, block, start, sum);
+    const T tau = simplex_threshold_sorted(a, k);
+    int64_t support = 0;
+    while (support < k && a[support] > tau) ++support;
+    if (support == k) continue;  // every value of S on the support: S may be too small
+    // M, the first block value of the prox from rank `support` on, over the sorted values
+    // w_t from that rank: max_t (w_1 + ... + w_t) / t + lam (t-1)/2, + lam (support - (n-1))
+    T best = std::numeric_limits<T>::lowest(), ub_sum = 0;
+    int64_t t_before = 0;
+    for (int64_t j = support; j < k; ++j) {  // S's values past the support: known exactly
+      ub_sum += sel[order[j]];
+      ++t_before;
+      best = std::max(best, ub_sum / T(t_before) + lam * T(t_before - 1) / T(2));
+    }
+    // the rest by buckets: bucket_of is monotone in v, so at the end of each bucket the
+    // largest rest values are the buckets so far, whose sum is known (up to rounding, in the
+    // margin eps); inside a bucket the next value is bounded by the bucket's upper edge
+    auto visit = [&](int64_t c, T upper, T exact) {
+      if (c == 0) return;
+      upper = std::min(upper, rest_max) + eps;
+      best = std::max(best, (ub_sum + upper) / T(t_before + 1) + lam * T(t_before) / T(2));
+      ub_sum += exact;
+      t_before += c;
+      best = std::max(best, ub_sum / T(t_before) + lam * T(t_before - 1) / T(2) + eps);
+    };
+    for (int64_t b = cut + 1; b < kBuckets; ++b) visit(rest[b], -T(b) * width, rest_sum[b]);
+    visit(n - m, floor, below_sum);
+    const T bound = best + lam * T(support) - lam * T(n - 1);
+    if (!(bound + eps < tau)) continue;
+    oscarmax_write(a, k, tau, sel_pos.data(), order, block, y, group, n);
+    return true;
+  }
+  return false;
+}
+
 // oscarmax of a row, y = P_simplex(prox_P(x)) with P(z) = lam sum_{i<j} max(z_i, z_j)
 // (Prop. 2; see mappings/oscar.py). prox_P (prox_pairwise_max_sorted) sorts x decreasingly,
 // subtracts the weights, a_k = x_[k] - lam (n-1-k), and pools adjacent violators. Only the
@@ -564,16 +699,31 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
     cand_pos[m] = static_cast<int32_t>(i);
     m += v > floor;
   }
+  T below_sum = 0;  // of the values at or below floor, for oscarmax_pruned's certificate (a
+  // separate loop, four partial sums: in the one above, its chain of dependent additions
+  // slowed short rows)
+  if (m > kOscarPruneMin) {
+    T part[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      for (int l = 0; l < 4; ++l) {
+        const T v = (x[i + l] - shift) * scale;
+        part[l] += v > floor ? T(0) : v;
+      }
+    }
+    for (; i < n; ++i) {
+      const T v = (x[i] - shift) * scale;
+      part[0] += v > floor ? T(0) : v;
+    }
+    below_sum = (part[0] + part[1]) + (part[2] + part[3]);
+  }
+  if (m > kOscarPruneMin &&
+      oscarmax_pruned(cand, cand_pos, m, n, lam, floor, below_sum, y, group, a, order, block, start, sum)) {
+    return;
+  }
   prox_pairwise_max_sorted(cand, m, n, lam, a, order, block, start, sum);
   const T tau = simplex_threshold_sorted(a, m);
-  std::fill(y, y + n, T(0));
-  std::fill(group, group + n, int32_t(-1));
-  for (int64_t k = 0; k < m; ++k) {
-    if (!(a[k] > tau)) break;  // a is non-increasing: the support is a prefix
-    const int32_t i = cand_pos[order[k]];
-    y[i] = a[k] - tau;
-    group[i] = block[k];
-  }
+  oscarmax_write(a, m, tau, cand_pos, order, block, y, group, n);
 }
 
 // entmax15_row's Newton iteration on its candidates (`padded` entries, see pad_lowest), from

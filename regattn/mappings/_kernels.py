@@ -140,7 +140,9 @@ def _kernel_ops(module) -> types.SimpleNamespace:
     types.SimpleNamespace
         One attribute per name in KERNEL_OPS, called as the pybind function (positional
         tensors and floats, an empty tensor for "no mask"; grouped kernels return a pair),
-        and `use_avx2_powers`, the extension's switch for alpha-entmax's float32 powers.
+        `use_avx2_powers`, the extension's switch for alpha-entmax's float32 powers, and
+        `range_within(x, limit)`, the one-pass check of the scores that softmax runs (see
+        _rows.shift_to_max; a plain function, not an operator).
 
     Raises
     ------
@@ -159,7 +161,9 @@ def _kernel_ops(module) -> types.SimpleNamespace:
             ) from None
         torch.library.register_fake(op, _FAKES[name])
         calls[name] = _kernel_call(op, fn)
-    return types.SimpleNamespace(**calls, use_avx2_powers=module.use_avx2_powers)
+    return types.SimpleNamespace(
+        **calls, use_avx2_powers=module.use_avx2_powers, range_within=module.range_within
+    )
 
 
 try:

@@ -268,6 +268,49 @@ def test_oscarmax_kernel_sorting_only_candidates_matches_full_prox(scale, lam):
     assert (y_kernel[-20:, :6] > 0).all()
 
 
+@pytest.mark.parametrize("d", [100, 400, 1000])
+@pytest.mark.parametrize("lam", [0.001, 0.01, 0.05])
+@pytest.mark.parametrize("scale", [0.5, 1.0, 4.0])
+def test_oscarmax_kernel_pruned_sort_on_long_rows_matches_full_prox(d, lam, scale):
+    # Rows with more than 64 candidates first try the pruned path (oscarmax_pruned in
+    # csrc/row_algorithms.h): the prox of the top few scores only, kept when a bound on the
+    # rest of the row certifies it. Here at lengths and lam where it is taken and where its
+    # certificate fails (large lam (n-1): the whole row pools), with ties, masks, and rows
+    # whose top scores are near-ties (a cluster at the support's edge).
+    rows = max(4, 4000 // d)
+    for ties in (False, True):
+        x, mask = random_case(seed=d + int(lam * 1e4) + int(scale * 10), rows=rows, d=d, ties=ties)
+        x = x * scale
+        if not ties:
+            x[: rows // 4, :8] = x[: rows // 4].amax(-1, keepdim=True) - lam * torch.rand(
+                rows // 4, 8
+            )
+        for m in (None, mask):
+            y_kernel, group_kernel = oscarmax_rows(x, m, 1.0, lam)
+            with torch_reference():
+                y_ref, group_ref = oscarmax_rows(x, m, 1.0, lam)
+            # rows that pool whole sum ~d values (the reference's O(d^2) formula rounds
+            # differently); with ties, entries at the support's edge get y of a few ulps
+            # in one and 0 in the other (as for the full sort: not the pruned path)
+            torch.testing.assert_close(y_kernel, y_ref, rtol=0, atol=1e-14 * d * d)
+            assert torch.equal(group_kernel < 0, y_kernel <= 0)
+            if not ties:
+                assert torch.equal(y_kernel > 0, y_ref > 0)
+                on = y_kernel > 0
+                assert same_partition(
+                    group_kernel.masked_fill(~on, -1), group_ref.masked_fill(~on, -1)
+                )
+    # the float32 kernel agrees with the float64 one on rows with a small support, those the
+    # pruned path takes (its margins in float32); rows that pool whole (support ~ d) carry the
+    # float32 rounding of sums over the whole row, whatever the path
+    x, _ = random_case(seed=7 + d, rows=rows, d=d)
+    y64, _ = oscarmax_rows(x * scale, None, 1.0, lam)
+    y32, _ = oscarmax_rows((x * scale).float(), None, 1.0, lam)
+    small = (y64 > 0).sum(-1) < 32
+    torch.testing.assert_close(y32.double()[small], y64[small], rtol=0, atol=2e-5)
+    assert torch.equal(y32[small] > 0, y64[small] > 0)
+
+
 @pytest.mark.parametrize("d", [1, 2, 5, 50, 200])
 @pytest.mark.parametrize("scale", [0.1, 1.0, 10.0])
 def test_entmax15_kernel_matches_sort_based_threshold(d, scale):

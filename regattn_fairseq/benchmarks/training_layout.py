@@ -129,7 +129,6 @@ def step_profile(data_bin: Path) -> dict:
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.optim.adam import Adam
 
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -764,17 +764,28 @@ def draw_learning_curves(results_dir: Path, spec, rows: list[dict]) -> list[Path
     return drawn
 
 
-def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
+def write_outputs(results_dir: Path, spec, new_rows: list[dict], again: bool = False) -> Path:
     """Append the new rows, then regenerate the CSV and markdown views of the whole record.
+
+    Parameters
+    ----------
+    again : bool
+        RESCORE / --retrain asked for new rows of finished jobs; otherwise a row whose key
+        has one already is refused (`run_lock.refuse_finished`).
 
     Raises
     ------
     ReproError
-        the new rows would mix dry-run and real rows (`check_row_kinds`).
+        the new rows would mix dry-run and real rows (`check_row_kinds`), or duplicate
+        finished ones.
     """
+    from .run_lock import refuse_finished
+
     with table_lock(results_dir, spec.table):
         for dry_run in {bool(row.get("dry_run")) for row in new_rows}:
             check_row_kinds(results_dir, spec.table, dry_run)
+        if not again:  # one row per job (issue #26)
+            refuse_finished(load_rows(results_dir, spec.table), new_rows)
         append_rows(results_dir, spec.table, new_rows)
         rows = load_rows(results_dir, spec.table)
         write_csv(results_dir, spec.table, rows)

@@ -14,7 +14,7 @@ def _log(valid: dict, train: dict | None = None) -> str:
     lines = ["[2026-11-25 10:00:00][fairseq_cli.train][INFO] - begin training"]
     for epoch, loss in valid.items():
         lines.append(
-            f"[2026-11-25 10:00:01][valid][INFO] - "
+            "[2026-11-25 10:00:01][valid][INFO] - "
             + json.dumps({"epoch": epoch, "valid_loss": str(loss), "valid_num_updates": "10"})
         )
         if train and epoch in train:

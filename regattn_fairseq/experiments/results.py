@@ -12,6 +12,7 @@ import csv
 import fcntl
 import gzip
 import json
+import os
 import re
 import statistics
 from collections import defaultdict
@@ -606,7 +607,8 @@ def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTE
         return sidecar
     kept = [record for record in read_export(export) if _readable(record)][:count]
     sidecar.parent.mkdir(parents=True, exist_ok=True)
-    partial = sidecar.with_name(sidecar.name + ".partial")
+    # per process: two runs of one table may keep the same sidecar at once (issue #26)
+    partial = sidecar.with_name(f"{sidecar.name}.{os.getpid()}.partial")
     # mtime=0: the same sentences give the same bytes, so a re-run leaves git clean
     with gzip.GzipFile(partial, "wb", mtime=0) as handle:
         for record in kept:

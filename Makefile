@@ -111,6 +111,9 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                MAX_UPDATE=3): the scale's model and optimizer on capped data for a few
 #                updates; rows are marked and need a RESULTS_DIR other than results/
 SCALE       ?= small
+# a flag's other values would be ignored without a word: refused before anything runs
+$(foreach flag,RESCORE RETRAIN ALLOW_DIRTY,$(if $(filter-out 0 1 true false yes no,$($(flag))),\
+  $(error $(flag)=$($(flag)): use 1 (or true, yes) or 0)))
 # Unset path variables are left to the programs, whose defaults live in one place
 # (regattn_fairseq/experiments/paths.py).
 REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \

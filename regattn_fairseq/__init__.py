@@ -16,6 +16,8 @@ import sys
 import regattn
 from regattn import analysis, mappings
 
+from . import cli_errors
+
 
 def _alias_module_tree(package, alias: str) -> None:
     """Makes `alias` and `alias.<sub>` import paths of `package` and its public submodules.
@@ -48,5 +50,7 @@ def register_with_fairseq() -> None:
 
 
 register_with_fairseq()
+# an invalid attention option under fairseq-train: one line, as argparse's errors (issue #26)
+cli_errors.install()
 
 __all__ = ["analysis", "mappings", "register_with_fairseq", "regattn"]

@@ -162,13 +162,22 @@ def run_logged(cmd: list[str], log_path: Path, cwd: Path | None = None, echo: bo
     """Run a command, streaming its output to the terminal (progress) and to log_path.
 
     Returns the captured output; raises ReproError naming the log on failure."""
+    from .run_lock import inherited_fds
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     lines = []
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            # the run folder's lock outlives this process while the tool runs (run_lock)
+            pass_fds=inherited_fds(),
         )
         for line in proc.stdout:
             log.write(line)

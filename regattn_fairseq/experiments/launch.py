@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .arguments import whole_number
 from .common import ReproError, tool_path
 
 
@@ -158,13 +159,6 @@ class Launch:
 ONE_PROCESS = Launch()
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
-    return value
-
-
 def use_threads(threads: int) -> None:
     """Run this process and the training and decoding processes it starts with `threads`
     intra-op threads (OpenMP and MKL read the environment when a child starts; this process's
@@ -201,7 +195,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--threads",
-        type=_positive_int,
+        type=whole_number(1),
         default=1,
         help="intra-op threads of each training and decoding process on the CPU (THREADS=N, "
         "default 1): the LSTMs' small matrix products scale poorly over threads, and a "

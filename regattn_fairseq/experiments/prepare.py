@@ -29,7 +29,7 @@ from types import ModuleType
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import builders, common, data_sources, text_processing
+from . import builders, cli, common, data_checksums, data_sources, text_processing
 from .builders import builder_for
 from .common import (
     ReproError,
@@ -306,12 +306,17 @@ def prepare(
         reason = "no stamp"
         if stamp_path.is_file():
             stamp = json.loads(stamp_path.read_text())
-            reason = _stale_reason(stamp, options_key, key_inputs, data_dir, local_dir)
+            # the produced files against their checksums first (issue #26): a damaged file is
+            # rebuilt, or named when its inputs are gone, before the stamp's inputs are judged
+            reason = data_checksums.stamp_damage(root, stamp, data_dir, local_dir) or _stale_reason(
+                stamp, options_key, key_inputs, data_dir, local_dir
+            )
             if reason is None:
                 print(f"[prepare] {variant} ({scale}, {source}) is up to date: {root}", flush=True)
                 return PreparedData(root, stamp["manifest"])
 
         print(f"[prepare] building {variant} ({scale}, {source}) in {root} ({reason})", flush=True)
+        cli.at(f"preparing {variant} ({scale}, {source}) in {root}")
         if root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True)
@@ -334,6 +339,8 @@ def prepare(
             "description": f"{spec.description} [{source}; {note}{_caps_note(caps)}]",
             "evaluations": evaluations,
             "inputs": inputs.files,
+            # what the build produced, verified before every use (issue #26)
+            data_checksums.STAMP_KEY: data_checksums.record(root / "bin"),
         }
         write_json(
             stamp_path,

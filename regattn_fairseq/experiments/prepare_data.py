@@ -7,10 +7,11 @@
 Datasets are the files in configs/prepare/. Normally scripts/reproduce.py calls this itself."""
 
 import argparse
-import sys
 from pathlib import Path
 
-from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.arguments import OneLineParser
+from regattn_fairseq.experiments.cli import run_main
+from regattn_fairseq.experiments.common import SCALES
 from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.paths import DEFAULT_WORK_DIR, PREPARE_CONFIG_DIR
 from regattn_fairseq.experiments.prepare import prepare
@@ -18,11 +19,11 @@ from regattn_fairseq.experiments.prepare import prepare
 
 def main() -> None:
     datasets = sorted(p.stem for p in PREPARE_CONFIG_DIR.glob("*.yaml"))
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("dataset", choices=datasets)
-    parser.add_argument("--scale", default="small")
+    parser.add_argument("--scale", default="small", choices=SCALES)
     parser.add_argument("--source", choices=list(SOURCES), help="default: the scale's config value")
     parser.add_argument(
         "--local-data",
@@ -39,7 +40,8 @@ def main() -> None:
         help="prepared data goes to WORK_DIR/data/",
     )
     args = parser.parse_args()
-    try:
+
+    def run() -> None:
         prepared = prepare(
             args.dataset,
             args.scale,
@@ -48,9 +50,9 @@ def main() -> None:
             work_dir=args.work_dir,
             local_dir=args.local_data,
         )
-    except ReproError as error:
-        sys.exit(f"error: {error}")
-    print(prepared.root)
+        print(prepared.root)
+
+    run_main(run)  # errors and Ctrl-C end in one message
 
 
 if __name__ == "__main__":

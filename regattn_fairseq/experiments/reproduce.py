@@ -14,12 +14,19 @@ interrupted run resumes from its last checkpoint; delete it to train from scratc
 import argparse
 import os
 import shutil
-import sys
 import uuid
 from pathlib import Path
 
 from regattn_fairseq.experiments import baselines, runs
-from regattn_fairseq.experiments.common import ReproError, check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.arguments import (
+    OneLineParser,
+    check_table,
+    gamma_grid,
+    seed_list,
+    whole_number,
+)
+from regattn_fairseq.experiments.cli import run_main
+from regattn_fairseq.experiments.common import ReproError, check_mappings, load_config
 from regattn_fairseq.experiments.data_sources import SOURCES
 from regattn_fairseq.experiments.dry_run import DryRun
 from regattn_fairseq.experiments.fairseq_logs import json_records
@@ -44,19 +51,16 @@ from regattn_fairseq.experiments.rowkeys import (
     row_config_sha256,
     split_current,
 )
+from regattn_fairseq.experiments.run_lock import run_lock
 
 # the table mappings that take a temperature γ (model.attention_gamma); 1.5-entmax's is
 # entmax(s / γ), the Tsallis regularizer scaled by γ
 GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
 
 
-def _seed_list(text: str) -> list[int]:
-    return [int(v) for v in text.replace(",", " ").split()]
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     tables = sorted(p.stem for p in (CONFIG_DIR / "reproduce").glob("*.yaml"))
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("table", choices=tables)
@@ -65,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--seeds",
         nargs="+",
-        type=_seed_list,
+        type=seed_list,
         help="seeds, e.g. `1 2 3` or `1,2,3` (default: the table's seeds for the scale)",
     )
     parser.add_argument(
@@ -76,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--gamma-grid",
-        type=lambda text: [float(v) for v in text.replace(",", " ").split()],
+        type=gamma_grid,
         help="with --gamma auto: the γ grid, e.g. `1,4` (default: the table's gamma_grid); "
         "the grid is recorded with the choice",
     )
@@ -90,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--gamma-select-epochs",
-        type=int,
+        type=whole_number(1),
         help="with --gamma auto: train the grid for this many epochs only (early stopping "
         "off) and choose on the lowest validation loss within them; the chosen γ is then "
         "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
@@ -174,8 +178,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.gamma_grid or args.gamma_seeds != "all" or args.gamma_select_epochs
     ) and args.gamma != "auto":
         parser.error("--gamma-grid, --gamma-seeds and --gamma-select-epochs need --gamma auto")
-    if args.gamma_select_epochs is not None and args.gamma_select_epochs < 1:
-        parser.error(f"--gamma-select-epochs must be >= 1, got {args.gamma_select_epochs}")
     if args.gamma not in (None, "auto"):
         try:
             fixed = float(args.gamma)
@@ -319,9 +321,18 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             extra = [*args.override, f"model.attention_gamma={gamma}", *selection_overrides]
             # Always through fairseq: a finished run stops at once, an interrupted one resumes
             # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
-            _train_fresh(
-                experiment, scale, mapping, seed, data, run_dir, extra, args.retrain, args.launch
-            )
+            with run_lock(run_dir, f"{experiment.name} {mapping} γ={gamma} seed {seed}"):
+                _train_fresh(
+                    experiment,
+                    scale,
+                    mapping,
+                    seed,
+                    data,
+                    run_dir,
+                    extra,
+                    args.retrain,
+                    args.launch,
+                )
             # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
             # valid_best_loss only from the second validation on)
             valid = [
@@ -489,7 +500,7 @@ def run_baselines(spec, experiment, scale: str, data, results_dir: Path, rescore
             provenance(),
             results_dir=results_dir,
         )
-        write_outputs(results_dir, spec, rows)
+        write_outputs(results_dir, spec, rows, again=rescore)
         scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
         print(f"[results] {experiment.name} {label}: {scores}", flush=True)
 
@@ -498,8 +509,10 @@ def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     use_threads(args.threads)
     spec = load_config("reproduce", args.table)
-    scale = check_scale(args.scale)
+    scale = args.scale
     experiments = [e for e in spec.experiments if scale in e.scales]
+    # every argument, the mappings' parameters included, before any data is read (issue #26)
+    check_table(spec, experiments, args, GAMMA_MAPPINGS)
     # the first line says where the data comes from (hub stand-in included) and its sizes
     datasets = [(e.dataset, e.get("dataset_options")) for e in experiments]
     print(
@@ -581,58 +594,63 @@ def run(argv: list[str] | None = None) -> None:
                     work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
                 )
                 key = _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args)
-                done = finished_rows(
-                    load_rows(results_dir, spec.table), key, list(experiment.evaluations)
-                )
-                if done and not (rescore or args.retrain):
-                    print(
-                        f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
-                        f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
-                        f"--retrain to run it again",
-                        flush=True,
+                # one writer per run folder, held to the rows (run_lock): a second process
+                # waits here, then finds the job finished
+                with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
+                    done = finished_rows(
+                        load_rows(results_dir, spec.table), key, list(experiment.evaluations)
                     )
-                    if seed == seeds[0] and done[0].get("attention", {}).get("export"):
-                        exports.append(Path(done[0]["attention"]["export"]))
-                    continue
-                if selection is not None and seed in selection["seeds"]:
-                    # trained (or retrained) by choose_gamma: collect it, never train it twice
-                    model = runs.train(
-                        experiment, scale, mapping, seed, data, run_dir, extra, args.launch
-                    )
-                else:
-                    model = _train_fresh(
+                    if done and not (rescore or args.retrain):
+                        print(
+                            f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
+                            f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
+                            f"--retrain to run it again",
+                            flush=True,
+                        )
+                        if seed == seeds[0] and done[0].get("attention", {}).get("export"):
+                            exports.append(Path(done[0]["attention"]["export"]))
+                        continue
+                    if selection is not None and seed in selection["seeds"]:
+                        # trained (or retrained) by choose_gamma: collect it, never train twice
+                        model = runs.train(
+                            experiment, scale, mapping, seed, data, run_dir, extra, args.launch
+                        )
+                    else:
+                        model = _train_fresh(
+                            experiment,
+                            scale,
+                            mapping,
+                            seed,
+                            data,
+                            run_dir,
+                            extra,
+                            args.retrain,
+                            args.launch,
+                        )
+                    if model is None:  # another machine than the first: it scores
+                        continue
+                    rows = runs.result_rows(
+                        spec.table,
                         experiment,
                         scale,
                         mapping,
                         seed,
                         data,
-                        run_dir,
-                        extra,
-                        args.retrain,
-                        args.launch,
+                        model,
+                        spec.decode,
+                        run_dir / "decode",
+                        uuid.uuid4().hex[:12],
+                        results_dir=results_dir,
+                        gamma_selection=selection,
+                        dry_run=args.dry_run.record(),
                     )
-                if model is None:  # another machine than the first: it scores
-                    continue
-                rows = runs.result_rows(
-                    spec.table,
-                    experiment,
-                    scale,
-                    mapping,
-                    seed,
-                    data,
-                    model,
-                    spec.decode,
-                    run_dir / "decode",
-                    uuid.uuid4().hex[:12],
-                    results_dir=results_dir,
-                    gamma_selection=selection,
-                    dry_run=args.dry_run.record(),
-                )
-                table_file = write_outputs(results_dir, spec, rows)
-                scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
-                print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
-                if seed == seeds[0]:
-                    exports.append(Path(rows[0]["attention"]["export"]))
+                    table_file = write_outputs(
+                        results_dir, spec, rows, again=rescore or args.retrain
+                    )
+                    scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
+                    print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
+                    if seed == seeds[0]:
+                        exports.append(Path(rows[0]["attention"]["export"]))
         exports = _figure_exports(
             exports,
             load_rows(results_dir, spec.table),
@@ -654,11 +672,8 @@ def run(argv: list[str] | None = None) -> None:
 
 
 def main() -> None:
-    """Runs the command line; a ReproError is printed without a traceback."""
-    try:
-        run()
-    except ReproError as error:
-        sys.exit(f"error: {error}")
+    """Runs the command line; errors and Ctrl-C end in one message (`cli.run_main`)."""
+    run_main(run)
 
 
 if __name__ == "__main__":

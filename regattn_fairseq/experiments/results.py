@@ -12,6 +12,7 @@ import csv
 import fcntl
 import gzip
 import json
+import os
 import re
 import statistics
 from collections import defaultdict
@@ -609,7 +610,8 @@ def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTE
         return sidecar
     kept = [record for record in read_export(export) if _readable(record)][:count]
     sidecar.parent.mkdir(parents=True, exist_ok=True)
-    partial = sidecar.with_name(sidecar.name + ".partial")
+    # per process: two runs of one table may keep the same sidecar at once (issue #26)
+    partial = sidecar.with_name(f"{sidecar.name}.{os.getpid()}.partial")
     # mtime=0: the same sentences give the same bytes, so a re-run leaves git clean
     with gzip.GzipFile(partial, "wb", mtime=0) as handle:
         for record in kept:
@@ -767,17 +769,28 @@ def draw_learning_curves(results_dir: Path, spec, rows: list[dict]) -> list[Path
     return drawn
 
 
-def write_outputs(results_dir: Path, spec, new_rows: list[dict]) -> Path:
+def write_outputs(results_dir: Path, spec, new_rows: list[dict], again: bool = False) -> Path:
     """Append the new rows, then regenerate the CSV and markdown views of the whole record.
+
+    Parameters
+    ----------
+    again : bool
+        RESCORE / --retrain asked for new rows of finished jobs; otherwise a row whose key
+        has one already is refused (`run_lock.refuse_finished`).
 
     Raises
     ------
     ReproError
-        the new rows would mix dry-run and real rows (`check_row_kinds`).
+        the new rows would mix dry-run and real rows (`check_row_kinds`), or duplicate
+        finished ones.
     """
+    from .run_lock import refuse_finished
+
     with table_lock(results_dir, spec.table):
         for dry_run in {bool(row.get("dry_run")) for row in new_rows}:
             check_row_kinds(results_dir, spec.table, dry_run)
+        if not again:  # one row per job (issue #26)
+            refuse_finished(load_rows(results_dir, spec.table), new_rows)
         append_rows(results_dir, spec.table, new_rows)
         rows = load_rows(results_dir, spec.table)
         write_csv(results_dir, spec.table, rows)

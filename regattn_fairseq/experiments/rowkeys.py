@@ -261,28 +261,21 @@ def data_fingerprint(bin_dir: Path) -> str:
     Returns
     -------
     str
-        Hex SHA-256 over the sorted (path relative to `bin_dir`, SHA-256) of every ``*.bin``,
-        ``*.idx``, ``*.label`` and ``dict*.txt`` file in it or its subfolders (SNLI keeps
-        premise, hypothesis and labels in input0/, input1/ and label/).
+        `data_checksums.fingerprint` of the files' checksums: hex SHA-256 over the sorted
+        (path relative to `bin_dir`, SHA-256) of every ``*.bin``, ``*.idx``, ``*.label`` and
+        ``dict*.txt`` file in it or its subfolders (SNLI keeps premise, hypothesis and labels
+        in input0/, input1/ and label/). Result rows take the same value from the checksums
+        recorded in the stamp, once the files are verified against them
+        (`data_checksums.verify`).
 
     Raises
     ------
     ReproError
         the folder holds none of them.
     """
-    bin_dir = Path(bin_dir)
-    files = sorted(
-        p
-        for p in bin_dir.rglob("*")
-        if p.is_file() and (p.suffix in (".bin", ".idx", ".label") or p.name.startswith("dict"))
-    )
-    if not files:
-        raise ReproError(f"no binarized data or dictionary in {bin_dir}")
-    digest = hashlib.sha256()
-    for path in files:
-        name = path.relative_to(bin_dir).as_posix()
-        digest.update(f"{name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
-    return digest.hexdigest()
+    from .data_checksums import fingerprint, record
+
+    return fingerprint(record(bin_dir))
 
 
 def allow_dirty_from_env() -> bool:

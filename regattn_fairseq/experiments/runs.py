@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import scoring, tracking
+from . import cli, data_checksums, scoring, tracking
 from .builders.inflection import decode_target
 from .common import ReproError, run_logged, tool_path, write_json
 from .fairseq_logs import json_records, last_record_with
@@ -177,6 +177,8 @@ def train(
         *extra_overrides,
     ]
     print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
+    data_checksums.verify(prepared)  # never train on damaged data (issue #26)
+    cli.at(f"training {experiment.name} {mapping} seed {seed} in {run_dir}")
     record_training_start(run_dir)
     launch.check_visible_gpus()
     run_logged(launch.command(train_command(experiment, overrides)), run_dir / "train.log")
@@ -770,13 +772,16 @@ def result_rows(
     ReproError
         a tool failed.
     """
-    from .rowkeys import config_sha256, data_fingerprint
+    from .rowkeys import config_sha256
     from .significance import write_items
 
     rows = []
     config = composed_config(model)
     context = provenance()
-    fingerprint = data_fingerprint(prepared.bin_dir)
+    # checked before decoding and again before the rows leave (issue #26): the fingerprint is
+    # that of the recorded checksums, which the files were just found to match
+    fingerprint = data_checksums.verify(prepared)
+    cli.at(f"scoring {experiment.name} {mapping} seed {seed} ({out_dir})")
     for name, scorer in experiment.evaluations.items():
         result = evaluate(model, prepared, name, scorer, decode_cfg, out_dir)
         items = None
@@ -822,6 +827,7 @@ def result_rows(
                 **context,
             }
         )
+    data_checksums.verify(prepared)
     # the final metrics and attention statistics into the training run's wandb run
     tracking.log_results(model.checkpoint.parent, rows)
     return rows

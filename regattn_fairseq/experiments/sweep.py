@@ -14,13 +14,15 @@ checkpoint (directories named by job number would)."""
 import argparse
 import itertools
 import os
-import sys
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments import runs
+from regattn_fairseq.experiments.arguments import OneLineParser
+from regattn_fairseq.experiments.cli import run_main
 from regattn_fairseq.experiments.common import (
     ReproError,
     check_mappings,
@@ -44,11 +46,12 @@ from regattn_fairseq.experiments.rowkeys import (
     finished_rows,
     job_key,
 )
+from regattn_fairseq.experiments.run_lock import run_lock
 
 
 def parse_args() -> argparse.Namespace:
     sweeps = sorted(p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml"))
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("sweep", choices=sweeps)
@@ -92,6 +95,7 @@ def parse_args() -> argparse.Namespace:
     add_launch_arguments(parser)
     args = parser.parse_args()
     try:
+        check_scale(args.scale)  # before any work (issue #26)
         args.launch = launch_from_args(args)
     except ReproError as error:
         parser.error(str(error))
@@ -218,7 +222,7 @@ def run() -> None:
     spec = table_spec(sweep)
     results_dir = args.results_dir.resolve()
     existing = load_rows(results_dir, spec.table)
-    todo = []
+    todo, keys = [], {}
     for job in jobs:  # a job whose rows exist (same key, same config) is not run again
         cfg = runs.compose_config(
             experiment.train_config,
@@ -233,6 +237,7 @@ def run() -> None:
             settings,
             int(cfg.common.seed),
         )
+        keys[job_name(job)] = key
         done = finished_rows(existing, key, list(experiment.evaluations))
         if done and not rescore:
             print(
@@ -245,51 +250,68 @@ def run() -> None:
     if not todo:
         print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
         return
-    for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
-        runs.record_training_start(sweep_dir / job_name(job))
-    if args.launcher == "basic":  # a submitit launcher's jobs run on other machines
-        args.launch.check_visible_gpus()
-    run_logged(
-        args.launch.command(runs.train_command(experiment, overrides, multirun=True)),
-        sweep_dir / "multirun.log",
-    )
-    if not args.launch.scores:  # another machine than the first: it scores
-        return
+    # one writer per job folder, held to the rows (run_lock): an identical sweep started
+    # meanwhile waits, then finds the jobs finished
+    with ExitStack() as held:
+        for job in todo:
+            held.enter_context(run_lock(sweep_dir / job_name(job), f"sweep {job_name(job)}"))
+        existing = load_rows(results_dir, spec.table)
+        evaluations = list(experiment.evaluations)
+        # a job the sweep waited for may have been finished by it
+        todo = [
+            job
+            for job in todo
+            if rescore or not finished_rows(existing, keys[job_name(job)], evaluations)
+        ]
+        if not todo:
+            print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
+            return
+        for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
+            runs.record_training_start(sweep_dir / job_name(job))
+        if args.launcher == "basic":  # a submitit launcher's jobs run on other machines
+            args.launch.check_visible_gpus()
+        run_logged(
+            args.launch.command(runs.train_command(experiment, overrides, multirun=True)),
+            sweep_dir / "multirun.log",
+        )
+        if not args.launch.scores:  # another machine than the first: it scores
+            return
 
-    for job in todo:
-        job_dir = sweep_dir / job_name(job)
-        if not (job_dir / ".hydra").is_dir():
-            raise ReproError(
-                f"the multirun wrote no job directory {job_dir} (log: {sweep_dir / 'multirun.log'})"
+        for job in todo:
+            job_dir = sweep_dir / job_name(job)
+            if not (job_dir / ".hydra").is_dir():
+                raise ReproError(
+                    f"the multirun wrote no job directory {job_dir} "
+                    f"(log: {sweep_dir / 'multirun.log'})"
+                )
+            job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
+            swept = dict(
+                item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params
             )
-        job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
-        swept = dict(
-            item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params
-        )
-        model = runs.collect_trained(
-            job_dir,
-            job_dir,
-            job_dir / "checkpoints",
-            job_dir / "hydra_train.log",
-            list(job_overrides),
-        )
-        mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
-        rows = runs.result_rows(
-            spec.table,
-            experiment,
-            scale,
-            mapping,
-            int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
-            prepared,
-            model,
-            sweep.decode,
-            job_dir / "decode",
-            uuid.uuid4().hex[:12],
-            sweep_params=swept,
-            results_dir=results_dir,
-        )
-        write_outputs(results_dir, spec, rows)
-        print(f"[results] {mapping}: {rows[0]['metrics']}", flush=True)
+            model = runs.collect_trained(
+                job_dir,
+                job_dir,
+                job_dir / "checkpoints",
+                job_dir / "hydra_train.log",
+                list(job_overrides),
+            )
+            mapping = f"{swept['attention']} {sweep.axis.split('.')[-1]}={swept[sweep.axis]}"
+            rows = runs.result_rows(
+                spec.table,
+                experiment,
+                scale,
+                mapping,
+                int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
+                prepared,
+                model,
+                sweep.decode,
+                job_dir / "decode",
+                uuid.uuid4().hex[:12],
+                sweep_params=swept,
+                results_dir=results_dir,
+            )
+            write_outputs(results_dir, spec, rows, again=rescore)
+            print(f"[results] {mapping}: {rows[0]['metrics']}", flush=True)
     plot = plot_sweep(results_dir, spec, sweep, scale)
     print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
 
@@ -344,11 +366,8 @@ def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
 
 
 def main() -> None:
-    """Runs the command line; a ReproError is printed without a traceback."""
-    try:
-        run()
-    except ReproError as error:
-        sys.exit(f"error: {error}")
+    """Runs the command line; errors and Ctrl-C end in one message (`cli.run_main`)."""
+    run_main(run)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,12 @@ OPTION_TO_PARAM = {
 }
 
 
+class AttentionOptionError(ValueError):
+    """An invalid attention option. Under `fairseq-train` it ends the program as argparse's
+    own errors do, one line and exit status 2 (`regattn_fairseq.cli_errors`), although the
+    options can only be checked together, when the model is built."""
+
+
 def cli_name(option: str) -> str:
     """`attention_lambda` -> `--attention-lambda (attention_lambda)`: errors name the option as
     both fairseq-train and fairseq-hydra-train users write it."""
@@ -95,7 +101,7 @@ def _read(cfg, option: str):
     try:
         return cfg[option] if isinstance(cfg, dict) else getattr(cfg, option)
     except (AttributeError, KeyError) as e:
-        raise ValueError(
+        raise AttentionOptionError(
             f"model config has no {cli_name(option)}: it was built without regattn's "
             "AttentionConfig fields, so the attention choice would be lost"
         ) from e
@@ -105,7 +111,9 @@ def _read_choice(cfg, option: str, choices) -> str:
     # the parser checks choices; a Namespace or dict built in code has not been checked
     value = str(_read(cfg, option))
     if value not in choices:
-        raise ValueError(f"{cli_name(option)}={value!r} is not one of {', '.join(choices)}")
+        raise AttentionOptionError(
+            f"{cli_name(option)}={value!r} is not one of {', '.join(choices)}"
+        )
     return value
 
 
@@ -113,7 +121,7 @@ def _parse_alpha(value, allow_learned: bool, model_name: str):
     text = str(value).strip()
     if text == LEARNED:
         if not allow_learned:
-            raise ValueError(
+            raise AttentionOptionError(
                 f"{cli_name('attention_alpha')}={LEARNED} is not supported by "
                 f"{model_name}; learned alpha exists only in regattn_transformer"
             )
@@ -121,7 +129,7 @@ def _parse_alpha(value, allow_learned: bool, model_name: str):
     try:
         return float(text)
     except ValueError:
-        raise ValueError(
+        raise AttentionOptionError(
             f"{cli_name('attention_alpha')} must be a number or '{LEARNED}', got {text!r}"
         ) from None
 
@@ -140,7 +148,7 @@ def attention_spec_from_cfg(
             continue
         if param not in takes:
             usable = ", ".join(cli_name(o) for o, p in OPTION_TO_PARAM.items() if p in takes)
-            raise ValueError(
+            raise AttentionOptionError(
                 f"{cli_name(option)} does not apply to --attention {name} "
                 f"(it takes: {usable or 'no options'})"
             )
@@ -155,11 +163,11 @@ def attention_spec_from_cfg(
         del given["alpha"]
     try:
         mappings.build(name, **given)  # the mapping checks its own parameter ranges
-    except ValueError as e:
+    except ValueError as e:  # the mapping's own range checks
         options = ", ".join(
             f"{cli_name(o)}={_read(cfg, o)}" for o, p in OPTION_TO_PARAM.items() if p in given
         )
-        raise ValueError(
+        raise AttentionOptionError(
             f"invalid attention options for --attention {name} ({options}): {e}"
         ) from e
 
@@ -275,7 +283,7 @@ def continuous_spec_from_cfg(cfg) -> Optional[ContinuousSpec]:
     if domain == "discrete":
         for option in CONTINUOUS_DEFAULTS:
             if _read(cfg, option) is not None:
-                raise ValueError(
+                raise AttentionOptionError(
                     f"{cli_name(option)} applies only with --attention-domain continuous"
                 )
         return None
@@ -286,19 +294,19 @@ def continuous_spec_from_cfg(cfg) -> Optional[ContinuousSpec]:
 
     density = str(value("continuous_density"))
     if density not in continuous.DENSITIES:
-        raise ValueError(
+        raise AttentionOptionError(
             f"{cli_name('continuous_density')}={density!r} is not one of "
             f"{', '.join(continuous.DENSITIES)}"
         )
     combine = str(value("continuous_combine"))
     if combine not in CONTINUOUS_COMBINES:
-        raise ValueError(
+        raise AttentionOptionError(
             f"{cli_name('continuous_combine')}={combine!r} is not one of "
             f"{', '.join(CONTINUOUS_COMBINES)}"
         )
     params = str(value("continuous_params"))
     if params not in CONTINUOUS_PARAMS:
-        raise ValueError(
+        raise AttentionOptionError(
             f"{cli_name('continuous_params')}={params!r} is not one of "
             f"{', '.join(CONTINUOUS_PARAMS)}"
         )
@@ -306,20 +314,20 @@ def continuous_spec_from_cfg(cfg) -> Optional[ContinuousSpec]:
     try:
         continuous.ContinuousAttention(num_basis, density, ridge=float(ridge))
     except ValueError as e:
-        raise ValueError(
+        raise AttentionOptionError(
             f"invalid continuous attention options ({cli_name('continuous_basis')}={num_basis}, "
             f"{cli_name('continuous_ridge')}={ridge}): {e}"
         ) from e
     if params == "learned_head":
         if combine == "sum":
-            raise ValueError(
+            raise AttentionOptionError(
                 f"{cli_name('continuous_combine')}=sum adds the discrete attention's context: "
                 f"it needs {cli_name('continuous_params')}=attention_moments (with "
                 "learned_head no discrete attention is computed)"
             )
         unused = _given_discrete_options(cfg)
         if unused:
-            raise ValueError(
+            raise AttentionOptionError(
                 f"{cli_name(unused[0])} does not apply with "
                 f"{cli_name('continuous_params')}=learned_head: no discrete attention is "
                 "computed"

@@ -22,17 +22,21 @@ cell). Declared per experiment in configs/reproduce/<table>.yaml (``baselines: [
   Gururangan et al. 2018: SNLI's hypotheses alone give away much of the label): logistic
   regression on the hypothesis's word unigrams and bigrams (scikit-learn), its inverse
   regularisation C chosen on the validation pairs.
+- ``frequent_tag`` (NER): each word's most frequent tag in the training sentences (IOB2),
+  ``O`` for a word never seen in training.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import scoring
 from .builders.inflection import decode_target
+from .builders.ner import iobes_to_iob2
 from .common import ReproError, load_config
 from .data_sources import read_text_lines
 from .prepare import PreparedData
@@ -167,6 +171,25 @@ def hypothesis_only_outputs(
     }
 
 
+def frequent_tag_outputs(
+    prepared: PreparedData, name: str, evaluation: dict
+) -> tuple[list[str], dict]:
+    """Each word's most frequent training tag (the first of ties in tag order), IOB2."""
+    counts: dict = {}
+    words = read_text_lines(prepared.bin_dir / "train.word")
+    tags = read_text_lines(prepared.bin_dir / "train.tag")
+    for sentence, sentence_tags in zip(words, tags, strict=True):
+        iob2 = iobes_to_iob2(sentence_tags.split())
+        for word, tag in zip(sentence.split(), iob2, strict=True):
+            counts.setdefault(word, Counter())[tag] += 1
+    best = {word: max(sorted(c), key=c.__getitem__) for word, c in counts.items()}
+    outputs = [
+        " ".join(best.get(word, "O") for word in sentence.split())
+        for sentence in read_text_lines(prepared.bin_dir / f"{evaluation['subset']}.word")
+    ]
+    return outputs, {"training_words": len(best)}
+
+
 BASELINES = {
     baseline.name: baseline
     for baseline in (
@@ -196,6 +219,12 @@ BASELINES = {
             "logistic regression on the hypothesis's word unigrams and bigrams, C chosen on "
             "validation; the premise is never read",
             hypothesis_only_outputs,
+        ),
+        Baseline(
+            "frequent_tag",
+            "baseline: most frequent tag",
+            "each word's most frequent training tag, O for unseen words",
+            frequent_tag_outputs,
         ),
     )
 }

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import cli, data_checksums, scoring, tracking
+from . import cli, data_checksums, scoring, tagging, tracking
 from .builders.inflection import decode_target
 from .common import ReproError, run_logged, tool_path, write_json
 from .fairseq_logs import json_records, last_record_with
@@ -493,8 +493,6 @@ def evaluate(
         unknown evaluation set or scorer, or a failed tool.
     """
     if scorer == "entity_f1":  # the NER tagger: Viterbi decoding, seqeval (tagging.py)
-        from . import tagging
-
         return tagging.evaluate(model, prepared, name, out_dir)
     evaluation = prepared.evaluation(name)
     subset = evaluation["subset"]
@@ -538,8 +536,8 @@ def score_hypotheses(evaluation: dict, name: str, scorer: str, hypotheses: list[
     name : str
         its name.
     scorer : str
-        bleu (detokenized hypotheses), rouge_f1, rouge_recall, exact_match (inflected forms) or
-        accuracy (predicted labels).
+        bleu (detokenized hypotheses), rouge_f1, rouge_recall, exact_match (inflected forms),
+        accuracy (predicted labels) or entity_f1 (IOB2 tags, space-separated).
     hypotheses : list of str
         one output per item, in order.
 
@@ -586,6 +584,12 @@ def score_hypotheses(evaluation: dict, name: str, scorer: str, hypotheses: list[
                 t: [round(100 * item[t][column], 4) for item in per_item] for t in ROUGE_TYPES
             },
         }
+    elif scorer == "entity_f1":  # IOB2 tag sequences, one sentence per line (NER)
+        gold = [line.split() for line in _read(evaluation["refs"][0])]
+        predicted = [line.split() for line in hypotheses]
+        result["metrics"] = tagging.entity_scores(gold, predicted)
+        result["items"] = tagging.entity_counts(gold, predicted)
+        result["signature"] = "seqeval default mode (conlleval)"
     elif scorer == "accuracy":  # a classifier's predicted labels (SNLI)
         gold = _read(evaluation["refs"][0])
         result["metrics"] = scoring.accuracy(hypotheses, gold)

@@ -138,3 +138,18 @@ def test_snli_majority_class_and_hypothesis_only(tmp_path):
         "accuracy": 100.0
     }
     assert settings["C_chosen_on_validation"] in baselines.HYPOTHESIS_ONLY_C
+
+
+def test_ner_most_frequent_tag(tmp_path):
+    bin_dir = tmp_path / "bin"
+    _write(bin_dir / "train.word", ["Madrid es grande", "Madrid Madrid"])
+    # IOBES: Madrid is a location twice, an organisation once
+    _write(bin_dir / "train.tag", ["S-LOC O O", "S-LOC S-ORG"])
+    _write(bin_dir / "test.word", ["Madrid es nuevo"])
+    refs = _write(tmp_path / "refs" / "test.iob2", ["B-LOC O O"])
+    evaluation = {"subset": "test", "refs": [refs]}
+    data = PreparedData(tmp_path, {"dataset": "conll2002", "evaluations": {"t": evaluation}})
+    outputs, _ = baselines.frequent_tag_outputs(data, "t", evaluation)
+    assert outputs == ["B-LOC O O"]  # an unseen word is O
+    result = runs.score_hypotheses(evaluation, "t", "entity_f1", outputs)
+    assert result["metrics"]["f1"] == 100.0 and result["items"]["tp"] == [1]

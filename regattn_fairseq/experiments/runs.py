@@ -727,6 +727,8 @@ def result_rows(
     ReproError
         a tool failed.
     """
+    from regattn_fairseq.pretrained_embeddings import row_fields as pretrained_embedding_fields
+
     from .rowkeys import config_sha256, data_fingerprint
     from .significance import write_items
 
@@ -769,6 +771,9 @@ def result_rows(
                     "started": model.started,
                     "overrides": model.overrides,
                     "config": config,
+                    # issue #24: pretrained word vectors' source, SHA-256 and coverage, from
+                    # <save_dir>/pretrained_embeddings.json; nothing for a run without them
+                    **pretrained_embedding_fields(model.checkpoint.parent),
                 },
                 "decode": {
                     "wall_s": result["decode_wall_s"],

@@ -23,9 +23,11 @@ are never looked up and are not counted. Rows without a vector keep the model's 
 initialisation.
 
 Coverage is reported two ways: the share of dictionary types that got a vector, and the share
-of the dictionary's token counts they carry (fairseq-preprocess counts the training data it
-built the dictionary from, so this is the share of training tokens covered; for a joined
-dictionary the counts are those of both languages).
+of the dictionary's token counts they carry. fairseq-preprocess counts the training data it
+built the dictionary from, so the latter is the share of the training tokens of dictionary
+words that are covered: words below the dictionary's threshold (``<unk>`` in the data) are
+not counted, and for a joined dictionary (Multi30k's BPE) types and counts are those of both
+languages, so the shares understate the source side's coverage.
 """
 
 from __future__ import annotations

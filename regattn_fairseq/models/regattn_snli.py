@@ -81,7 +81,7 @@ class RegattnSNLIModel(BaseFairseqModel):
                 task.source_dictionary,
                 path,
                 freeze=not getattr(cfg, "finetune_embed", False),
-                side="embed",
+                side="word",
             )
             pretrained_embeddings.record_for_run(cfg, [record])
         return model

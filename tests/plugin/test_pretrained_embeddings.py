@@ -278,7 +278,7 @@ def test_result_rows_copy_the_record(tmp_path, monkeypatch):
         )  # fmt: skip
 
     assert "pretrained_embeddings" not in rows()[0]["train"]  # no vectors: rows as before
-    records = [{"side": "embed", "path": "glove-6b-50d", "types_share": 0.9}]
+    records = [{"side": "word", "path": "glove-6b-50d", "types_share": 0.9}]
     pe.write_record(save_dir, records)
     assert rows()[0]["train"]["pretrained_embeddings"] == {"embeddings": records}
 
@@ -311,3 +311,21 @@ def test_snli_small_uses_the_pinned_glove_vectors():
         50,
         False,
     )
+
+
+@pytest.mark.parametrize(
+    "config,group,decoder",
+    [("nmt_multi30k", "glove_6b_50d_source", False), ("summarization", "glove_6b_50d", True)],
+)
+def test_embeddings_groups_set_the_vectors_and_their_dimension(config, group, decoder):
+    from regattn_fairseq.experiments.runs import compose_settings
+
+    model = compose_settings(
+        config, ["scale/lstm_seq2seq=small", "task.data=/x", f"+embeddings={group}"]
+    )["model"]
+    assert (model["encoder_embed_path"], model["encoder_embed_dim"]) == ("glove-6b-50d", 50)
+    assert model["encoder_hidden_size"] == 128  # the rest of the scale stays
+    if decoder:
+        assert (model["decoder_embed_path"], model["decoder_embed_dim"]) == ("glove-6b-50d", 50)
+    else:
+        assert "decoder_embed_path" not in model and model["decoder_embed_dim"] == 128

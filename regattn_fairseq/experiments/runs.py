@@ -12,6 +12,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from regattn_fairseq.pretrained_embeddings import row_fields as pretrained_embedding_fields
+
 from . import cli, data_checksums, scoring, tagging, tracking
 from .builders.inflection import decode_target
 from .common import ReproError, run_logged, tool_path, write_json
@@ -821,6 +823,9 @@ def result_rows(
                     "started": model.started,
                     "overrides": model.overrides,
                     "config": config,
+                    # issue #24: pretrained word vectors' source, SHA-256 and coverage, from
+                    # <save_dir>/pretrained_embeddings.json; nothing for a run without them
+                    **pretrained_embedding_fields(model.checkpoint.parent),
                 },
                 "decode": {
                     "wall_s": result["decode_wall_s"],

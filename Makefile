@@ -43,9 +43,10 @@ $(STAMP): requirements.txt pyproject.toml
 	@# that the rule below rebuilds them only when their sources change (one compile per setup)
 	@touch -r $(STAMP) $(KERNELS)
 
-lint: setup ## ruff: lint rules and formatting check (config in pyproject.toml; CI runs it)
+lint: setup ## ruff (lint rules, formatting) and lint-imports (the suite's stage contract); config in pyproject.toml; CI runs it
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: setup ## ruff: apply the formatter and the safe lint fixes
 	$(VENV)/bin/ruff format .
@@ -78,9 +79,9 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)
 
 # ---------------------------------------------------------------------------------------------
-# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/ (entry
-# points scripts/reproduce.py, scripts/sweep.py)
-# (configs/reproduce/, configs/sweep/); these targets only pass the variables through.
+# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/pipelines/
+# (entry points scripts/reproduce.py, scripts/sweep.py; configs in configs/reproduce/,
+# configs/sweep/); these targets only pass the variables through.
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
 #   DATA_SOURCE  offline | online | local (default: per dataset and scale, configs/prepare/;
 #                without the offline copies the hub stands in at the same sizes)
@@ -108,7 +109,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                updates; rows are marked and need a RESULTS_DIR other than results/
 SCALE       ?= small
 # Unset path variables are left to the programs, whose defaults live in one place
-# (regattn_fairseq/experiments/paths.py).
+# (regattn_fairseq/experiments/core/paths.py).
 REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE)) \
@@ -133,7 +134,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
         results-tables rerun-row
 
 results-tables: setup ## regenerate results/*.md and results/raw/*.csv from the raw rows (rows untouched)
-	$(PY) -m regattn_fairseq.experiments.results $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
+	$(PY) -m regattn_fairseq.experiments.report.views $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
 
 rerun-row: setup ## re-run one committed row at its training commit in a git worktree: diff per metric against its cell's std, appended to results/reruns.jsonl (ROW_FILE=... RUN_ID=...)
 	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }
@@ -168,7 +169,7 @@ sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30
 
 # ---------------------------------------------------------------------------------------------
 # Interpretability (issue #6): figures in the paper's conventions and attention statistics.
-# Code: regattn_fairseq/experiments/{mapping_plots,attention_plots}.py, regattn/analysis.py.
+# Code: regattn_fairseq/experiments/report/{mapping_plots,attention_plots}.py, regattn/analysis.py.
 #   EXPORTS   attention exports of scripts/export_attention.py (JSON lines), one per model
 #   SENTENCE  the sentence id to draw (default: the first one every export has)
 FIGURES_DIR ?= $(if $(RESULTS_DIR),$(RESULTS_DIR)/figures)

@@ -3,7 +3,7 @@
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.export_attention."""
 
-from regattn_fairseq.experiments.export_attention import main
+from regattn_fairseq.experiments.decode.export_attention import main
 
 if __name__ == "__main__":
     main()

@@ -3,7 +3,7 @@
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.mapping_plots."""
 
-from regattn_fairseq.experiments.mapping_plots import main
+from regattn_fairseq.experiments.report.mapping_plots import main
 
 if __name__ == "__main__":
     main()

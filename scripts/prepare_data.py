@@ -3,7 +3,7 @@
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.prepare_data."""
 
-from regattn_fairseq.experiments.prepare_data import main
+from regattn_fairseq.experiments.pipelines.prepare_data import main
 
 if __name__ == "__main__":
     main()

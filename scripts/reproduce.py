@@ -3,7 +3,7 @@
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.reproduce."""
 
-from regattn_fairseq.experiments.reproduce import main
+from regattn_fairseq.experiments.pipelines.reproduce import main
 
 if __name__ == "__main__":
     main()

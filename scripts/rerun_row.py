@@ -4,7 +4,7 @@ difference per metric: `scripts/rerun_row.py results/raw/<table>.jsonl RUN_ID`.
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.rerun."""
 
-from regattn_fairseq.experiments.rerun import main
+from regattn_fairseq.experiments.pipelines.rerun import main
 
 if __name__ == "__main__":
     main()

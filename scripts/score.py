@@ -5,7 +5,7 @@ Entry point; the code and its full documentation: regattn_fairseq.experiments.sc
 
 import sys
 
-from regattn_fairseq.experiments.score import main
+from regattn_fairseq.experiments.pipelines.score_file import main
 
 if __name__ == "__main__":
     sys.exit(main())

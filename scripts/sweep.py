@@ -3,7 +3,7 @@
 
 Entry point; the code and its full documentation: regattn_fairseq.experiments.sweep."""
 
-from regattn_fairseq.experiments.sweep import main
+from regattn_fairseq.experiments.pipelines.sweep import main
 
 if __name__ == "__main__":
     main()

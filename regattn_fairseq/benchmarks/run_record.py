@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.provenance import cpu_model, git_state
+from regattn_fairseq.experiments.core.provenance import cpu_model, git_state
 
 __all__ = ["append_run", "commit_label", "cpu_model", "environment"]
 

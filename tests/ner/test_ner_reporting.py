@@ -9,11 +9,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from regattn_fairseq.experiments import significance
-from regattn_fairseq.experiments.attention_plots import cell_borders, sentence_figure
-from regattn_fairseq.experiments.common import ReproError, load_config
-from regattn_fairseq.experiments.results import plot_attention_figure, render_table
-from regattn_fairseq.experiments.tagging import entity_counts, entity_scores
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.decode.tagging import entity_counts, entity_scores
+from regattn_fairseq.experiments.report.attention_plots import cell_borders, sentence_figure
+from regattn_fairseq.experiments.report.figures import plot_attention_figure
+from regattn_fairseq.experiments.report.tables import render_table
+from regattn_fairseq.experiments.score import significance
 
 TYPES = ("PER", "LOC", "ORG", "MISC")
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from regattn.dp import viterbi, viterbi_decode
-from regattn_fairseq.experiments.tagging import (
+from regattn_fairseq.experiments.decode.tagging import (
     sequence_statistics,
     tag_marginals,
     tag_sequence_counts,

@@ -84,7 +84,7 @@ def test_unknown_surrogate_is_an_error(translation_data):
 
 
 def test_gradient_measurement_uses_the_mappings_own_jacobian(translation_data):
-    from regattn_fairseq.experiments import attention_gradients
+    from regattn_fairseq.experiments.studies import attention_gradients
 
     task, model = build_model(
         translation_data,

@@ -9,8 +9,8 @@ import torch
 from conftest import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
 
 from regattn import mappings
-from regattn_fairseq.experiments import attention_gradients
-from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.studies import attention_gradients
 
 
 def _backward_stats(name, scores, upstream, mask=None, gamma=1.0):

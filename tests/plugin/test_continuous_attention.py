@@ -181,7 +181,7 @@ def test_left_padded_batch_equals_unpadded_sentences(density, translation_data):
 
 
 def test_export_carries_the_density(translation_data, tmp_path):
-    from regattn_fairseq.experiments import export_attention
+    from regattn_fairseq.experiments.decode import export_attention
 
     _train(
         translation_data,

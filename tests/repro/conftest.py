@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from regattn_fairseq.experiments.paths import DEFAULT_DATA_DIR, REPO_ROOT
+from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT
 
 
 @pytest.fixture(scope="session")

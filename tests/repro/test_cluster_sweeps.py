@@ -12,9 +12,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from regattn_fairseq.experiments.launch import Launch
-from regattn_fairseq.experiments.paths import CONFIG_DIR, REPO_ROOT
-from regattn_fairseq.experiments.sweep import launcher_overrides
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, REPO_ROOT
+from regattn_fairseq.experiments.pipelines.sweep import launcher_overrides
+from regattn_fairseq.experiments.train.launch import Launch
 
 
 def _compose_hydra(config_name: str, overrides: list[str]):

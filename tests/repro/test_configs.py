@@ -5,9 +5,9 @@ spec points at things that exist."""
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.common import MAPPINGS, SCALES, group_options
-from regattn_fairseq.experiments.paths import CONFIG_DIR
-from regattn_fairseq.experiments.results import STATISTICS_VIEWS
+from regattn_fairseq.experiments.core.config import MAPPINGS, SCALES, group_options
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
+from regattn_fairseq.experiments.report.tables import STATISTICS_VIEWS
 
 TRAIN_CONFIGS = {
     "snli": "snli",

@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 from test_configs import compose_all
 
-from regattn_fairseq.experiments.common import group_options
+from regattn_fairseq.experiments.core.config import group_options
 
 CONFIGS = {"nmt_multi30k": "scale/lstm_seq2seq=smoke", "snli": "scale/snli=smoke"}
 

@@ -37,16 +37,18 @@ from local_layouts import (
     write_wmt16,
 )
 
-from regattn_fairseq.experiments.builders.snli import read_snli_jsonl
-from regattn_fairseq.experiments.common import ReproError, group_options, load_config, sha256_file
-from regattn_fairseq.experiments.data_sources import (
+from regattn_fairseq.experiments.core.config import group_options, load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.files import sha256_file
+from regattn_fairseq.experiments.core.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
+from regattn_fairseq.experiments.data.builders.snli import read_snli_jsonl
+from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
+from regattn_fairseq.experiments.data.sources import (
     WHOLE_SPLITS,
     Inputs,
     hub_split_pattern,
     stand_in_sample,
 )
-from regattn_fairseq.experiments.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
-from regattn_fairseq.experiments.prepare import describe_sources, prepare
 
 CAPS = {"max_train": 24, "max_eval": 5}
 
@@ -838,7 +840,7 @@ def test_fresh_machine_says_its_source_first_and_fails_once_without_the_hub(tmp_
 def reproduce_local_dry_run(table: str, mapping: str, tmp_path) -> list[dict]:
     """`scripts/reproduce.py <table> --scale paper --source local` on the layouts of
     tests/repro/local_layouts.py, one mapping, capped at 24 train / 5 eval, 2 updates."""
-    from regattn_fairseq.experiments import reproduce
+    from regattn_fairseq.experiments.pipelines import reproduce
 
     local = write_all(tmp_path / "local")
     results_dir = tmp_path / "results"

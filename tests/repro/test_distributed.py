@@ -18,11 +18,12 @@ import torch
 from omegaconf import OmegaConf
 from wandb_offline import offline_runs
 
-from regattn_fairseq.experiments import runs
-from regattn_fairseq.experiments.common import MAPPINGS, ReproError
-from regattn_fairseq.experiments.launch import Launch
-from regattn_fairseq.experiments.paths import REPO_ROOT
-from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.core.config import MAPPINGS
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.train import train as runs
+from regattn_fairseq.experiments.train.launch import Launch
 from regattn_fairseq.fairseq_adapter import RANK_PARAMETERS_DIR_ENV
 
 EXPERIMENT = OmegaConf.create(

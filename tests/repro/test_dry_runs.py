@@ -12,10 +12,17 @@ from pathlib import Path
 import pytest
 from conftest import run_make
 
-from regattn_fairseq.experiments import reproduce, rerun, results, rowkeys, runs
-from regattn_fairseq.experiments.common import ReproError, load_config
-from regattn_fairseq.experiments.dry_run import DryRun
-from regattn_fairseq.experiments.paths import LOCAL_DATA_ENV, REPO_ROOT, RESULTS_DIR
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.dry_run import DryRun
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import LOCAL_DATA_ENV, REPO_ROOT, RESULTS_DIR
+from regattn_fairseq.experiments.data import fingerprint
+from regattn_fairseq.experiments.pipelines import reproduce, rerun
+from regattn_fairseq.experiments.report import tables as results
+from regattn_fairseq.experiments.report import views
+from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.rows import store
+from regattn_fairseq.experiments.train import train as runs
 
 CAPS = {"max_train": 200, "max_eval": 12, "max_update": 3}
 # the tables through make: 2 examples per evaluation set (per language for inflection), since an
@@ -98,15 +105,15 @@ def test_dry_rows_have_their_own_key_and_table_section():
 def test_dry_rows_never_mix_with_real_rows(tmp_path):
     spec = load_config("reproduce", "table1")
     with pytest.raises(ReproError, match="never go to .*committed results"):
-        results.check_row_kinds(RESULTS_DIR, "table1", dry_run=True)
-    results.write_outputs(tmp_path, spec, [row()])
+        store.check_row_kinds(RESULTS_DIR, "table1", dry_run=True)
+    views.write_outputs(tmp_path, spec, [row()])
     with pytest.raises(ReproError, match=r"table1.jsonl holds real rows: dry-run rows"):
-        results.write_outputs(tmp_path, spec, [row(dry_run=CAPS)])
+        views.write_outputs(tmp_path, spec, [row(dry_run=CAPS)])
     dry_dir = tmp_path / "dry"
-    results.write_outputs(dry_dir, spec, [row(dry_run=CAPS)])
+    views.write_outputs(dry_dir, spec, [row(dry_run=CAPS)])
     with pytest.raises(ReproError, match=r"holds dry-run rows: real rows"):
-        results.check_row_kinds(dry_dir, "table1", dry_run=False)
-    assert len(results.load_rows(tmp_path, "table1")) == 1  # nothing was appended
+        store.check_row_kinds(dry_dir, "table1", dry_run=False)
+    assert len(store.load_rows(tmp_path, "table1")) == 1  # nothing was appended
 
 
 def test_dry_rows_are_not_rerun(tmp_path):
@@ -120,9 +127,9 @@ def test_data_fingerprint_covers_subfolders(tmp_path):
     for name in ("input0/train.bin", "input0/dict.txt", "input1/train.idx", "label/test.label"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(name)
-    before = rowkeys.data_fingerprint(tmp_path)
+    before = fingerprint.data_fingerprint(tmp_path)
     (tmp_path / "label" / "test.label").write_text("other labels")
-    assert rowkeys.data_fingerprint(tmp_path) != before
+    assert fingerprint.data_fingerprint(tmp_path) != before
 
 
 def test_make_passes_the_dry_run_variables():

@@ -5,9 +5,10 @@ import sys
 
 import pytest
 
-from regattn_fairseq.experiments.common import ReproError, resolve_data_dir
-from regattn_fairseq.experiments.paths import REPO_ROOT
-from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.core.config import resolve_data_dir
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_fairseq.experiments.data.prepare import prepare
 
 
 def reproduce(*args: str) -> subprocess.CompletedProcess:

@@ -9,8 +9,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from regattn import mappings
-from regattn_fairseq.experiments import reproduce, runs
-from regattn_fairseq.experiments.paths import REPO_ROOT
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.train import train as runs
 
 
 def test_gamma_grid_arguments():
@@ -55,7 +56,7 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
         )
         (run_dir / "checkpoints").mkdir(parents=True)
         (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
-    monkeypatch.setattr(runs, "train", fake_train)
+    monkeypatch.setattr(reproduce, "train", fake_train)
     selection = reproduce.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
@@ -124,7 +125,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
 
-    monkeypatch.setattr(runs, "train", fake_train)
+    monkeypatch.setattr(reproduce, "train", fake_train)
     selection = reproduce.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
     )
@@ -177,7 +178,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
 
-    monkeypatch.setattr(runs, "train", fake_train)
+    monkeypatch.setattr(reproduce, "train", fake_train)
     recorded = {
         "grid": [1.0, 4.0],
         "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
@@ -300,7 +301,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
 def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
     """Rows whose attention is gone (no export, no sidecar) cannot be drawn again: the figure
     that shows them is kept, and the smaller drawing goes to a name of its own."""
-    from regattn_fairseq.experiments.results import plot_attention_figure
+    from regattn_fairseq.experiments.report.figures import plot_attention_figure
 
     figures = tmp_path / "figures"
     softmax = _export(tmp_path / "softmax.jsonl", "softmax", 4.0)

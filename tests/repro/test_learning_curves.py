@@ -6,7 +6,10 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments import learning_curves, results, rowkeys, runs
+from regattn_fairseq.experiments.report import learning_curves
+from regattn_fairseq.experiments.report import tables as results
+from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.train import train as runs
 
 
 def _log(valid: dict, train: dict | None = None) -> str:
@@ -14,7 +17,7 @@ def _log(valid: dict, train: dict | None = None) -> str:
     lines = ["[2026-11-25 10:00:00][fairseq_cli.train][INFO] - begin training"]
     for epoch, loss in valid.items():
         lines.append(
-            f"[2026-11-25 10:00:01][valid][INFO] - "
+            "[2026-11-25 10:00:01][valid][INFO] - "
             + json.dumps({"epoch": epoch, "valid_loss": str(loss), "valid_num_updates": "10"})
         )
         if train and epoch in train:
@@ -114,6 +117,6 @@ def test_table_links_the_learning_curve_figure_it_draws(tmp_path, scale):
     curve = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3}), 3, 50)
     rows = [_row("softmax", 1, curve, scale)]
     spec = OmegaConf.create({"table": "nmt"})
-    drawn = results.draw_learning_curves(tmp_path, spec, rows)
+    drawn = learning_curves.draw_learning_curves(tmp_path, spec, rows)
     name = results.learning_curve_figure("nmt", "multi30k_en_de", scale)
     assert drawn == [tmp_path / "figures" / name]

@@ -1,7 +1,17 @@
 """Prepared data is cached behind a stamp: not rebuilt when inputs and options are unchanged,
 rebuilt when an input file changes."""
 
-from regattn_fairseq.experiments.prepare import prepare
+import shutil
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.data import prepare as prepare_module
+from regattn_fairseq.experiments.data.builders import builder_for, inflection, translation
+from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.report import tables as results_module
 
 HEADER = "language\tdir\ttrain-low\ttrain-medium\ttrain-high\tdev\ttest(gold)\tcovered-test\n"
 
@@ -47,16 +57,6 @@ def test_stamp_skips_rebuild_until_an_input_changes(tmp_path, capsys):
 
 # --- the cache key: code, options and tool versions ------------------------------------------
 
-import shutil  # noqa: E402
-
-import pytest  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from regattn_fairseq.experiments import prepare as prepare_module  # noqa: E402
-from regattn_fairseq.experiments import results as results_module  # noqa: E402
-from regattn_fairseq.experiments.builders import builder_for, inflection, translation  # noqa: E402
-from regattn_fairseq.experiments.common import ReproError, load_config  # noqa: E402
-
 
 def spec_and_options(dataset="multi30k", scale="smoke", **overrides):
     spec = load_config("prepare", dataset)
@@ -82,12 +82,12 @@ def test_key_is_stable_and_covers_code_config_and_tools():
     assert key(spec, opts) == key(*spec_and_options())
     assert set(inputs) == {"spec", "options", "source", "code", "tools"}
     assert set(inputs["code"]) == {
-        "regattn_fairseq.experiments.prepare",
-        "regattn_fairseq.experiments.common",
-        "regattn_fairseq.experiments.data_sources",
-        "regattn_fairseq.experiments.text_processing",
-        "regattn_fairseq.experiments.builders",
-        "regattn_fairseq.experiments.builders.translation",
+        "regattn_fairseq.experiments.data.prepare",
+        "regattn_fairseq.experiments.core.config",
+        "regattn_fairseq.experiments.data.sources",
+        "regattn_fairseq.experiments.data.text_processing",
+        "regattn_fairseq.experiments.data.builders",
+        "regattn_fairseq.experiments.data.builders.translation",
     }
     assert set(inputs["tools"]) == {"sacremoses", "subword-nmt", "fairseq-fixed"}
     assert set(prepare_module.tool_versions("snli", "online")) == {

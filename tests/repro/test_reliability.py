@@ -6,15 +6,16 @@ import subprocess
 
 import pytest
 
-from regattn_fairseq.experiments import paths, provenance
-from regattn_fairseq.experiments.builders.inflection import (
+from regattn_fairseq.experiments.core import paths, provenance
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.tools import tool_path
+from regattn_fairseq.experiments.data.builders.inflection import (
     SPACE_SYMBOL,
     decode_target,
     encode_source,
     encode_target,
 )
-from regattn_fairseq.experiments.common import ReproError, tool_path
-from regattn_fairseq.experiments.fairseq_logs import json_records, last_record_with
+from regattn_fairseq.experiments.train.fairseq_logs import json_records, last_record_with
 
 
 def test_git_outside_a_checkout_is_an_error(tmp_path, monkeypatch):
@@ -125,7 +126,7 @@ def test_inflection_encoding_round_trips():
 
 
 def test_snli_labels_are_the_tasks():
-    from regattn_fairseq.experiments.builders import snli
+    from regattn_fairseq.experiments.data.builders import snli
     from regattn_fairseq.tasks.regattn_snli import LABELS
 
     assert snli.LABELS is LABELS

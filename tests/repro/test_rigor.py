@@ -11,10 +11,16 @@ import threading
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments import rerun, rowkeys, significance
-from regattn_fairseq.experiments.common import ReproError, load_config
-from regattn_fairseq.experiments.reproduce import parse_args
-from regattn_fairseq.experiments.results import load_rows, render_table, write_outputs
+from regattn_fairseq.experiments.core import provenance
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.pipelines import rerun
+from regattn_fairseq.experiments.pipelines.reproduce import parse_args
+from regattn_fairseq.experiments.report.tables import render_table
+from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.score import significance
 
 SETTINGS = {"model": {"_name": "regattn_lstm", "attention": "sparsemax"}, "max_epoch": 3}
 
@@ -201,9 +207,9 @@ def test_small_and_paper_refuse_a_dirty_tree():
     dirty = {"git_commit": "b" * 40, "git_dirty": True, "git_diff_sha256": "c" * 64}
     for scale in ("small", "paper"):
         with pytest.raises(ReproError, match="ALLOW_DIRTY=1"):
-            rowkeys.check_clean_tree(scale, allow_dirty=False, state=dirty)
-        assert rowkeys.check_clean_tree(scale, allow_dirty=True, state=dirty) is dirty
-    assert rowkeys.check_clean_tree("smoke", allow_dirty=False, state=dirty) is dirty
+            provenance.check_clean_tree(scale, allow_dirty=False, state=dirty)
+        assert provenance.check_clean_tree(scale, allow_dirty=True, state=dirty) is dirty
+    assert provenance.check_clean_tree("smoke", allow_dirty=False, state=dirty) is dirty
 
 
 def test_finished_job_is_found_by_its_key():
@@ -360,7 +366,7 @@ def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
 def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
     """Run a smoke table in a clone at HEAD, then re-run its row from that commit: zero
     difference (deterministic CPU run)."""
-    from regattn_fairseq.experiments.paths import REPO_ROOT
+    from regattn_fairseq.experiments.core.paths import REPO_ROOT
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--shared", str(REPO_ROOT), str(clone)], check=True)

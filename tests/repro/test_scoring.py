@@ -2,7 +2,7 @@
 
 import pytest
 
-from regattn_fairseq.experiments import scoring
+from regattn_fairseq.experiments.score import scorers as scoring
 
 
 def test_bleu_perfect_and_signature():

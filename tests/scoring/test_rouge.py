@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from regattn_fairseq.experiments import rouge, rouge_perl, scoring
-from regattn_fairseq.experiments.paths import DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.score import rouge, rouge_perl
+from regattn_fairseq.experiments.score import scorers as scoring
 
 HERE = Path(__file__).parent
 OFFICIAL = json.loads((HERE / "rouge155_official.json").read_text())

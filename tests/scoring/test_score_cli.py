@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from regattn_fairseq.experiments import score
-from regattn_fairseq.experiments.common import REPO_ROOT
-from regattn_fairseq.experiments.paths import DEFAULT_DATA_DIR
-from regattn_fairseq.experiments.test_sets import TEST_SETS, find_test_set, load_gold
+from regattn_fairseq.experiments.core.config import REPO_ROOT
+from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, find_test_set, load_gold
+from regattn_fairseq.experiments.pipelines import score_file as score
 
 pytestmark = pytest.mark.skipif(
     not DEFAULT_DATA_DIR.is_dir(), reason=f"no offline data at {DEFAULT_DATA_DIR}"

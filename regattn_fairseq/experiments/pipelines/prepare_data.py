@@ -1,0 +1,57 @@
+#!/usr/bin/env python
+"""Prepare (tokenize, segment, binarize) one dataset at one scale; cached under data/.
+
+    python scripts/prepare_data.py multi30k --scale small [--source online] [--data-dir DIR]
+    python scripts/prepare_data.py snli --scale paper --source local --local-data DIR
+
+Datasets are the files in configs/prepare/. Normally scripts/reproduce.py calls this itself."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR, PREPARE_CONFIG_DIR
+from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.data.sources import SOURCES
+
+
+def main() -> None:
+    datasets = sorted(p.stem for p in PREPARE_CONFIG_DIR.glob("*.yaml"))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("dataset", choices=datasets)
+    parser.add_argument("--scale", default="small")
+    parser.add_argument("--source", choices=list(SOURCES), help="default: the scale's config value")
+    parser.add_argument(
+        "--local-data",
+        help="--source local: the folder holding the official distributions "
+        "(default $REGATTN_LOCAL_DATA)",
+    )
+    parser.add_argument(
+        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=DEFAULT_WORK_DIR,
+        help="prepared data goes to WORK_DIR/data/",
+    )
+    args = parser.parse_args()
+    try:
+        prepared = prepare(
+            args.dataset,
+            args.scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            work_dir=args.work_dir,
+            local_dir=args.local_data,
+        )
+    except ReproError as error:
+        sys.exit(f"error: {error}")
+    print(prepared.root)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from regattn_fairseq.experiments.core.config import REPO_ROOT
-from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import TEST_SETS, find_test_set, load_gold
 from regattn_fairseq.experiments.pipelines import score_file as score
 
@@ -86,6 +85,17 @@ def test_sigmorphon_rows_are_read_as_forms(golds, tmp_path):
         "".join(f"lemma\t{refs[0]}\tV;PST\n" for refs in gold.references), encoding="utf-8"
     )
     assert score.main(["inflection-medium", str(output), "--json", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["metrics"]["accuracy"] == 100.0
+
+
+def test_a_byte_order_mark_costs_no_item(golds, tmp_path):
+    """A UTF-8 BOM before the first label is dropped, not read as part of it (it cost SNLI's
+    first item: 99.99)."""
+    gold = _gold(golds, "snli")
+    output = tmp_path / "bom.txt"
+    output.write_text("\n".join(refs[0] for refs in gold.references) + "\n", encoding="utf-8-sig")
+    assert output.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert score.main(["snli", str(output), "--json", str(tmp_path / "s.json")]) == 0
     assert json.loads((tmp_path / "s.json").read_text())["metrics"]["accuracy"] == 100.0
 
 

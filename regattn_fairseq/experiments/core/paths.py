@@ -20,6 +20,8 @@ DEFAULT_DATA_DIR : the offline data root when neither an argument nor $REGATTN_D
     one: the shared data next to the checkout (…/work/main -> …/work/shared/data).
 DEFAULT_WORK_DIR : where data/ (prepared data) and checkpoints/ go by default.
 RESULTS_DIR : result tables (results/<table>.md, results/raw/*.jsonl).
+SMOKE_RESULTS_DIR : the tables of smoke-scale runs (pipeline checks) unless told otherwise: a
+    git-ignored scratch folder (outputs/), so that a check leaves the committed tables alone.
 BENCH_RESULTS_DIR : benchmark runs (results/bench/).
 FIGURES_DIR : figures (results/figures/).
 ROUGE_EXCEPTIONS_DIR : the WordNet 2.0 exception lists of ROUGE-1.5.5's -m stemming (package
@@ -40,6 +42,7 @@ HUB_MIRROR_ENV = "REGATTN_HUB_MIRROR"
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_WORK_DIR = REPO_ROOT
 RESULTS_DIR = REPO_ROOT / "results"
+SMOKE_RESULTS_DIR = REPO_ROOT / "outputs" / "smoke-results"
 BENCH_RESULTS_DIR = RESULTS_DIR / "bench"
 FIGURES_DIR = RESULTS_DIR / "figures"
 ROUGE_EXCEPTIONS_DIR = (

@@ -8,12 +8,11 @@ Datasets are the files in configs/prepare/. Normally scripts/reproduce.py calls 
 
 import argparse
 import sys
-from pathlib import Path
 
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR, PREPARE_CONFIG_DIR
+from regattn_fairseq.experiments.core.paths import PREPARE_CONFIG_DIR
 from regattn_fairseq.experiments.data.prepare import prepare
-from regattn_fairseq.experiments.data.sources import SOURCES
+from regattn_fairseq.experiments.pipelines.arguments import add_data_arguments
 
 
 def main() -> None:
@@ -22,22 +21,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("dataset", choices=datasets)
-    parser.add_argument("--scale", default="small")
-    parser.add_argument("--source", choices=list(SOURCES), help="default: the scale's config value")
-    parser.add_argument(
-        "--local-data",
-        help="--source local: the folder holding the official distributions "
-        "(default $REGATTN_LOCAL_DATA)",
-    )
-    parser.add_argument(
-        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
-    )
-    parser.add_argument(
-        "--work-dir",
-        type=Path,
-        default=DEFAULT_WORK_DIR,
-        help="prepared data goes to WORK_DIR/data/",
-    )
+    add_data_arguments(parser)
     args = parser.parse_args()
     try:
         prepared = prepare(

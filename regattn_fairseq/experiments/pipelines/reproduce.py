@@ -12,7 +12,6 @@ Tables are the files in configs/reproduce/. A run directory
 interrupted run resumes from its last checkpoint; delete it to train from scratch."""
 
 import argparse
-import os
 import shutil
 import sys
 import uuid
@@ -21,10 +20,14 @@ from pathlib import Path
 from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
 from regattn_fairseq.experiments.core.dry_run import DryRun
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
-from regattn_fairseq.experiments.data.sources import SOURCES
+from regattn_fairseq.experiments.pipelines.arguments import (
+    add_data_arguments,
+    add_run_arguments,
+)
+from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
 from regattn_fairseq.experiments.report.figures import (
     figure_sidecar_name,
     keep_figure_sentences,
@@ -68,7 +71,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("table", choices=tables)
-    parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
     parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
     parser.add_argument(
         "--seeds",
@@ -104,23 +106,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
         "runs are the scale's full trainings)",
     )
-    parser.add_argument(
-        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
-    )
-    parser.add_argument(
-        "--source",
-        choices=list(SOURCES),
-        help="data source (default: per dataset and scale; README 'Data sources')",
-    )
-    parser.add_argument(
-        "--local-data",
-        help="--source local: the folder holding the official distributions "
-        "(default $REGATTN_LOCAL_DATA)",
-    )
-    parser.add_argument(
-        "--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where data/ and checkpoints/ go"
-    )
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    add_data_arguments(parser)
+    add_run_arguments(parser)
     parser.add_argument(
         "--override",
         action="append",
@@ -129,19 +116,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="extra Hydra override for every training run (repeatable)",
     )
     parser.add_argument(
-        "--rescore",
-        action="store_true",
-        help="score again jobs whose rows exist (RESCORE=1); the checkpoint is reused",
-    )
-    parser.add_argument(
         "--retrain",
         action="store_true",
         help="train again (from scratch) and score jobs whose rows exist",
-    )
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="start a small/paper run on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
     )
     dry = parser.add_argument_group(
         "dry run",
@@ -490,13 +467,13 @@ def run(argv: list[str] | None = None) -> None:
     )
     # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
-    rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
+    rescore = args.rescore
     seeds = args.seeds or list(spec.seeds[scale])
     mappings = list(args.mappings or spec.mappings)
     for experiment in experiments:
         check_mappings(mappings, experiment.get("mapping_group", "attention"))
     work_dir = args.work_dir.resolve()
-    results_dir = args.results_dir.resolve()
+    results_dir = run_results_dir(args)
     check_row_kinds(results_dir, spec.table, args.dry_run.active)  # before any training
 
     # Prepare every dataset before training anything: missing data fails in seconds.

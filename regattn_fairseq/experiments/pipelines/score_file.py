@@ -11,6 +11,7 @@ the line, when the output does not fit the test set.
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 from pathlib import Path
@@ -40,7 +41,8 @@ def read_output(path: Path, expected: int) -> list[str]:
     """The lines of a system output file, checked against the test set's size.
 
     Lines end at ``\\n`` only (a trailing ``\\r`` is dropped): other Unicode line breaks inside
-    a line must not shift the items.
+    a line must not shift the items. A UTF-8 byte-order mark at the start of the file (as some
+    Windows editors write) is dropped: kept, it would be part of the first item and cost it.
 
     Parameters
     ----------
@@ -64,7 +66,7 @@ def read_output(path: Path, expected: int) -> list[str]:
         data = path.read_bytes()
     except OSError as error:
         raise OutputError(f"{path}: cannot read: {error.strerror}") from None
-    raw_lines = data.split(b"\n")
+    raw_lines = data.removeprefix(codecs.BOM_UTF8).split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     lines = []

@@ -13,20 +13,22 @@ checkpoint (directories named by job number would)."""
 
 import argparse
 import itertools
-import os
 import sys
 import uuid
-from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import CONFIG_DIR, DEFAULT_WORK_DIR, RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.core.tools import run_logged
 from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
-from regattn_fairseq.experiments.data.sources import SOURCES
+from regattn_fairseq.experiments.pipelines.arguments import (
+    add_data_arguments,
+    add_run_arguments,
+)
+from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
 from regattn_fairseq.experiments.report.specs import table_spec
 from regattn_fairseq.experiments.report.sweep_plot import plot_sweep
 from regattn_fairseq.experiments.report.views import write_outputs
@@ -55,28 +57,8 @@ def parse_args() -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("sweep", choices=sweeps)
-    parser.add_argument("--scale", default="small", help="paper | small | smoke (default small)")
-    parser.add_argument(
-        "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"
-    )
-    parser.add_argument(
-        "--source", choices=list(SOURCES), help="default: per dataset and scale (README)"
-    )
-    parser.add_argument(
-        "--local-data",
-        help="--source local: the folder holding the official distributions "
-        "(default $REGATTN_LOCAL_DATA)",
-    )
-    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR)
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument(
-        "--rescore", action="store_true", help="score again jobs whose rows exist (RESCORE=1)"
-    )
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="start a small/paper sweep on a dirty work tree (ALLOW_DIRTY=1); rows are marked",
-    )
+    add_data_arguments(parser)
+    add_run_arguments(parser)
     parser.add_argument(
         "--launcher",
         choices=sorted(LAUNCHERS),
@@ -167,7 +149,7 @@ def run() -> None:
         flush=True,
     )
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
-    rescore = args.rescore or os.environ.get("RESCORE", "") in ("1", "true", "yes")
+    rescore = args.rescore
     params = sweep.params[scale]
     check_mappings(params.attention)
     work_dir = args.work_dir.resolve()
@@ -205,7 +187,7 @@ def run() -> None:
     ]
     print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
     spec = table_spec(sweep)
-    results_dir = args.results_dir.resolve()
+    results_dir = run_results_dir(args)
     existing = load_rows(results_dir, spec.table)
     todo = []
     for job in jobs:  # a job whose rows exist (same key, same config) is not run again

@@ -52,14 +52,14 @@ def test_entity_counts_give_seqeval_f1_and_the_bootstrap_tells_systems_apart():
     for predicted in (good, bad, gold, [["O"] * len(tags) for tags in gold]):
         items = entity_counts(gold, predicted)
         assert items["n"] == 300
-        assert significance._statistic(items, "f1") == pytest.approx(
+        assert significance.ITEM_KINDS["f1"].statistic(items, "f1") == pytest.approx(
             entity_scores(gold, predicted)["f1"], abs=0.005
         )
     good_items, bad_items = entity_counts(gold, good), entity_counts(gold, bad)
     assert significance.paired_bootstrap(good_items, good_items, "f1") == 1.0
     assert significance.paired_bootstrap(good_items, bad_items, "f1") < 0.05
     with pytest.raises(ValueError, match="F1, not 'precision'"):
-        significance._statistic(good_items, "precision")
+        significance.ITEM_KINDS["f1"].statistic(good_items, "precision")
     with pytest.raises(ValueError, match="sentence 0"):
         entity_counts([["O", "B-PER"]], [["O"]])
 

@@ -234,3 +234,34 @@ def _inflection(inputs: Inputs, spec: DictConfig, setting: str) -> Gold:
                 references.append([decode_target(encode_target(form))])
                 languages.append(row[0])
     return Gold(references, [], languages=languages)
+
+
+def prepared_gold(evaluation: dict) -> Gold:
+    """The references of a prepared evaluation set (an entry of the prepared data's manifest),
+    read as `load_gold` reads a test set's.
+
+    Parameters
+    ----------
+    evaluation : dict
+        ``refs`` (one file per reference, a line per item), and where they apply
+        ``detokenize`` (the target language), ``truncate_bytes`` and ``languages`` (a file
+        naming each item's language).
+
+    Returns
+    -------
+    Gold
+        The references, item by item.
+    """
+    columns = [_lines(path) for path in evaluation["refs"]]
+    languages = evaluation.get("languages")
+    return Gold(
+        [list(refs) for refs in zip(*columns, strict=True)],
+        list(evaluation["refs"]),
+        truncate_bytes=evaluation.get("truncate_bytes"),
+        detokenize=evaluation.get("detokenize"),
+        languages=_lines(languages) if languages else None,
+    )
+
+
+def _lines(path: str) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()

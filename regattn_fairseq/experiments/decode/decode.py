@@ -213,11 +213,6 @@ def export_and_measure_attention(
     return stats
 
 
-def read_lines(path: str) -> list[str]:
-    """The lines of a UTF-8 text file (a reference or a hypothesis file)."""
-    return Path(path).read_text(encoding="utf-8").splitlines()
-
-
 # fairseq-fixed 0.12.3.1 silently drops a final batch whose size is not a multiple of
 # --required-batch-size-multiple (default 8): 30 test items decode as 24. Evaluation must see
 # every example.

@@ -20,17 +20,14 @@ from regattn_fairseq.experiments.core.config import resolve_data_dir
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold, find_test_set, load_gold
-from regattn_fairseq.experiments.data.text_processing import moses_detokenize
 from regattn_fairseq.experiments.score import rouge
-from regattn_fairseq.experiments.score import scorers as scoring
+from regattn_fairseq.experiments.score.metrics import metric as find_metric
 from regattn_fairseq.experiments.score.rouge_perl import (
     ROUGE_PERL_ENV,
     RougePerlError,
     find_rouge_perl,
     perl_rouge,
 )
-
-_ROUGE_MEASURE = {"rouge_recall": "recall", "rouge_f1": "fmeasure"}
 
 
 class OutputError(ValueError):
@@ -123,35 +120,20 @@ def score_output(
     RougePerlError
         the official script failed.
     """
-    scorer = find_test_set(name).scorer
-    first_refs = [refs[0] for refs in gold.references]
-    if scorer == "bleu":
-        if tokenized:
-            outputs = [moses_detokenize(line, gold.detokenize) for line in outputs]
-        metrics, signature = scoring.bleu(outputs, first_refs)
-        return {"metrics": metrics, "signature": signature}
-    if scorer in _ROUGE_MEASURE:
-        measure = _ROUGE_MEASURE[scorer]
-        n_refs = len(gold.references[0])
-        result = {
-            "metrics": scoring.rouge(outputs, gold.references, measure, gold.truncate_bytes),
-            "signature": scoring.rouge_signature(measure, gold.truncate_bytes, n_refs),
-        }
-        if rouge_perl_dir is not None:
-            official = perl_rouge(rouge_perl_dir, outputs, gold.references, gold.truncate_bytes)
-            result["rouge_perl"] = {k: round(v[measure], 2) for k, v in official.items()}
-        return result
-    if scorer == "exact_match":
+    metric = find_metric(find_test_set(name).scorer)
+    if metric.name == "bleu" and tokenized:
+        outputs = metric.from_decoder(outputs, gold)
+    elif metric.name == "exact_match":
         # SIGMORPHON-format rows (lemma, form, tags) are accepted: the form is the prediction.
-        predictions = [line.split("\t")[1] if "\t" in line else line for line in outputs]
-        return {
-            "metrics": scoring.exact_match(predictions, first_refs, gold.languages),
-            "signature": "exact match of the inflected form, macro-averaged over languages",
-        }
-    return {
-        "metrics": scoring.accuracy([line.strip() for line in outputs], first_refs),
-        "signature": "accuracy of the predicted label",
-    }
+        outputs = [line.split("\t")[1] if "\t" in line else line for line in outputs]
+    elif metric.name == "accuracy":
+        outputs = [line.strip() for line in outputs]
+    scored = metric.score(outputs, gold)
+    result = {"metrics": scored.metrics, "signature": scored.signature}
+    if metric.rouge_measure and rouge_perl_dir is not None:
+        official = perl_rouge(rouge_perl_dir, outputs, gold.references, gold.truncate_bytes)
+        result["rouge_perl"] = {k: round(v[metric.rouge_measure], 2) for k, v in official.items()}
+    return result
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -218,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         outputs = read_output(args.output, len(gold.references))
         perl_dir = (
             find_rouge_perl(args.rouge_perl)
-            if find_test_set(args.test_set).scorer in _ROUGE_MEASURE
+            if find_metric(find_test_set(args.test_set).scorer).rouge_measure
             else None
         )
         result = score_output(args.test_set, outputs, gold, args.tokenized, perl_dir)

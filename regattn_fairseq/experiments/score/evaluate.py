@@ -7,20 +7,15 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn.analysis import read_export
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.data.builders.inflection import decode_target
 from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.data.text_processing import moses_detokenize
+from regattn_fairseq.experiments.data.test_sets import prepared_gold
 from regattn_fairseq.experiments.decode import tagging
 from regattn_fairseq.experiments.decode.decode import (
     decode,
     export_and_measure_attention,
-    read_lines,
     validate_accuracy,
 )
-from regattn_fairseq.experiments.score import scorers as scoring
-from regattn_fairseq.experiments.score.rouge import MEASURES, ROUGE_TYPES
-from regattn_fairseq.experiments.score.rouge import item_scores as rouge_item_scores
+from regattn_fairseq.experiments.score.metrics import metric as find_metric
 from regattn_fairseq.experiments.train.train import TrainedModel
 
 
@@ -43,7 +38,7 @@ def evaluate(
     name : str
         the evaluation set (a key of the manifest's evaluations).
     scorer : str
-        bleu, rouge_f1, rouge_recall, exact_match, accuracy or entity_f1 (tagging.py).
+        the metric (`metrics.METRICS`).
     decode_cfg : DictConfig
         beam and batch_size.
     out_dir : Path
@@ -58,16 +53,18 @@ def evaluate(
     Raises
     ------
     ReproError
-        unknown evaluation set or scorer, or a failed tool.
+        unknown evaluation set or metric, or a failed tool.
     """
-    if scorer == "entity_f1":  # the NER tagger: Viterbi decoding, seqeval (tagging.py)
+    metric = find_metric(scorer)
+    if metric.decode == "tag":  # the NER tagger: Viterbi decoding, seqeval (tagging.py)
         return tagging.evaluate(model, prepared, name, out_dir)
     evaluation = prepared.evaluation(name)
     subset = evaluation["subset"]
+    classify = metric.decode == "classify"
     attention = export_and_measure_attention(
-        model, prepared, subset, out_dir, decode_cfg, classifier=scorer == "accuracy"
+        model, prepared, subset, out_dir, decode_cfg, classifier=classify
     )
-    if scorer == "accuracy":
+    if classify:  # fairseq-validate's accuracy; the items from the export's predictions
         accuracy, elapsed = validate_accuracy(model, prepared, subset, out_dir)
         return {
             "metrics": {"accuracy": round(accuracy, 2)},
@@ -75,62 +72,23 @@ def evaluate(
             "attention": attention,
             "items": _classifier_items(Path(attention["export"])),
         }
-
     hypotheses, elapsed = decode(
-        model, prepared, subset, out_dir, decode_cfg, remove_bpe=scorer == "bleu"
+        model, prepared, subset, out_dir, decode_cfg, remove_bpe=metric.remove_bpe
     )
-    result = {
+    gold = prepared_gold(evaluation)
+    outputs = metric.from_decoder(hypotheses, gold)
+    scored = metric.score(outputs, gold)
+    hypotheses_file = out_dir / f"{name}.hyp"
+    hypotheses_file.write_text("\n".join(outputs) + "\n", encoding="utf-8")
+    print(f"[score] {name}: {scored.metrics}  ({scored.signature})", flush=True)
+    return {
+        "metrics": scored.metrics,
+        "signature": scored.signature,
+        "items": scored.items,
         "decode_wall_s": round(elapsed, 1),
-        "hypotheses": str(out_dir / f"{name}.hyp"),
+        "hypotheses": str(hypotheses_file),
         "attention": attention,
     }
-    if scorer == "bleu":
-        hypotheses = [moses_detokenize(h, evaluation["detokenize"]) for h in hypotheses]
-        references = read_lines(evaluation["refs"][0])
-        result["metrics"], result["signature"] = scoring.bleu(hypotheses, references)
-        result["items"] = {
-            "kind": "bleu",
-            "n": len(hypotheses),
-            "hypotheses": hypotheses,
-            "references": references,
-        }
-        print(
-            f"[score] {name}: BLEU {result['metrics']['bleu']}  ({result['signature']})", flush=True
-        )
-    elif scorer in ("rouge_f1", "rouge_recall"):
-        references = list(zip(*(read_lines(path) for path in evaluation["refs"]), strict=True))
-        measure = "fmeasure" if scorer == "rouge_f1" else "recall"
-        truncate = evaluation.get("truncate_bytes")
-        result["metrics"] = scoring.rouge(
-            hypotheses, [list(refs) for refs in references], measure=measure, truncate=truncate
-        )
-        result["signature"] = scoring.rouge_signature(measure, truncate, len(evaluation["refs"]))
-        per_item = [
-            rouge_item_scores(h, list(refs), truncate)
-            for h, refs in zip(hypotheses, references, strict=True)
-        ]
-        column = MEASURES.index(measure)
-        result["items"] = {
-            "kind": "mean",
-            "n": len(per_item),
-            "scores": {
-                t: [round(100 * item[t][column], 4) for item in per_item] for t in ROUGE_TYPES
-            },
-        }
-    elif scorer == "exact_match":
-        hypotheses = [decode_target(h) for h in hypotheses]
-        gold, languages = read_lines(evaluation["refs"][0]), read_lines(evaluation["languages"])
-        result["metrics"] = scoring.exact_match(hypotheses, gold, languages)
-        result["items"] = {
-            "kind": "macro",
-            "n": len(gold),
-            "correct": [int(h == g) for h, g in zip(hypotheses, gold, strict=True)],
-            "groups": languages,
-        }
-    else:
-        raise ReproError(f"unknown scorer {scorer!r}")
-    Path(result["hypotheses"]).write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
-    return result
 
 
 def _classifier_items(export: Path) -> dict:

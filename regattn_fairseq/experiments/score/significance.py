@@ -29,7 +29,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,55 @@ SEED = 12345
 ITEMS_DIR = Path("raw") / "items"
 # the per-sentence entity counts of kind "f1" (`tagging.entity_counts`)
 F1_COUNTS = ("tp", "predicted", "gold")
+
+
+def _mean(items: dict, metric: str, index: np.ndarray | None = None) -> float:
+    values = np.asarray(items["scores"][metric], dtype=float)
+    return float(values[index].mean() if index is not None else values.mean())
+
+
+def _macro(items: dict, metric: str, index: np.ndarray | None = None) -> float:
+    correct = np.asarray(items["correct"], dtype=float)
+    groups = np.asarray(items["groups"])
+    if index is not None:
+        correct, groups = correct[index], groups[index]
+    return float(100 * np.mean([correct[groups == g].mean() for g in np.unique(groups)]))
+
+
+def _f1(items: dict, metric: str, index: np.ndarray | None = None) -> float:
+    if metric != "f1":
+        raise ValueError(f"entity counts give the F1, not {metric!r}")
+    tp, predicted, gold = (np.asarray(items[k], dtype=float) for k in F1_COUNTS)
+    if index is not None:
+        tp, predicted, gold = tp[index], predicted[index], gold[index]
+    total = predicted.sum() + gold.sum()
+    # no entity predicted nor in the gold: seqeval's F1 is 0 (its zero_division default)
+    return float(200 * tp.sum() / total) if total else 0.0
+
+
+@dataclass(frozen=True)
+class ItemKind:
+    """One kind of per-item data (a metric's `item_kind`, `metrics.METRICS`).
+
+    Attributes
+    ----------
+    fields : tuple of str
+        its per-item lists (``scores``: a list per metric), joined over seeds by `concatenate`.
+    statistic : callable or None
+        ``statistic(items, metric, index)``: the metric of the items (of the resample `index`
+        when given), the bootstrap statistic; None for BLEU, tested by sacrebleu itself.
+    """
+
+    fields: tuple[str, ...]
+    statistic: Callable[[dict, str, np.ndarray | None], float] | None
+
+
+ITEM_KINDS = {
+    "bleu": ItemKind(("hypotheses", "references"), None),
+    "mean": ItemKind(("scores",), _mean),
+    "macro": ItemKind(("correct", "groups"), _macro),
+    "f1": ItemKind(F1_COUNTS, _f1),
+}
 
 
 def sidecar_name(run_id: str, evaluation: str) -> Path:
@@ -116,28 +166,6 @@ def read_items(results_dir: Path, row: dict) -> dict | None:
     return json.loads(gzip.decompress(data))
 
 
-def _statistic(items: dict, metric: str, index: np.ndarray | None = None) -> float:
-    if items["kind"] == "mean":
-        values = np.asarray(items["scores"][metric], dtype=float)
-        return float(values[index].mean() if index is not None else values.mean())
-    if items["kind"] == "macro":
-        correct = np.asarray(items["correct"], dtype=float)
-        groups = np.asarray(items["groups"])
-        if index is not None:
-            correct, groups = correct[index], groups[index]
-        return float(100 * np.mean([correct[groups == g].mean() for g in np.unique(groups)]))
-    if items["kind"] == "f1":
-        if metric != "f1":
-            raise ValueError(f"entity counts give the F1, not {metric!r}")
-        tp, predicted, gold = (np.asarray(items[k], dtype=float) for k in F1_COUNTS)
-        if index is not None:
-            tp, predicted, gold = tp[index], predicted[index], gold[index]
-        total = predicted.sum() + gold.sum()
-        # no entity predicted nor in the gold: seqeval's F1 is 0 (its zero_division default)
-        return float(200 * tp.sum() / total) if total else 0.0
-    raise ValueError(f"no item statistic for kind {items['kind']!r}")
-
-
 def paired_bootstrap(
     system: dict, baseline: dict, metric: str, n_resamples: int = N_RESAMPLES, seed: int = SEED
 ) -> float:
@@ -170,14 +198,13 @@ def paired_bootstrap(
             f"cannot pair {system['kind']} x {system['n']} items with "
             f"{baseline['kind']} x {baseline['n']} items"
         )
-    if system["kind"] == "bleu":
+    statistic = ITEM_KINDS[system["kind"]].statistic
+    if statistic is None:  # corpus BLEU: sacrebleu's own paired bootstrap
         return _bleu_paired_bs(system, baseline, n_resamples, seed)
-    observed = abs(_statistic(system, metric) - _statistic(baseline, metric))
+    observed = abs(statistic(system, metric) - statistic(baseline, metric))
     rng = np.random.default_rng(seed)
     indices = rng.choice(system["n"], size=(n_resamples, system["n"]), replace=True)
-    diffs = np.abs(
-        [_statistic(system, metric, i) - _statistic(baseline, metric, i) for i in indices]
-    )
+    diffs = np.abs([statistic(system, metric, i) - statistic(baseline, metric, i) for i in indices])
     if not diffs.any() and observed == 0:
         return 1.0
     centred = diffs - diffs.mean()
@@ -225,26 +252,24 @@ def concatenate(per_seed: list[dict]) -> dict:
     -------
     dict
         per-item data of the same kind over all the seeds' items.
+
+    Raises
+    ------
+    ValueError
+        an unknown kind.
     """
     kind = per_seed[0]["kind"]
-    joined: dict = {"kind": kind, "n": sum(p["n"] for p in per_seed)}
-    if kind == "bleu":
-        joined["hypotheses"] = [h for p in per_seed for h in p["hypotheses"]]
-        joined["references"] = [r for p in per_seed for r in p["references"]]
-    elif kind == "mean":
-        joined["scores"] = defaultdict(list)
-        for part in per_seed:
-            for metric, values in part["scores"].items():
-                joined["scores"][metric] += values
-        joined["scores"] = dict(joined["scores"])
-    elif kind == "macro":
-        joined["correct"] = [c for p in per_seed for c in p["correct"]]
-        joined["groups"] = [g for p in per_seed for g in p["groups"]]
-    elif kind == "f1":
-        for key in F1_COUNTS:
-            joined[key] = [c for p in per_seed for c in p[key]]
-    else:
+    if kind not in ITEM_KINDS:
         raise ValueError(f"no item data of kind {kind!r}")
+    joined = {"kind": kind, "n": sum(p["n"] for p in per_seed)}
+    for field in ITEM_KINDS[kind].fields:
+        if field == "scores":  # metric -> values, per metric
+            joined[field] = {
+                metric: [v for p in per_seed for v in p[field][metric]]
+                for metric in per_seed[0][field]
+            }
+        else:
+            joined[field] = [v for p in per_seed for v in p[field]]
     return joined
 
 

@@ -203,7 +203,7 @@ def test_figure_labels_entmax_alpha_and_marks_a_statistic_not_measured(tmp_path)
         | {key: 1.0 / (e + 1) for key, _ in attention_gradients.PLOTTED if key != "bleu"}
         for e in range(3)
     ]
-    assert attention_gradients.run_label(epochs) == "entmax α=1.5 γ=1"
+    assert attention_gradients.run_label(epochs) == "entmax (γ=1, α=1.5)"
     import matplotlib.pyplot as plt
 
     texts = []

@@ -54,7 +54,7 @@ def test_sweep_lambda_multirun(shared_data, tmp_path):
     rows = check_outputs(
         tmp_path,
         "sweep_lambda",
-        {"fusedmax attention_lambda=0.1", "fusedmax attention_lambda=1.0"},
+        {"fusedmax"},
         "rougeL",
     )
     # each Hydra job trained its own λ into its own directory

@@ -275,7 +275,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     ]
     assert panels[0][1] == {  # what the figure's manifest records of the run
         "run_id": "entmax1516.0",
-        "attention": "entmax15 γ=16.0",
+        "attention": "entmax15 (γ=16)",
         "seed": 1,
         "config_sha256": panels[0][1]["config_sha256"],
         "git_commit": "c" * 40,

@@ -77,7 +77,7 @@ def test_key_has_params_seed_and_config_hash():
     keys = {rowkeys.row_key(r) for r in (row, other_config, gamma, make_row(seed=2))}
     assert len(keys) == 4
     assert rowkeys.cell_key(row) == rowkeys.cell_key(other_config) != rowkeys.cell_key(gamma)
-    assert rowkeys.mapping_label(gamma) == "sparsemax γ=4.0"
+    assert rowkeys.row_label(gamma) == "sparsemax (γ=4)"
     # the hash ignores the config file's path, and a recorded hash wins
     moved = make_row()
     moved["train"]["config"]["file"] = "/elsewhere/config.yaml"
@@ -90,7 +90,7 @@ def test_a_surrogate_gradient_run_is_a_cell_of_its_own():
     surrogate = copy.deepcopy(plain)
     surrogate["train"]["config"]["model"]["attention_grad_surrogate"] = "softmax"
     assert rowkeys.cell_key(plain) != rowkeys.cell_key(surrogate)
-    assert rowkeys.mapping_label(surrogate) == "sparsemax γ=1.0 backward=softmax"
+    assert rowkeys.row_label(surrogate) == "sparsemax (γ=1, backward=softmax)"
     # unset (every ordinary row), it leaves the key as it was
     unset = copy.deepcopy(plain)
     unset["train"]["config"]["model"]["attention_grad_surrogate"] = None
@@ -150,8 +150,8 @@ def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path
         rows.append(row)
     spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
     markdown = render_table(spec, rows, tmp_path)
-    tuned_line = next(line for line in markdown.splitlines() if "sparsemax γ=16.0" in line)
-    untuned_line = next(line for line in markdown.splitlines() if "sparsemax γ=1.0" in line)
+    tuned_line = next(line for line in markdown.splitlines() if "sparsemax (γ=16)" in line)
+    untuned_line = next(line for line in markdown.splitlines() if "sparsemax (γ=1)" in line)
     # tuned: a p-value against softmax γ = 4; untuned: its baseline (softmax γ = 1) has no items
     assert "| 0.000 |" in tuned_line or "| 0.001 |" in tuned_line
     assert "| n/a |" in untuned_line
@@ -177,7 +177,7 @@ def test_a_cell_with_its_own_parameters_is_tested_against_softmax_at_its_gamma(t
         rows.append(row)
     spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
     markdown = render_table(spec, rows, tmp_path)
-    for label in ("entmax15 γ=1.0 α=1.5", "sparsemax γ=1.0 backward=softmax"):
+    for label in ("entmax15 (γ=1, α=1.5)", "sparsemax (γ=1, backward=softmax)"):
         line = next(line for line in markdown.splitlines() if line.startswith(f"| {label} "))
         assert float(line.split("|")[4]) < 0.01, line  # the p column (paper's is n/a)
 

@@ -38,8 +38,8 @@ from regattn_fairseq.experiments.rows.build import result_rows
 from regattn_fairseq.experiments.rows.keys import (
     finished_rows,
     job_key,
-    mapping_label,
     row_config_sha256,
+    row_label,
     split_current,
 )
 from regattn_fairseq.experiments.rows.store import check_row_kinds, load_rows
@@ -437,7 +437,7 @@ def _figure_run(row: dict) -> dict:
     """What a figure's manifest records of the run a panel shows."""
     return {
         "run_id": row["run_id"],
-        "attention": mapping_label(row),
+        "attention": row_label(row),
         "seed": row["seed"],
         "config_sha256": row_config_sha256(row),
         "git_commit": row["git_commit"],

@@ -34,7 +34,7 @@ from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT, 
 from regattn_fairseq.experiments.core.provenance import git, provenance
 from regattn_fairseq.experiments.data.sources import SOURCES
 from regattn_fairseq.experiments.report.reruns import draw_reruns
-from regattn_fairseq.experiments.rows.keys import cell_key, mapping_label, row_config_sha256
+from regattn_fairseq.experiments.rows.keys import cell_key, row_config_sha256, row_label
 from regattn_fairseq.experiments.rows.store import read_rows
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py
@@ -274,7 +274,7 @@ def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report
         "table": row["table"],
         "experiment": row["experiment"],
         "scale": row["scale"],
-        "cell": mapping_label(row),
+        "cell": row_label(row),
         "seed": row["seed"],
         "config_sha256": row_config_sha256(row),
         "recorded_date": row["date"],

@@ -37,6 +37,7 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
 from regattn import analysis  # noqa: E402
+from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
@@ -142,7 +143,7 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_color(BORDER_COLOUR)
-    title = analysis.describe_mapping(mapping["name"], mapping.get("params", {}))
+    title = mapping_label(mapping["name"], mapping.get("params", {}))
     if "continuous" in record:  # continuous attention: the cells are the density's mass per token
         options = record["continuous"]
         density = f"{options['density'].replace('_', ' ')} density (N={options['num_basis']})"

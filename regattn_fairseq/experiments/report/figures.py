@@ -8,7 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from regattn.analysis import describe_mapping, read_export
+from regattn.analysis import read_export
+from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
@@ -127,9 +128,9 @@ def plot_attention_figure(
         str(r["id"]) for r in records[0] if str(r["id"]) in shared and _readable(r, source_tokens)
     ]
     sentence = (candidates or sorted(shared))[0]
-    # the panel titles' labels (attention_plots titles each panel with describe_mapping)
+    # the panel titles' labels (attention_plots titles each panel with mapping_label)
     panels = [
-        describe_mapping(export[0]["mapping"]["name"], export[0]["mapping"].get("params", {}))
+        mapping_label(export[0]["mapping"]["name"], export[0]["mapping"].get("params", {}))
         for export in records
     ]
     manifest = figures_dir / f"{name}.json"

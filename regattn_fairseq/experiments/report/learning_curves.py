@@ -12,7 +12,7 @@ import matplotlib
 
 from regattn_fairseq.experiments.rows.keys import (
     cell_key,
-    mapping_label,
+    row_label,
     split_current,
 )
 
@@ -32,7 +32,7 @@ def _runs(rows: list[dict]) -> dict:
     for row in rows:
         curve = (row.get("train") or {}).get("learning_curve")
         if curve:
-            runs[cell_key(row)][row["seed"]] = (mapping_label(row), curve)
+            runs[cell_key(row)][row["seed"]] = (row_label(row), curve)
     return runs
 
 

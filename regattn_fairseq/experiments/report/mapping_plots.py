@@ -27,8 +27,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from regattn import analysis, mappings  # noqa: E402
+from regattn import mappings  # noqa: E402
 from regattn.mappings import smoothed_max  # noqa: E402
+from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
@@ -43,10 +44,6 @@ STYLES = {
     "oscarmax": dict(color="tab:purple", linestyle="--"),
     "entmax": dict(color="tab:brown", linestyle="-."),
 }
-
-
-def mapping_label(name: str) -> str:
-    return analysis.describe_mapping(name, mappings.defaults_of(name))
 
 
 def save(fig, out_dir: Path, stem: str) -> list[Path]:
@@ -83,7 +80,13 @@ def plot_figure2(out_dir: Path) -> list[Path]:
     zoom = ax_map.inset_axes([0.58, 0.08, 0.38, 0.4])
     for name in mappings.NAMES:
         smoothed, first_weight = figure2_curves(name, t)
-        ax_max.plot(t, smoothed, label=mapping_label(name), linewidth=1.6, **STYLES[name])
+        ax_max.plot(
+            t,
+            smoothed,
+            label=mapping_label(name, mappings.defaults_of(name)),
+            linewidth=1.6,
+            **STYLES[name],
+        )
         ax_map.plot(t, first_weight, linewidth=1.6, **STYLES[name])
         zoom.plot(t, first_weight, linewidth=1.4, **STYLES[name])
 
@@ -205,7 +208,7 @@ def plot_simplex(out_dir: Path) -> list[Path]:
             fontsize=7.5,
             color="0.25",
         )
-        ax.set_title(analysis.describe_mapping(name, params), fontsize=10)
+        ax.set_title(mapping_label(name, params), fontsize=10)
         ax.set_aspect("equal")
         ax.set_xlim(-0.12, 1.12)
         ax.set_ylim(-0.1, 0.98)

@@ -24,8 +24,8 @@ from regattn_fairseq.experiments.report.learning_curves import (
 )
 from regattn_fairseq.experiments.rows.keys import (
     cell_key,
-    mapping_label,
     row_config_sha256,
+    row_label,
     split_current,
 )
 from regattn_fairseq.experiments.score.significance import p_against
@@ -156,7 +156,7 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
         scale = row["scale"] + (" (dry run)" if row.get("dry_run") else "")
         lines.append(
             f"| {row['date']} | {scale} | {row['experiment']} | {row['evaluation']} | "
-            f"{mapping_label(row)} | {row['seed']} | {row_config_sha256(row) or '–'} | "
+            f"{row_label(row)} | {row['seed']} | {row_config_sha256(row) or '–'} | "
             f"{metrics} | {row['git_commit'][:10]}"
             f"{'+dirty' if row.get('git_dirty') else ''} | {row['run_id']} |"
         )
@@ -238,7 +238,7 @@ def _experiment_table(
         cells[cell_key(row)].append(row)
     for key, mapping_rows in cells.items():
         baseline = _baseline(cells, key, baseline_name)
-        cells_out = [mapping_label(mapping_rows[0])]
+        cells_out = [row_label(mapping_rows[0])]
         for evaluation in evaluations:
             eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
             dirty = "†" if any(_is_dirty(r) for r in eval_rows) else ""
@@ -306,7 +306,7 @@ def _experiment_table(
         seen = set()
         for row in superseded:
             entry = (
-                f"- superseded: {experiment} {mapping_label(row)} seed {row['seed']}, config "
+                f"- superseded: {experiment} {row_label(row)} seed {row['seed']}, config "
                 f"{row_config_sha256(row) or 'unrecorded'} ({row['train'].get('epochs')} "
                 f"epochs), {row['date'][:10]}, run {row['run_id']}"
             )
@@ -325,9 +325,7 @@ def _experiment_table(
             for evaluation in evaluations:
                 stats = kind.cells([r for r in mapping_rows if r["evaluation"] == evaluation])
                 lines.append(
-                    f"| {mapping_label(mapping_rows[0])} | {evaluation} | "
-                    + " | ".join(stats)
-                    + " |"
+                    f"| {row_label(mapping_rows[0])} | {evaluation} | " + " | ".join(stats) + " |"
                 )
         lines.append("")
     lines += [kind.legend, ""]

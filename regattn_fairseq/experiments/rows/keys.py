@@ -14,24 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from regattn_fairseq.experiments.core.labels import MAPPING_PARAMS, mapping_label
 from regattn_fairseq.experiments.rows.schema import swept_values
-
-# attention_grad_surrogate: the LSTM's diagnostic (unset in every ordinary row, so it leaves
-# their keys as they were); a surrogate-gradient run is a cell of its own
-MAPPING_PARAMS = (
-    "attention_gamma",
-    "attention_lambda",
-    "attention_p",
-    "attention_alpha",
-    "attention_grad_surrogate",
-)
-PARAM_SYMBOLS = {
-    "attention_gamma": "γ",
-    "attention_lambda": "λ",
-    "attention_p": "p",
-    "attention_alpha": "α",
-    "attention_grad_surrogate": "backward",
-}
 
 
 def config_sha256(settings: dict) -> str:
@@ -113,8 +97,8 @@ def mapping_key(mapping: str, sweep_params: dict | None = None) -> str:
     return " ".join([mapping, *(f"{k.split('.')[-1]}={v}" for k, v in swept.items())])
 
 
-def mapping_label(row: dict) -> str:
-    """The mapping with the parameters that are not already in its key.
+def row_label(row: dict) -> str:
+    """A row's mapping with its parameters (`labels.mapping_label`).
 
     Parameters
     ----------
@@ -124,15 +108,16 @@ def mapping_label(row: dict) -> str:
     Returns
     -------
     str
-        e.g. ``"sparsemax γ=4.0"``; sweep rows show their swept value as swept.
+        e.g. ``"sparsemax (γ=4)"``; a swept value that is no model parameter (learned α) is
+        shown as swept.
     """
-    swept = row.get("sweep_params") or {}
-    extra = [
-        f"{PARAM_SYMBOLS[k]}={v}"
-        for k, v in mapping_params(row).items()
-        if k not in swept and f"model.{k}" not in swept
-    ]
-    return " ".join([mapping_key(row["mapping"], swept), *extra])
+    params = mapping_params(row)
+    swept = {
+        k.split(".")[-1]: v
+        for k, v in swept_values(row.get("sweep_params")).items()
+        if k.split(".")[-1] not in params
+    }
+    return mapping_label(row["mapping"], {**params, **swept})
 
 
 def cell_key(row: dict) -> tuple:

@@ -52,11 +52,13 @@ import torch
 
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.files import write_json
+from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.data.text_processing import moses_detokenize
-from regattn_fairseq.experiments.score import scorers as scoring
-from regattn_fairseq.experiments.train import train as runs
+from regattn_fairseq.experiments.data.test_sets import prepared_gold
+from regattn_fairseq.experiments.decode.decode import decode
+from regattn_fairseq.experiments.score.metrics import METRICS
+from regattn_fairseq.experiments.train.train import TrainedModel
 
 _EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt$")
 
@@ -433,9 +435,9 @@ def measure_initial(path: Path, subset: str, max_sentences: int, batch_size: int
 def checkpoint_bleu(path: Path, evaluation: str, out_dir: Path, beam: int = 5) -> dict:
     """BLEU of a translation checkpoint on an evaluation set of its prepared data.
 
-    Decodes as the reproduction suite does (`runs.decode`: fairseq-generate, BPE removed),
-    detokenizes and scores with sacrebleu (`scoring.bleu`). The prepared data is found from
-    the checkpoint's ``task.data`` (its parent folder's stamp.json).
+    Decodes and scores as the reproduction suite does (`decode.decode`: fairseq-generate;
+    the registry's BLEU, `metrics.METRICS`: BPE removed, detokenised, sacrebleu). The prepared
+    data is found from the checkpoint's ``task.data`` (its parent folder's stamp.json).
 
     Returns
     -------
@@ -452,18 +454,18 @@ def checkpoint_bleu(path: Path, evaluation: str, out_dir: Path, beam: int = 5) -
         raise ReproError(f"{stamp} is missing: --bleu needs the run's prepared data")
     prepared = PreparedData(root, json.loads(stamp.read_text())["manifest"])
     spec = prepared.evaluation(evaluation)
-    model = runs.TrainedModel(path, {}, None, None, None, path.parent / "none")
+    model = TrainedModel(path, {}, None, None, None, path.parent / "none")
     out_dir.mkdir(parents=True, exist_ok=True)
     decode_cfg = OmegaConf.create({"beam": beam, "batch_size": 64})
-    hypotheses, elapsed = runs.decode(
-        model, prepared, spec["subset"], out_dir, decode_cfg, remove_bpe=True
+    bleu = METRICS["bleu"]
+    hypotheses, elapsed = decode(
+        model, prepared, spec["subset"], out_dir, decode_cfg, remove_bpe=bleu.remove_bpe
     )
-    hypotheses = [moses_detokenize(h, spec["detokenize"]) for h in hypotheses]
-    references = Path(spec["refs"][0]).read_text(encoding="utf-8").splitlines()
-    metrics, signature = scoring.bleu(hypotheses, references)
+    gold = prepared_gold(spec)
+    scored = bleu.score(bleu.from_decoder(hypotheses, gold), gold)
     return {
-        "bleu": metrics["bleu"],
-        "signature": signature,
+        "bleu": scored.metrics["bleu"],
+        "signature": scored.signature,
         "beam": beam,
         "decode_wall_s": round(elapsed, 1),
     }
@@ -533,13 +535,12 @@ PLOTTED = (
 
 
 def run_label(epochs: list[dict]) -> str:
-    """mapping, γ and (when trained with one) the surrogate gradient of a run."""
+    """The run's mapping with γ, α and (when trained with one) the surrogate gradient
+    (`labels.mapping_label`)."""
     mapping = epochs[0]["mapping"]
-    gamma, alpha = mapping["params"].get("gamma"), mapping["params"].get("alpha")
-    label = mapping["name"] + (f" α={alpha:g}" if alpha is not None else "")
-    label += f" γ={gamma:g}" if gamma is not None else ""
-    surrogate = epochs[0].get("trained_grad_surrogate")
-    return label + (f", backward={surrogate}" if surrogate else "")
+    params = {k: mapping["params"].get(k) for k in ("gamma", "alpha")}
+    params["backward"] = epochs[0].get("trained_grad_surrogate")
+    return mapping_label(mapping["name"], params)
 
 
 def plot_report(report: dict, path: Path) -> Path:

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from regattn_fairseq.experiments.core.labels import MAPPING_PARAMS, mapping_label
 from regattn_fairseq.experiments.core.provenance import git_state
 from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 
 RUN_RECORD = "wandb_run.json"
 # the attention options a run's config names (None where the model has none)
-ATTENTION_PARAMETERS = ("attention_gamma", "attention_lambda", "attention_p", "attention_alpha")
 
 
 def offline_by_default() -> None:
@@ -104,7 +104,7 @@ def run_config(cfg: DictConfig, task_overrides: list[str]) -> dict:
     return {
         # the NER tagger has no attention: its "mapping" is the DP regulariser
         "mapping": model.get("attention") or criterion.get("dp_reg"),
-        **{name: model.get(name) for name in ATTENTION_PARAMETERS},
+        **{name: model.get(name) for name in MAPPING_PARAMS},
         **({"dp_gamma": criterion.get("dp_gamma")} if "dp_reg" in criterion else {}),
         "scale": scales[0] if scales else None,
         "seed": cfg.common.seed,
@@ -117,10 +117,10 @@ def run_config(cfg: DictConfig, task_overrides: list[str]) -> dict:
 
 
 def run_name(config: dict) -> str:
-    """e.g. ``fusedmax attention_lambda=0.1 seed1``: the mapping, its set parameters, the
-    seed."""
-    params = [f"{name}={config[name]}" for name in ATTENTION_PARAMETERS if config[name] is not None]
-    return " ".join([str(config["mapping"]), *params, f"seed{config['seed']}"])
+    """e.g. ``fusedmax (λ=0.1) seed1``: the mapping with its parameters
+    (`labels.mapping_label`), the seed."""
+    params = {name: config.get(name) for name in MAPPING_PARAMS}
+    return f"{mapping_label(str(config['mapping']), params)} seed{config['seed']}"
 
 
 def start_training_run(cfg: DictConfig) -> None:

@@ -584,8 +584,9 @@ def test_unreachable_hub_names_each_dataset_and_the_local_alternative(tmp_path):
     code = (
         "import json\n"
         "from pathlib import Path\n"
-        "from regattn_fairseq.experiments.common import ReproError, load_config\n"
-        "from regattn_fairseq.experiments.data_sources import Inputs\n"
+        "from regattn_fairseq.experiments.core.config import load_config\n"
+        "from regattn_fairseq.experiments.core.errors import ReproError\n"
+        "from regattn_fairseq.experiments.data.sources import Inputs\n"
         "messages = {}\n"
         f"for name in {HUB_SOURCES!r}:\n"
         "    spec = load_config('prepare', name)\n"

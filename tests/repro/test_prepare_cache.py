@@ -84,6 +84,8 @@ def test_key_is_stable_and_covers_code_config_and_tools():
     assert set(inputs["code"]) == {
         "regattn_fairseq.experiments.data.prepare",
         "regattn_fairseq.experiments.core.config",
+        "regattn_fairseq.experiments.core.tools",
+        "regattn_fairseq.experiments.core.files",
         "regattn_fairseq.experiments.data.sources",
         "regattn_fairseq.experiments.data.text_processing",
         "regattn_fairseq.experiments.data.builders",
@@ -104,7 +106,9 @@ def test_key_changes_with_the_builders_code(tmp_path, monkeypatch):
     assert key(spec, opts) != before
 
 
-@pytest.mark.parametrize("module", ["common", "text_processing", "data_sources"])
+@pytest.mark.parametrize(
+    "module", ["core.config", "core.tools", "core.files", "data.text_processing", "data.sources"]
+)
 def test_key_changes_with_shared_preparation_code(module, tmp_path, monkeypatch):
     import importlib
 

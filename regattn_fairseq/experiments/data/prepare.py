@@ -4,15 +4,15 @@ it as the field does, binarize it with fairseq-preprocess, and cache the result 
 <work_dir>/data/<variant>/<scale>-<source>/ behind a stamp.
 
 What is read and how is declared in configs/prepare/<dataset>.yaml. The work is split by
-concern: `data_sources` (where the data comes from: the plan, offline and local files, hub
+concern: `sources` (where the data comes from: the plan, offline and local files, hub
 splits), `text_processing` (Moses, BPE, fairseq-preprocess), `builders` (one module per
 dataset kind); this module holds the cache, the `prepare()` entry and the line a run prints
 first (`describe_sources`).
 
 The cache key (`cache_key_inputs`) covers everything that shapes the prepared data: the
 composed dataset spec and options, the source, the source code of every module that takes
-part (this one, common, data_sources, text_processing, the builders package and the kind's
-builder), and the versions of the tools the builder uses (plus `datasets` when online). The
+part (this one, core's config, tools and files, sources, text_processing, the builders package
+and the kind's builder), and the versions of the tools the builder uses (plus `datasets` when online). The
 stamp also records each input file's hash, re-checked on every call."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from types import ModuleType
 from omegaconf import DictConfig, OmegaConf
 
 from regattn_fairseq.experiments.data import builders
-from regattn_fairseq.experiments.core import config as common
-from regattn_fairseq.experiments.data import sources as data_sources
+from regattn_fairseq.experiments.core import config, files, tools
+from regattn_fairseq.experiments.data import sources
 from regattn_fairseq.experiments.data import text_processing
 from regattn_fairseq.experiments.data.builders import builder_for
 from regattn_fairseq.experiments.core.errors import ReproError
@@ -82,8 +82,8 @@ def code_modules(kind: str) -> list[ModuleType]:
     Returns
     -------
     list[ModuleType]
-        This module, common, data_sources, text_processing, the builders package and the
-        kind's builder module.
+        This module, core's config, tools and files, sources, text_processing, the builders
+        package and the kind's builder module.
 
     Raises
     ------
@@ -92,8 +92,10 @@ def code_modules(kind: str) -> list[ModuleType]:
     """
     return [
         sys.modules[__name__],
-        common,
-        data_sources,
+        config,
+        tools,
+        files,
+        sources,
         text_processing,
         builders,
         builder_for(kind),
@@ -245,7 +247,7 @@ def prepare(
         paper, small or smoke.
     data_dir
         the offline data root (default: $REGATTN_DATA_DIR, else the shared data); where the
-        copies a build needs are missing, the hub stands in (`data_sources.plan_source`).
+        copies a build needs are missing, the hub stands in (`sources.plan_source`).
     source : str | None
         ``"offline"``, ``"online"`` or ``"local"`` (default: the scale's).
     work_dir : Path
@@ -358,7 +360,7 @@ def describe_sources(
 ) -> str:
     """The line a run prints first: where each dataset's data comes from, and its sizes.
 
-    Nothing is read (`data_sources.plan_source` on the composed options), so that a user
+    Nothing is read (`sources.plan_source` on the composed options), so that a user
     sees which source a run takes, hub stand-in included, before anything is downloaded.
 
     Parameters
@@ -382,7 +384,7 @@ def describe_sources(
     Raises
     ------
     ReproError
-        as `data_sources.plan_source`: no LOCAL_DATA for local, or offline copies missing
+        as `sources.plan_source`: no LOCAL_DATA for local, or offline copies missing
         where the hub cannot stand in for them.
     """
     summaries = []

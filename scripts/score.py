@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Score a system's output file on one of the suite's test sets (duc2004, gigaword, snli, ...).
 
-Entry point; the code and its full documentation: regattn_fairseq.experiments.score."""
+Entry point; the code and its full documentation:
+regattn_fairseq.experiments.pipelines.score_file."""
 
 import sys
 

@@ -154,7 +154,7 @@ def test_multirun_jobs_start_without_an_earlier_jobs_best_loss(config_name):
 @pytest.mark.parametrize("config_name", sorted(TRAIN_CONFIGS))
 def test_every_training_run_logs_to_wandb(config_name, monkeypatch):
     # the callback starts the run with regattn's config; fairseq's hook (common.wandb_project)
-    # logs the training curves into it (regattn_fairseq/experiments/tracking.py)
+    # logs the training curves into it (regattn_fairseq/experiments/train/tracking.py)
     monkeypatch.delenv("WANDB_PROJECT", raising=False)
     [cfg] = compose_all(config_name, [[]], return_hydra_config=True)
     assert cfg.hydra.callbacks.wandb_run._target_ == "regattn_fairseq.hydra_callbacks.WandbRun"

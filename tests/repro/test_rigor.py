@@ -108,9 +108,11 @@ def test_newer_config_supersedes_and_is_listed(tmp_path):
     assert [r["run_id"] for r in shown] == ["new", "new2"]
     assert [r["run_id"] for r in superseded] == ["old"]
     markdown = render_table(SPEC, [old, new, new_seed2], tmp_path)
-    table_line = next(line for line in markdown.splitlines() if line.startswith("| sparsemax"))
-    assert "31.00 ± 1.41" in table_line and "| 2 | 1,2 |" in table_line
-    assert "20.00" not in table_line
+    metrics, _statistics, provenance = (
+        line for line in markdown.splitlines() if line.startswith("| sparsemax")
+    )
+    assert "31.00 ± 1.41" in metrics and "| 2 | 1,2 |" in provenance
+    assert "20.00" not in metrics
     assert "superseded: multi30k_en_de sparsemax seed 1, config" in markdown
     assert "(3 epochs), 2026-11-22, run old" in markdown
 
@@ -121,8 +123,11 @@ def test_table_marks_unknown_training_commit_dirty_rows_and_missing_p(tmp_path):
     unknown = make_row(git_dirty=True, git_diff_sha256="f" * 64)
     unknown["train"]["started"] = {}
     markdown = render_table(SPEC, [softmax, unknown], tmp_path)
-    line = next(line for line in markdown.splitlines() if line.startswith("| sparsemax"))
-    assert "30.00†" in line and "training commit unknown" in line and "| n/a |" in line
+    metrics, _statistics, provenance = (
+        line for line in markdown.splitlines() if line.startswith("| sparsemax")
+    )
+    assert "30.00†" in metrics and "| n/a |" in metrics
+    assert "training commit unknown" in provenance
     assert "†: scored or trained from a work tree" in markdown
     assert "p vs softmax: paired bootstrap" in markdown
 

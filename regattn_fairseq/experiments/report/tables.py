@@ -218,68 +218,21 @@ def _p_cell(results_dir, key, rows, baseline_rows, metric, baseline: str) -> str
 def _experiment_table(
     spec, experiment: str, rows: list[dict], superseded: list[dict], results_dir: Path | None
 ) -> list[str]:
+    """One experiment's section: its metrics table (our mean ± std, the paper's number and the
+    p-value of each evaluation set) and its scorers, then in tables of their own the sparsity
+    statistics and the provenance of each cell; the convergence of training, γ choices and
+    superseded rows."""
     evaluations = list(dict.fromkeys(r["evaluation"] for r in rows))
-    metric_names = {e: spec.metrics[e] for e in evaluations}
-    paper = spec.get("paper") or {}
     kind = statistics_view(spec)
-    baseline_name = baseline_of(spec)
-    header = [kind.mapping_header]
-    for evaluation in evaluations:
-        for metric in metric_names[evaluation]:
-            header += [f"{evaluation} {metric}", "paper"]
-        header += [f"p vs {baseline_name} ({metric_names[evaluation][0]})"]
-    # The sparsity statistics (attention, or NER's tag marginals) on the first evaluation set;
-    # the other sets follow in their own table below.
-    header += [f"{evaluations[0]} {column}" for column in kind.columns]
-    header += ["n", "seeds", "config", "epochs", "train wall s", "tokens/s", "data", "commit"]
-    lines = [f"### {experiment}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     cells = defaultdict(list)
     for row in rows:
         cells[cell_key(row)].append(row)
-    for key, mapping_rows in cells.items():
-        baseline = _baseline(cells, key, baseline_name)
-        cells_out = [row_label(mapping_rows[0])]
-        for evaluation in evaluations:
-            eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
-            dirty = "†" if any(_is_dirty(r) for r in eval_rows) else ""
-            for metric in metric_names[evaluation]:
-                cells_out.append(
-                    _mean_std([r["metrics"][metric] for r in eval_rows if metric in r["metrics"]])
-                    + dirty
-                )
-                value = (paper.get(evaluation) or {}).get(mapping_rows[0]["mapping"], {})
-                value = value.get(metric)
-                cells_out.append("n/a" if value is None else f"{value:.2f}")
-            base_rows = None
-            if baseline is not None:
-                base_rows = [r for r in baseline if r["evaluation"] == evaluation]
-            cells_out.append(
-                _p_cell(
-                    results_dir,
-                    key,
-                    eval_rows,
-                    base_rows,
-                    metric_names[evaluation][0],
-                    baseline_name,
-                )
-            )
-        cells_out += kind.cells([r for r in mapping_rows if r["evaluation"] == evaluations[0]])
-        seeds = sorted({r["seed"] for r in mapping_rows})
-        first = mapping_rows[0]
-        gamma = first.get("gamma_selection")
-        cells_out += [
-            str(len(seeds)),
-            ",".join(map(str, seeds)),
-            (row_config_sha256(first) or "–") + (f" (γ auto: {gamma['chosen']})" if gamma else ""),
-            _mean(r["train"]["epochs"] for r in mapping_rows),
-            _mean(r["train"]["wall_s"] for r in mapping_rows),
-            _mean(r["train"]["tokens_per_s"] for r in mapping_rows),
-            first["data"]["description"],
-            _commits(mapping_rows),
-        ]
-        lines.append("| " + " | ".join(str(c) for c in cells_out) + " |")
+    lines = [f"### {experiment}", ""]
+    lines += _metrics_table(spec, kind, evaluations, cells, results_dir)
     signatures = sorted({r["signature"] for r in rows if r.get("signature")})
-    lines += [""] + [f"Scoring: `{s}`" for s in signatures] + [""]
+    lines += [f"Scoring: `{s}`" for s in signatures] + ([""] if signatures else [])
+    lines += _statistics_table(kind, evaluations, cells) + [kind.legend, ""]
+    lines += _provenance_table(kind, cells)
     convergence = convergence_lines(rows)
     if convergence and not rows[0].get("dry_run"):
         figure = learning_curve_figure(spec.table, experiment, rows[0]["scale"])
@@ -314,22 +267,94 @@ def _experiment_table(
                 seen.add(entry)
                 lines.append(entry)
         lines.append("")
-    if len(evaluations) > 1:
-        lines += [
-            f"{kind.title} on every evaluation set:",
-            "",
-            f"| {kind.mapping_header} | evaluation | " + " | ".join(kind.columns) + " |",
-            "|" + "---|" * (2 + len(kind.columns)),
-        ]
-        for mapping_rows in cells.values():
-            for evaluation in evaluations:
-                stats = kind.cells([r for r in mapping_rows if r["evaluation"] == evaluation])
-                lines.append(
-                    f"| {row_label(mapping_rows[0])} | {evaluation} | " + " | ".join(stats) + " |"
-                )
-        lines.append("")
-    lines += [kind.legend, ""]
     return lines
+
+
+def _table(header: list[str], body: list[list[str]]) -> list[str]:
+    """A markdown table, followed by a blank line."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(c) for c in cells) + " |" for cells in body] + [""]
+
+
+def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
+    """Per cell: each evaluation set's metrics (mean ± std over seeds, † dirty) beside the
+    paper's numbers, and the p-value of its first metric against the baseline."""
+    metric_names = {e: spec.metrics[e] for e in evaluations}
+    paper = spec.get("paper") or {}
+    baseline_name = baseline_of(spec)
+    header = [kind.mapping_header]
+    for evaluation in evaluations:
+        for metric in metric_names[evaluation]:
+            header += [f"{evaluation} {metric}", "paper"]
+        header += [f"p vs {baseline_name} ({metric_names[evaluation][0]})"]
+    body = []
+    for key, mapping_rows in cells.items():
+        baseline = _baseline(cells, key, baseline_name)
+        cells_out = [row_label(mapping_rows[0])]
+        for evaluation in evaluations:
+            eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
+            dirty = "†" if any(_is_dirty(r) for r in eval_rows) else ""
+            for metric in metric_names[evaluation]:
+                cells_out.append(
+                    _mean_std([r["metrics"][metric] for r in eval_rows if metric in r["metrics"]])
+                    + dirty
+                )
+                value = (paper.get(evaluation) or {}).get(mapping_rows[0]["mapping"], {})
+                value = value.get(metric)
+                cells_out.append("n/a" if value is None else f"{value:.2f}")
+            base_rows = None
+            if baseline is not None:
+                base_rows = [r for r in baseline if r["evaluation"] == evaluation]
+            cells_out.append(
+                _p_cell(
+                    results_dir,
+                    key,
+                    eval_rows,
+                    base_rows,
+                    metric_names[evaluation][0],
+                    baseline_name,
+                )
+            )
+        body.append(cells_out)
+    return _table(header, body)
+
+
+def _statistics_table(kind, evaluations, cells) -> list[str]:
+    """The sparsity statistics (attention, or NER's tag marginals) of each cell on each
+    evaluation set, averaged over seeds."""
+    body = [
+        [row_label(mapping_rows[0]), evaluation]
+        + kind.cells([r for r in mapping_rows if r["evaluation"] == evaluation])
+        for mapping_rows in cells.values()
+        for evaluation in evaluations
+    ]
+    return [f"{kind.title}:", ""] + _table([kind.mapping_header, "evaluation", *kind.columns], body)
+
+
+def _provenance_table(kind, cells) -> list[str]:
+    """What produced each cell: seeds, training config (and γ choice), epochs, training wall
+    time and speed (means over seeds), data and commits."""
+    header = [kind.mapping_header, "n", "seeds", "config", "epochs", "train wall s", "tokens/s"]
+    body = []
+    for mapping_rows in cells.values():
+        seeds = sorted({r["seed"] for r in mapping_rows})
+        first = mapping_rows[0]
+        gamma = first.get("gamma_selection")
+        body.append(
+            [
+                row_label(first),
+                str(len(seeds)),
+                ",".join(map(str, seeds)),
+                (row_config_sha256(first) or "–")
+                + (f" (γ auto: {gamma['chosen']})" if gamma else ""),
+                _mean(r["train"]["epochs"] for r in mapping_rows),
+                _mean(r["train"]["wall_s"] for r in mapping_rows),
+                _mean(r["train"]["tokens_per_s"] for r in mapping_rows),
+                first["data"]["description"],
+                _commits(mapping_rows),
+            ]
+        )
+    return ["Provenance:", ""] + _table([*header, "data", "commit"], body)
 
 
 ATTENTION_COLUMNS = ("% zeros", "support", "runs/row (size)", "clusters/row (size)")

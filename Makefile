@@ -85,7 +85,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
 #   DATA_SOURCE  offline | online | local (default: per dataset and scale, configs/prepare/;
 #                without the offline copies the hub stands in at the same sizes)
-#   LOCAL_DATA   DATA_SOURCE=local: the folder of your own full copies, official layouts (README)
+#   LOCAL_DATA   DATA_SOURCE=local: the folder of your own full copies, official layouts (docs/reproduction.md)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
 #   MAPPINGS     e.g. "softmax sparsemax": these mappings only (default: the table's); one
@@ -101,7 +101,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                MAPPINGS=... at once on 2 cores rather than one with 2 threads)
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
 #                under torchrun); NODES=M NODE_RANK=r MASTER=host:port: the same command on
-#                M machines, machine 0 scores (README "At paper scale, on GPUs and clusters")
+#                M machines, machine 0 scores (docs/reproduction.md, "At paper scale, on GPUs and clusters")
 #   LAUNCHER     sweeps only: basic | submitit_local | submitit_slurm (each job a Slurm job),
 #                LAUNCHER_ARGS="hydra.launcher.partition=gpu ..." its settings
 #   MAX_TRAIN, MAX_EVAL, MAX_UPDATE  a dry run (e.g. SCALE=paper MAX_TRAIN=200 MAX_EVAL=20

@@ -54,7 +54,7 @@ def without_the_hub(spec: DictConfig) -> str:
     if spec.get("local") is not None:
         return (
             "Without the hub: DATA_SOURCE=local LOCAL_DATA=<folder with the official files> "
-            "(README, 'Data sources')"
+            "(docs/reproduction.md, 'Data sources')"
         )
     return (
         f"Without the hub: point DATA_DIR (make) / --data-dir at the offline copies "
@@ -283,7 +283,7 @@ def resolve_local_dir(local_dir) -> Path:
         raise ReproError(
             f"DATA_SOURCE=local reads the official distributions from a folder you name: "
             f"LOCAL_DATA=<dir> (make), --local-data <dir> or ${LOCAL_DATA_ENV} (layouts: "
-            f"README, 'Data sources')"
+            f"docs/reproduction.md, 'Data sources')"
         )
     path = Path(chosen).expanduser().resolve()
     if not path.is_dir():
@@ -377,8 +377,8 @@ def plan_source(
     if online is None or opts.get("stand_in_train") is None:
         hub = "no hub source" if online is None else "no hub source at this scale"
         local = (
-            " or DATA_SOURCE=local LOCAL_DATA=<folder with the official files> (README, 'Data "
-            "sources')"
+            " or DATA_SOURCE=local LOCAL_DATA=<folder with the official files> "
+            "(docs/reproduction.md, 'Data sources')"
             if spec.get("local") is not None
             else ""
         )
@@ -476,13 +476,14 @@ class Inputs:
         Raises
         ------
         ReproError
-            the file does not exist: the message names it and the layout's README section.
+            the file does not exist: the message names it and the layout's section in
+            docs/reproduction.md.
         """
         path = self.local_dir / relative
         if not path.is_file():
             raise ReproError(
                 f"{self.spec.name}: missing {path} (DATA_SOURCE=local expects the official "
-                f"layout under LOCAL_DATA={self.local_dir}; README, 'Data sources')"
+                f"layout under LOCAL_DATA={self.local_dir}; docs/reproduction.md, 'Data sources')"
             )
         self.files[LOCAL_PREFIX + relative] = sha256_file(path)
         return path

@@ -20,7 +20,7 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scale",
         default="small",
-        help="paper | small | smoke (default small; README 'Scales')",
+        help="paper | small | smoke (default small; README, 'Reproducing the papers' tables')",
     )
     parser.add_argument(
         "--data-dir", help="offline data root (default $REGATTN_DATA_DIR or ../shared/data)"

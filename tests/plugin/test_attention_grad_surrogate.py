@@ -3,7 +3,7 @@ the mapping's weights, the backward pass is softmax's at the same temperature.""
 
 import pytest
 import torch
-from conftest import MODEL_ARGS, build_model
+from plugin_helpers import MODEL_ARGS, build_model
 
 from regattn import mappings
 from regattn_fairseq.modules import AttentionNormalizer, RegattnLSTMAttentionLayer

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
+from plugin_helpers import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
 
 from regattn import mappings
 from regattn_fairseq.experiments.core.errors import ReproError

@@ -7,7 +7,8 @@ import json
 
 import pytest
 import torch
-from conftest import (
+from fairseq import checkpoint_utils
+from plugin_helpers import (
     BATCH_ARGS,
     COMMON_ARGS,
     MODEL_ARGS,
@@ -20,7 +21,6 @@ from conftest import (
     train_in_process,
     translation_batch,
 )
-from fairseq import checkpoint_utils
 
 from regattn.continuous import DENSITIES
 from regattn_fairseq.models.regattn_lstm import RegattnLSTMConfig

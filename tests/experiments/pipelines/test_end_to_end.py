@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_make
+from make_runs import run_make
 from wandb_offline import offline_runs
 
 PROVENANCE = ("date", "git_commit", "versions", "hardware", "seed", "data", "train", "decode")

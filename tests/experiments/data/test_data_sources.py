@@ -840,7 +840,7 @@ def test_fresh_machine_says_its_source_first_and_fails_once_without_the_hub(tmp_
 
 def reproduce_local_dry_run(table: str, mapping: str, tmp_path) -> list[dict]:
     """`scripts/reproduce.py <table> --scale paper --source local` on the layouts of
-    tests/repro/local_layouts.py, one mapping, capped at 24 train / 5 eval, 2 updates."""
+    tests/experiments/local_layouts.py, one mapping, capped at 24 train / 5 eval, 2 updates."""
     from regattn_fairseq.experiments.pipelines import reproduce
 
     local = write_all(tmp_path / "local")

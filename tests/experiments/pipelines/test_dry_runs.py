@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_make
+from make_runs import run_make
 
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.dry_run import DryRun
@@ -269,7 +269,7 @@ def test_make_inflection_paper_dry_run(shared_data, tmp_path):
 def test_make_nmt_paper_dry_run(shared_data, tmp_path, monkeypatch):
     """NMT at paper scale, all three pairs: Multi30k from its (complete) offline copy, IWSLT14
     and WMT16 from their official layouts (DATA_SOURCE=local; the small synthetic copies of
-    tests/repro/local_layouts.py), the 2 x 500 LSTM with OpenNMT-py SGD, beam 5, BLEU."""
+    tests/experiments/local_layouts.py), the 2 x 500 LSTM with OpenNMT-py SGD, beam 5, BLEU."""
     from local_layouts import write_all
 
     monkeypatch.setenv(LOCAL_DATA_ENV, str(write_all(tmp_path / "local")))

@@ -1,19 +1,10 @@
-"""Shared fixtures for the reproduction-suite tests: the offline data, `make` at smoke scale."""
+"""`make` at smoke scale for the reproduction-suite tests, with work and results in a test's
+folder."""
 
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The real offline data (smoke scale reads only the first lines of each file)."""
-    if not (DEFAULT_DATA_DIR / "README.md").is_file():
-        pytest.skip(f"offline data not found at {DEFAULT_DATA_DIR}")
-    return DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
 
 
 def run_make(

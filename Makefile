@@ -43,9 +43,10 @@ $(STAMP): requirements.txt pyproject.toml
 	@# that the rule below rebuilds them only when their sources change (one compile per setup)
 	@touch -r $(STAMP) $(KERNELS)
 
-lint: setup ## ruff: lint rules and formatting check (config in pyproject.toml; CI runs it)
+lint: setup ## ruff (lint rules, formatting) and lint-imports (the suite's stage contract); config in pyproject.toml; CI runs it
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: setup ## ruff: apply the formatter and the safe lint fixes
 	$(VENV)/bin/ruff format .
@@ -81,13 +82,13 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)
 
 # ---------------------------------------------------------------------------------------------
-# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/ (entry
-# points scripts/reproduce.py, scripts/sweep.py)
-# (configs/reproduce/, configs/sweep/); these targets only pass the variables through.
+# Reproduction suite (issue #4). Orchestration lives in regattn_fairseq/experiments/pipelines/
+# (entry points scripts/reproduce.py, scripts/sweep.py; configs in configs/reproduce/,
+# configs/sweep/); these targets only pass the variables through.
 #   SCALE        paper | small | smoke            DATA_DIR  offline data root (../shared/data)
 #   DATA_SOURCE  offline | online | local (default: per dataset and scale, configs/prepare/;
 #                without the offline copies the hub stands in at the same sizes)
-#   LOCAL_DATA   DATA_SOURCE=local: the folder of your own full copies, official layouts (README)
+#   LOCAL_DATA   DATA_SOURCE=local: the folder of your own full copies, official layouts (docs/reproduction.md)
 #   WORK_DIR     where data/ and checkpoints/ go  RESULTS_DIR  where the tables go (results/)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
 #   MAPPINGS     e.g. "softmax sparsemax": these mappings only (default: the table's); one
@@ -104,7 +105,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                MAPPINGS=... at once on 2 cores rather than one with 2 threads)
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP
 #                under torchrun); NODES=M NODE_RANK=r MASTER=host:port: the same command on
-#                M machines, machine 0 scores (README "At paper scale, on GPUs and clusters")
+#                M machines, machine 0 scores (docs/reproduction.md, "At paper scale, on GPUs and clusters")
 #   LAUNCHER     sweeps only: basic | submitit_local | submitit_slurm (each job a Slurm job),
 #                LAUNCHER_ARGS="hydra.launcher.partition=gpu ..." its settings
 #   MAX_TRAIN, MAX_EVAL, MAX_UPDATE  a dry run (e.g. SCALE=paper MAX_TRAIN=200 MAX_EVAL=20
@@ -115,7 +116,7 @@ SCALE       ?= small
 $(foreach flag,RESCORE RETRAIN ALLOW_DIRTY,$(if $(filter-out 0 1 true false yes no,$($(flag))),\
   $(error $(flag)=$($(flag)): use 1 (or true, yes) or 0)))
 # Unset path variables are left to the programs, whose defaults live in one place
-# (regattn_fairseq/experiments/paths.py).
+# (regattn_fairseq/experiments/core/paths.py).
 REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE)) \
@@ -141,8 +142,8 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
         results-tables rerun-row
 
 results-tables: setup ## regenerate results/*.md, results/raw/*.csv and the results summary (results/summary.md, README) from the raw rows (rows untouched)
-	$(PY) -m regattn_fairseq.experiments.results $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
-	$(PY) -m regattn_fairseq.experiments.summary $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR) --readme /dev/null)
+	$(PY) -m regattn_fairseq.experiments.report.views $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
+	$(PY) -m regattn_fairseq.experiments.report.summary $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR) --readme /dev/null)
 
 rerun-row: setup ## re-run one committed row at its training commit in a git worktree: diff per metric against its cell's std, appended to results/reruns.jsonl (ROW_FILE=... RUN_ID=...)
 	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }
@@ -177,7 +178,7 @@ sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30
 
 # ---------------------------------------------------------------------------------------------
 # Interpretability (issue #6): figures in the paper's conventions and attention statistics.
-# Code: regattn_fairseq/experiments/{mapping_plots,attention_plots}.py, regattn/analysis.py.
+# Code: regattn_fairseq/experiments/report/{mapping_plots,attention_plots}.py, regattn/analysis.py.
 #   EXPORTS   attention exports of scripts/export_attention.py (JSON lines), one per model
 #   SENTENCE  the sentence id to draw (default: the first one every export has)
 FIGURES_DIR ?= $(if $(RESULTS_DIR),$(RESULTS_DIR)/figures)

@@ -7,8 +7,8 @@ keeps them honest is tests/plugin/test_stock_equivalence.py: with --attention so
 plugin's models compute what stock fairseq's `lstm` and `transformer` compute (evaluation,
 training mode, beam search), and each function below is exercised there, except the two of
 data-parallel training (`allow_cpu_data_parallel`, `save_parameters_on_every_rank`), which
-tests/repro/test_distributed.py exercises. Run those tests before adding a fairseq version to
-TESTED_FAIRSEQ_VERSIONS.
+tests/experiments/train/test_distributed.py exercises. Run those tests before adding a fairseq
+version to TESTED_FAIRSEQ_VERSIONS.
 
 Behaviour relied on without a call to route here: fairseq's `TransformerConfig.from_namespace`
 returns an instance of the config class unchanged, so the `RegattnTransformerConfig` built in
@@ -227,7 +227,8 @@ def allow_cpu_data_parallel() -> None:
     subclass that drops those two arguments for a CPU module only; a model on a GPU gets
     exactly fairseq's call. If fairseq stopped importing `DistributedDataParallel` into that
     module this raises AttributeError at plugin import; if it built the wrapper elsewhere, CPU
-    DDP would fail again with torch's error (tests/repro/test_distributed.py). Idempotent.
+    DDP would fail again with torch's error (tests/experiments/train/test_distributed.py).
+    Idempotent.
     """
     if not hasattr(distributed_fairseq_model, "DistributedDataParallel"):
         raise AttributeError(
@@ -244,7 +245,8 @@ RANK_PARAMETERS_DIR_ENV = "REGATTN_RANK_PARAMETERS_DIR"
 def save_parameters_on_every_rank(directory: str | Path) -> None:
     """Makes every data-parallel rank write its model's parameters, `directory/rank<R>.pt`,
     each time fairseq saves a checkpoint: the check that DDP keeps the ranks identical
-    (tests/repro/test_distributed.py; `REGATTN_RANK_PARAMETERS_DIR`, read at plugin import).
+    (tests/experiments/train/test_distributed.py; `REGATTN_RANK_PARAMETERS_DIR`, read at plugin
+    import).
 
     fairseq writes checkpoints from rank 0 only, so a rank that drifted would go unnoticed.
     fairseq_cli.train calls `checkpoint_utils.save_checkpoint(cfg, trainer, epoch_itr,

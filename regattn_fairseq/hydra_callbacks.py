@@ -26,15 +26,15 @@ class FreshCheckpointBest(Callback):
 class WandbRun(Callback):
     """Each training job is a wandb run (offline unless WANDB_MODE says otherwise), with the
     run's config; fairseq logs its training curves into it, the suite its final metrics
-    (regattn_fairseq/experiments/tracking.py). A multirun's jobs share one process: each job's
+    (regattn_fairseq/experiments/train/tracking.py). A multirun's jobs share one process: each job's
     run ends with the job."""
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from regattn_fairseq.experiments import tracking
+        from regattn_fairseq.experiments.train import tracking
 
         tracking.start_training_run(config)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        from regattn_fairseq.experiments import tracking
+        from regattn_fairseq.experiments.train import tracking
 
         tracking.finish_training_run()

@@ -1,7 +1,6 @@
 """The package layout's promises: `regattn` works without fairseq (and without its compiled
-kernels), the plugin registers with fairseq whatever the import order, the import paths from
-before the split name the same module objects. (That no code changes the import path is the
-lint rule TID251 in pyproject.toml, run by make lint.)"""
+kernels), the plugin registers with fairseq whatever the import order. (That no code changes
+the import path is the lint rule TID251 in pyproject.toml, run by make lint.)"""
 
 import subprocess
 import sys
@@ -96,26 +95,6 @@ def test_plugin_import_does_not_import_triton():
         import regattn_fairseq
         assert "regattn.mappings._triton" not in sys.modules
     """)
-
-
-def test_old_import_paths_name_the_same_modules():
-    import regattn
-    import regattn.analysis
-    import regattn.mappings.fused
-    import regattn.mappings.smoothed_max
-    import regattn_fairseq
-    import regattn_fairseq.mappings.smoothed_max
-    from regattn_fairseq import analysis, mappings
-    from regattn_fairseq.mappings.fused import fusedmax
-
-    assert mappings is regattn.mappings and analysis is regattn.analysis
-    assert regattn_fairseq.mappings.smoothed_max is regattn.mappings.smoothed_max
-    assert fusedmax is regattn.mappings.fused.fusedmax
-    # one backend switch: forcing the reference path through either name forces it for both
-    with regattn_fairseq.mappings.torch_reference():
-        from regattn.mappings import _kernels
-
-        assert not _kernels.use_kernels(__import__("torch").zeros(1))
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR
 
 from .mapping_speed import require_device
 from .model_throughput import VOCAB, _scale_options, build

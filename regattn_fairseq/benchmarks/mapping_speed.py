@@ -30,7 +30,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from regattn import mappings
-from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR
 
 from .run_record import append_run, commit_label, environment
 

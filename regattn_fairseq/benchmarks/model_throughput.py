@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
+from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
 
 from .mapping_speed import require_device
 from .run_record import append_run, commit_label, environment

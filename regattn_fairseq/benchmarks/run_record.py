@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.provenance import cpu_model, git_state
+from regattn_fairseq.experiments.core.provenance import cpu_model, git_state
 
 __all__ = ["append_run", "commit_label", "cpu_model", "environment"]
 
@@ -39,7 +39,7 @@ def environment(before: dict | None = None) -> dict:
 
     Call once before measuring and once after with the first result as `before`, so the load
     average around the run is recorded. The code is described as in the result rows of the
-    reproduction suite (`regattn_fairseq.experiments.provenance.git_state`).
+    reproduction suite (`regattn_fairseq.experiments.core.provenance.git_state`).
 
     Parameters
     ----------

@@ -31,10 +31,11 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.common import ReproError, tool_path
-from regattn_fairseq.experiments.fairseq_logs import json_records
-from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
-from regattn_fairseq.experiments.prepare import prepare
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
+from regattn_fairseq.experiments.core.tools import tool_path
+from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.train.fairseq_logs import json_records
 
 from .model_throughput import _scale_options
 from .run_record import append_run, commit_label, environment

@@ -1,6 +1,6 @@
 """Named-entity recognition as sequence tagging (CoNLL-2002), for the `regattn_ner` tagger.
 
-Data layout (regattn_fairseq/experiments/builders/ner.py), plain text read in memory:
+Data layout (regattn_fairseq/experiments/data/builders/ner.py), plain text read in memory:
   DATA/{split}.word     one sentence per line, space-separated words
   DATA/{split}.tag      its IOBES tags, space-separated (same number as words)
   DATA/dict.word.txt    fairseq dictionary of the words

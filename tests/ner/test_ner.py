@@ -10,8 +10,8 @@ import torch
 
 from regattn.dp import viterbi_decode
 from regattn_fairseq.criterions.regattn_ner_dp import dp_loss
-from regattn_fairseq.experiments.builders.ner import iob2_to_iobes, iobes_to_iob2, read_conll
-from regattn_fairseq.experiments.tagging import entity_scores
+from regattn_fairseq.experiments.data.builders.ner import iob2_to_iobes, iobes_to_iob2, read_conll
+from regattn_fairseq.experiments.decode.tagging import entity_scores
 from regattn_fairseq.models.regattn_ner import path_score, potentials
 
 

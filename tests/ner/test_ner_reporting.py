@@ -9,11 +9,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from regattn_fairseq.experiments import significance
-from regattn_fairseq.experiments.attention_plots import cell_borders, sentence_figure
-from regattn_fairseq.experiments.common import ReproError, load_config
-from regattn_fairseq.experiments.results import plot_attention_figure, render_table
-from regattn_fairseq.experiments.tagging import entity_counts, entity_scores
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.decode.tagging import entity_counts, entity_scores
+from regattn_fairseq.experiments.report.attention_plots import cell_borders, sentence_figure
+from regattn_fairseq.experiments.report.figures import plot_attention_figure
+from regattn_fairseq.experiments.report.tables import render_table
+from regattn_fairseq.experiments.score import significance
 
 TYPES = ("PER", "LOC", "ORG", "MISC")
 
@@ -50,14 +52,14 @@ def test_entity_counts_give_seqeval_f1_and_the_bootstrap_tells_systems_apart():
     for predicted in (good, bad, gold, [["O"] * len(tags) for tags in gold]):
         items = entity_counts(gold, predicted)
         assert items["n"] == 300
-        assert significance.item_statistic(items, "f1") == pytest.approx(
+        assert significance.ITEM_KINDS["f1"].statistic(items, "f1") == pytest.approx(
             entity_scores(gold, predicted)["f1"], abs=0.005
         )
     good_items, bad_items = entity_counts(gold, good), entity_counts(gold, bad)
     assert significance.paired_bootstrap(good_items, good_items, "f1") == 1.0
     assert significance.paired_bootstrap(good_items, bad_items, "f1") < 0.05
     with pytest.raises(ValueError, match="F1, not 'precision'"):
-        significance.item_statistic(good_items, "precision")
+        significance.ITEM_KINDS["f1"].statistic(good_items, "precision")
     with pytest.raises(ValueError, match="sentence 0"):
         entity_counts([["O", "B-PER"]], [["O"]])
 
@@ -124,27 +126,30 @@ def test_ner_table_tests_against_entropy_and_shows_tag_marginals(tmp_path):
     ]
     markdown = render_table(spec, rows, tmp_path)
     lines = markdown.splitlines()
-    header = next(line for line in lines if line.startswith("| Ω (DP regulariser)"))
-    for column in (
-        "p vs entropy (f1)",
-        "spanish_test % zeros (tag marginals)",
-        "spanish_test tag sequences with mass (mean / median)",
-    ):
-        assert column in header
+    headers = [line for line in lines if line.startswith("| Ω (DP regulariser)")]
+    metrics_header, statistics_header = headers[0], headers[1]
+    assert "p vs entropy (f1)" in metrics_header
+    for column in ("% zeros (tag marginals)", "tag sequences with mass (mean / median)"):
+        assert column in statistics_header and column not in metrics_header
     assert "softmax" not in markdown and "oscarmax" not in markdown
-    assert "runs/row" not in header and "support" not in header
-    entropy = next(line for line in lines if line.startswith("| entropy |"))
-    l2 = next(line for line in lines if line.startswith("| l2 |"))
-    assert "| – | 0.0 | 0.0 | > 1e308 / 2.5e+31 | 35.40 | 0.0 |" in entropy
-    p_value = float(l2.split(" | ")[3])
+    assert "runs/row" not in statistics_header and "support" not in statistics_header
+    entropy, l2 = (
+        [line for line in lines if line.startswith(f"| {mapping} |")]
+        for mapping in ("entropy", "l2")
+    )
+    # the metrics table, the statistics table, the provenance table
+    assert entropy[0].endswith("| – |")
+    assert "| spanish_test | 0.0 | 0.0 | > 1e308 / 2.5e+31 | 35.40 | 0.0 |" in entropy[1]
+    p_value = float(l2[0].split(" | ")[3].rstrip(" |"))
     assert p_value < 0.05
-    assert "| 90.0 | 97.0 | 1.5 / 1 | 0.05 | 80.0 |" in l2
+    assert "| spanish_test | 90.0 | 97.0 | 1.5 / 1 | 0.05 | 80.0 |" in l2[1]
     assert "p vs entropy: paired bootstrap" in markdown
     assert "tag sequences with mass: the number of tag sequences" in markdown
     # a row older than the tag statistics shows dashes, not a crash
     rows[2]["attention"] = rows[3]["attention"] = {"mean_zero_fraction": 0.5}
-    l2 = next(line for line in render_table(spec, rows).splitlines() if line.startswith("| l2 |"))
-    assert "| n/a | – | – | – | – | – |" in l2
+    older = [line for line in render_table(spec, rows).splitlines() if line.startswith("| l2 |")]
+    assert older[0].endswith("| n/a |")
+    assert "| spanish_test | – | – | – | – | – |" in older[1]
 
 
 def test_unknown_statistics_is_refused(tmp_path):

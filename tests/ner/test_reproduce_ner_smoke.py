@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from regattn_fairseq.experiments.paths import REPO_ROOT
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Sparsity of the smoothed Viterbi's marginals (experiments/tagging.py): the count of tag
+"""Sparsity of the smoothed Viterbi's marginals (experiments/decode/tagging.py): the count of tag
 sequences with nonzero mass against a brute-force enumeration of every path with its
 probability as the product of the local max_Omega weights, a hand-made support with a known
 count, the entropy's K^n, l2 with a small gamma on a single sequence (the Viterbi path), and
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from regattn.dp import viterbi, viterbi_decode
-from regattn_fairseq.experiments.tagging import (
+from regattn_fairseq.experiments.decode.tagging import (
     sequence_statistics,
     tag_marginals,
     tag_sequence_counts,

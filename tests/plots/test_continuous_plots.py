@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.colors import Normalize
 
-from regattn_fairseq.experiments import attention_plots, continuous_plots
+from regattn_fairseq.experiments.report import attention_plots, continuous_plots
 
 
 def test_example_figure(tmp_path):

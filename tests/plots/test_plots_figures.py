@@ -15,8 +15,8 @@ from attention_fixtures import attention_records
 from matplotlib.colors import Normalize
 
 from regattn import mappings
-from regattn_fairseq.experiments import attention_plots as plot_attention
-from regattn_fairseq.experiments import mapping_plots as plot_mappings
+from regattn_fairseq.experiments.report import attention_plots as plot_attention
+from regattn_fairseq.experiments.report import mapping_plots as plot_mappings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@ the mapping's weights, the backward pass is softmax's at the same temperature.""
 
 import pytest
 import torch
-from conftest import MODEL_ARGS, build_model
+from plugin_helpers import MODEL_ARGS, build_model
 
 from regattn import mappings
 from regattn_fairseq.modules import AttentionNormalizer, RegattnLSTMAttentionLayer
@@ -84,7 +84,7 @@ def test_unknown_surrogate_is_an_error(translation_data):
 
 
 def test_gradient_measurement_uses_the_mappings_own_jacobian(translation_data):
-    from regattn_fairseq.experiments import attention_gradients
+    from regattn_fairseq.experiments.studies import attention_gradients
 
     task, model = build_model(
         translation_data,

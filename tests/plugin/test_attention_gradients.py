@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 import torch
-from conftest import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
+from plugin_helpers import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
 
 from regattn import mappings
-from regattn_fairseq.experiments import attention_gradients
-from regattn_fairseq.experiments.common import ReproError
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.studies import attention_gradients
 
 
 def _backward_stats(name, scores, upstream, mask=None, gamma=1.0):
@@ -203,7 +203,7 @@ def test_figure_labels_entmax_alpha_and_marks_a_statistic_not_measured(tmp_path)
         | {key: 1.0 / (e + 1) for key, _ in attention_gradients.PLOTTED if key != "bleu"}
         for e in range(3)
     ]
-    assert attention_gradients.run_label(epochs) == "entmax α=1.5 γ=1"
+    assert attention_gradients.run_label(epochs) == "entmax (γ=1, α=1.5)"
     import matplotlib.pyplot as plt
 
     texts = []

@@ -7,7 +7,8 @@ import json
 
 import pytest
 import torch
-from conftest import (
+from fairseq import checkpoint_utils
+from plugin_helpers import (
     BATCH_ARGS,
     BIN,
     COMMON_ARGS,
@@ -19,7 +20,6 @@ from conftest import (
     run_cli,
     train_in_process,
 )
-from fairseq import checkpoint_utils
 
 GENERATE_ARGS = [
     "--user-dir",

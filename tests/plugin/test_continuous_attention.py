@@ -7,7 +7,8 @@ import json
 
 import pytest
 import torch
-from conftest import (
+from fairseq import checkpoint_utils
+from plugin_helpers import (
     BATCH_ARGS,
     COMMON_ARGS,
     MODEL_ARGS,
@@ -20,7 +21,6 @@ from conftest import (
     train_in_process,
     translation_batch,
 )
-from fairseq import checkpoint_utils
 
 from regattn.continuous import DENSITIES
 from regattn_fairseq.models.regattn_lstm import RegattnLSTMConfig
@@ -181,7 +181,7 @@ def test_left_padded_batch_equals_unpadded_sentences(density, translation_data):
 
 
 def test_export_carries_the_density(translation_data, tmp_path):
-    from regattn_fairseq.experiments import export_attention
+    from regattn_fairseq.experiments.decode import export_attention
 
     _train(
         translation_data,

@@ -7,7 +7,9 @@ import argparse
 
 import pytest
 import torch
-from conftest import (
+from fairseq import checkpoint_utils
+from fairseq.sequence_generator import SequenceGenerator
+from plugin_helpers import (
     COMMON_ARGS,
     MODEL_ARGS,
     SEQ2SEQ_TRAIN_ARGS,
@@ -15,8 +17,6 @@ from conftest import (
     train_in_process,
     translation_batch,
 )
-from fairseq import checkpoint_utils
-from fairseq.sequence_generator import SequenceGenerator
 
 from regattn_fairseq import fairseq_adapter
 from regattn_fairseq.hydra_callbacks import FreshCheckpointBest

@@ -3,7 +3,8 @@
 decode through fairseq-generate's code path with beam 2."""
 
 import pytest
-from conftest import (
+from fairseq import checkpoint_utils
+from plugin_helpers import (
     BATCH_ARGS,
     COMMON_ARGS,
     MODEL_ARGS,
@@ -14,7 +15,6 @@ from conftest import (
     generate_in_process,
     train_in_process,
 )
-from fairseq import checkpoint_utils
 
 from regattn import mappings
 

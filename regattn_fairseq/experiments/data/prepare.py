@@ -1,0 +1,407 @@
+"""Data preparation: read a dataset (offline from DATA_DIR, online from the hub through
+`datasets`, or local from the user's official layouts under LOCAL_DATA), tokenize / segment
+it as the field does, binarize it with fairseq-preprocess, and cache the result under
+<work_dir>/data/<variant>/<scale>-<source>/ behind a stamp.
+
+What is read and how is declared in configs/prepare/<dataset>.yaml. The work is split by
+concern: `sources` (where the data comes from: the plan, offline and local files, hub
+splits), `text_processing` (Moses, BPE, fairseq-preprocess), `builders` (one module per
+dataset kind); this module holds the cache, the `prepare()` entry and the line a run prints
+first (`describe_sources`).
+
+The cache key (`cache_key_inputs`) covers everything that shapes the prepared data: the
+composed dataset spec and options, the source, the source code of every module that takes
+part (this one, core's config, tools and files, sources, text_processing, the builders package
+and the kind's builder), and the versions of the tools the builder uses (plus `datasets` when online). The
+stamp also records each input file's hash, re-checked on every call."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import shutil
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from omegaconf import DictConfig, OmegaConf
+
+from regattn_fairseq.experiments.data import builders
+from regattn_fairseq.experiments.core import config, files, tools
+from regattn_fairseq.experiments.data import sources
+from regattn_fairseq.experiments.data import text_processing
+from regattn_fairseq.experiments.data.builders import builder_for
+from regattn_fairseq.experiments.core import cli
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.data import checksums
+from regattn_fairseq.experiments.core.config import check_scale, data_root, load_config
+from regattn_fairseq.experiments.core.tools import package_version
+from regattn_fairseq.experiments.core.files import sha256_file, write_json
+from regattn_fairseq.experiments.data.sources import LOCAL_PREFIX, ONLINE_PREFIX, Inputs, plan_source, resolve_local_dir
+from regattn_fairseq.experiments.core.dry_run import caps_label
+from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR
+
+
+@dataclass
+class PreparedData:
+    """A binarized dataset ready for fairseq plus what scoring needs (references, languages)."""
+
+    root: Path
+    manifest: dict
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    def evaluation(self, name: str) -> dict:
+        """The manifest entry of evaluation set `name`.
+
+        Raises
+        ------
+        ReproError
+            the dataset has no such evaluation set (the message lists them).
+        """
+        try:
+            return self.manifest["evaluations"][name]
+        except KeyError:
+            raise ReproError(
+                f"dataset {self.manifest['dataset']} has no evaluation set {name!r}; "
+                f"it has {sorted(self.manifest['evaluations'])}"
+            ) from None
+
+
+def code_modules(kind: str) -> list[ModuleType]:
+    """The modules whose source shapes the prepared data of a dataset kind.
+
+    Parameters
+    ----------
+    kind : str
+        the spec's ``kind``.
+
+    Returns
+    -------
+    list[ModuleType]
+        This module, core's config, tools and files, sources, text_processing, the builders
+        package and the kind's builder module.
+
+    Raises
+    ------
+    ReproError
+        unknown kind.
+    """
+    return [
+        sys.modules[__name__],
+        config,
+        tools,
+        files,
+        sources,
+        text_processing,
+        builders,
+        builder_for(kind),
+    ]
+
+
+def tool_versions(kind: str, source: str) -> dict[str, str]:
+    """The versions of the tools a kind's builder uses (and `datasets` for online data).
+
+    Parameters
+    ----------
+    kind : str
+        the spec's ``kind``.
+    source : str
+        ``"offline"`` or ``"online"``.
+
+    Returns
+    -------
+    dict[str, str]
+        distribution -> version (``"not installed"`` where absent).
+
+    Raises
+    ------
+    ReproError
+        unknown kind.
+    """
+    tools = list(builder_for(kind).TOOLS) + (["datasets"] if source.startswith("online") else [])
+    return {tool: package_version(tool) for tool in sorted(set(tools))}
+
+
+def cache_key_inputs(spec: DictConfig, opts: DictConfig, source: str) -> dict:
+    """Everything the prepared data depends on, except the input files (checked separately).
+
+    Parameters
+    ----------
+    spec : DictConfig
+        the dataset spec (configs/prepare/<dataset>.yaml).
+    opts : DictConfig
+        the composed options (the scale's, with the caller's overrides).
+    source : str
+        ``"offline"`` or ``"online"``.
+
+    Returns
+    -------
+    dict
+        ``{"spec", "options", "source", "code": {module: sha256 of its file},
+        "tools": {distribution: version}}``.
+
+    Raises
+    ------
+    ReproError
+        the spec's kind is unknown.
+    """
+    return {
+        "spec": OmegaConf.to_container(spec, resolve=True),
+        "options": OmegaConf.to_container(opts, resolve=True),
+        "source": source,
+        "code": {
+            module.__name__: sha256_file(Path(module.__file__))
+            for module in code_modules(spec.kind)
+        },
+        "tools": tool_versions(spec.kind, source),
+    }
+
+
+def cache_key(spec: DictConfig, opts: DictConfig, source: str) -> str:
+    """The SHA-256 of `cache_key_inputs` (canonical JSON).
+
+    Raises
+    ------
+    ReproError
+        the spec's kind is unknown.
+    """
+    return _digest(cache_key_inputs(spec, opts, source))
+
+
+def _caps_note(caps: dict) -> str:
+    """The caps in the data's description (the scale's note describes the uncapped data)."""
+    if not caps:
+        return ""
+    return "; capped: " + ", ".join(f"{name} {value}" for name, value in caps.items())
+
+
+def _digest(key_inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(key_inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _stale_reason(
+    stamp: dict, options_key: str, key_inputs: dict, data_dir: Path, local_dir: Path | None
+) -> str | None:
+    """Why a stamp is not current (None when it is): other options, code or tool versions,
+    another data root or LOCAL_DATA folder, or an input file whose hash changed (online inputs
+    are identified by their `datasets` fingerprint and not re-fetched)."""
+    if stamp.get("options_key") != options_key:
+        old = stamp.get("key_inputs") or {}
+        changed = [
+            part
+            for part in ("spec", "options", "source", "code", "tools")
+            if old.get(part) != key_inputs[part]
+        ]
+        return f"changed: {', '.join(changed) or 'cache key'}"
+    if stamp.get("data_dir") != str(data_dir):
+        return f"data root was {stamp.get('data_dir')}"
+    if stamp.get("local_dir") != (local_dir and str(local_dir)):
+        return f"LOCAL_DATA was {stamp.get('local_dir')}"
+    for relative, digest in stamp["manifest"]["inputs"].items():
+        if relative.startswith(ONLINE_PREFIX):
+            continue
+        if relative.startswith(LOCAL_PREFIX):
+            path = local_dir / relative[len(LOCAL_PREFIX) :]
+        else:
+            path = data_dir / relative
+        if not path.is_file() or sha256_file(path) != digest:
+            return f"input changed: {relative}"
+    return None
+
+
+@contextmanager
+def _build_lock(root: Path):
+    """An exclusive lock on a prepared-data folder (a file beside it), held while its stamp is
+    checked and, if stale, while it is rebuilt; released when the process ends, even killed."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{root.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare(
+    dataset: str,
+    scale: str,
+    *,
+    data_dir=None,
+    source: str | None = None,
+    work_dir: Path = DEFAULT_WORK_DIR,
+    overrides: dict | None = None,
+    caps: dict | None = None,
+    local_dir=None,
+) -> PreparedData:
+    """Prepare `dataset` at `scale` (options from configs/prepare/<dataset>.yaml), cached.
+
+    Parameters
+    ----------
+    dataset : str
+        a spec name in configs/prepare/.
+    scale : str
+        paper, small or smoke.
+    data_dir
+        the offline data root (default: $REGATTN_DATA_DIR, else the shared data); where the
+        copies a build needs are missing, the hub stands in (`sources.plan_source`).
+    source : str | None
+        ``"offline"``, ``"online"`` or ``"local"`` (default: the scale's).
+    work_dir : Path
+        the data goes to work_dir/data/<variant>/<scale>-<source>/.
+    overrides : dict | None
+        options merged over the scale's (e.g. ``{"languages": ["finnish"]}``).
+    caps : dict | None
+        caps on the number of examples, ``{"max_train": n, "max_eval": m}`` (a dry run,
+        `dry_run.DryRun.data_caps`): each lowers the option of that name, never raises it;
+        the capped data goes to a folder of its own (``<scale>-<source>-capped-train<n>...``)
+        and is never taken for the full data.
+    local_dir
+        the folder of the official layouts for source ``local`` (default:
+        $REGATTN_LOCAL_DATA).
+
+    Returns
+    -------
+    PreparedData
+        The prepared data (its folder and manifest), rebuilt only when the cache key or an
+        input file changed.
+
+    Raises
+    ------
+    ReproError
+        unknown dataset, scale, source or kind; missing data; a failed tool.
+    """
+    check_scale(scale)
+    spec = load_config("prepare", dataset)
+    opts = OmegaConf.merge(spec.scales[scale], overrides or {})
+    caps = dict(caps or {})
+    for name, cap in caps.items():
+        if name not in opts:
+            raise ReproError(
+                f"configs/prepare/{dataset}.yaml: scale {scale} has no option {name!r} to cap "
+                f"(options: {', '.join(opts)})"
+            )
+        opts[name] = cap if opts[name] is None else min(int(opts[name]), cap)
+    builder = builder_for(spec.kind)
+    data_dir = data_root(data_dir)
+    plan = plan_source(spec, opts, source, data_dir, local_dir)
+    local_dir = resolve_local_dir(local_dir) if plan.source == "local" else None
+    source = plan.label
+    variant = f"{dataset}-{opts.setting}" if opts.get("setting") else dataset
+    root = (
+        Path(work_dir).resolve()
+        / "data"
+        / variant
+        / f"{scale}-{source}{caps_label('capped', caps)}"
+    )
+    stamp_path = root / "stamp.json"
+    key_inputs = cache_key_inputs(spec, opts, source)
+    options_key = _digest(key_inputs)
+    # Two runs that need the same data (two mappings started side by side) must not build it
+    # into the same folder at once: the second waits, then finds the first one's stamp.
+    with _build_lock(root):
+        reason = "no stamp"
+        if stamp_path.is_file():
+            stamp = json.loads(stamp_path.read_text())
+            # the produced files against their checksums first (issue #26): a damaged file is
+            # rebuilt, or named when its inputs are gone, before the stamp's inputs are judged
+            reason = checksums.stamp_damage(root, stamp, data_dir, local_dir) or _stale_reason(
+                stamp, options_key, key_inputs, data_dir, local_dir
+            )
+            if reason is None:
+                print(f"[prepare] {variant} ({scale}, {source}) is up to date: {root}", flush=True)
+                return PreparedData(root, stamp["manifest"])
+
+        print(f"[prepare] building {variant} ({scale}, {source}) in {root} ({reason})", flush=True)
+        cli.at(f"preparing {variant} ({scale}, {source}) in {root}")
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        print(f"[prepare] {plan.summary}", flush=True)
+        inputs = Inputs(
+            data_dir,
+            plan.source,
+            spec,
+            local_dir=local_dir,
+            stand_in_train=opts.stand_in_train if plan.stand_in else None,
+        )
+        evaluations = builder.build(inputs, opts, root)
+        # a stand-in's sizes and origin are its plan's, not the scale's note (the offline data)
+        note = plan.summary if plan.stand_in else opts.note
+        manifest = {
+            "dataset": dataset,
+            "variant": variant,
+            "scale": scale,
+            "source": source,
+            "description": f"{spec.description} [{source}; {note}{_caps_note(caps)}]",
+            "evaluations": evaluations,
+            "inputs": inputs.files,
+            # what the build produced, verified before every use (issue #26)
+            checksums.STAMP_KEY: checksums.record(root / "bin"),
+        }
+        write_json(
+            stamp_path,
+            {
+                "options_key": options_key,
+                "data_dir": str(data_dir),
+                "local_dir": local_dir and str(local_dir),
+                "manifest": manifest,
+                "key_inputs": key_inputs,
+            },
+        )
+        return PreparedData(root, manifest)
+
+
+def describe_sources(
+    title: str,
+    datasets: list[tuple[str, dict | None]],
+    scale: str,
+    *,
+    data_dir=None,
+    source: str | None = None,
+    local_dir=None,
+    caps: dict | None = None,
+) -> str:
+    """The line a run prints first: where each dataset's data comes from, and its sizes.
+
+    Nothing is read (`sources.plan_source` on the composed options), so that a user
+    sees which source a run takes, hub stand-in included, before anything is downloaded.
+
+    Parameters
+    ----------
+    title : str
+        what runs (a table or a sweep).
+    datasets : list[tuple[str, dict | None]]
+        the datasets it prepares, each with its option overrides.
+    scale : str
+        paper, small or smoke.
+    data_dir, source, local_dir
+        as for `prepare`.
+    caps : dict | None
+        a dry run's caps (added to the line).
+
+    Returns
+    -------
+    str
+        ``[data] <title> at scale <scale>: <dataset>: <source> ...; <dataset>: ...``.
+
+    Raises
+    ------
+    ReproError
+        as `sources.plan_source`: no LOCAL_DATA for local, or offline copies missing
+        where the hub cannot stand in for them.
+    """
+    summaries = []
+    for dataset, overrides in datasets:
+        spec = load_config("prepare", dataset)
+        opts = OmegaConf.merge(spec.scales[check_scale(scale)], overrides or {})
+        summary = plan_source(spec, opts, source, data_root(data_dir), local_dir).summary
+        if summary not in summaries:
+            summaries.append(summary)
+    capped = f" [dry run, capped: {caps}]" if caps else ""
+    return f"[data] {title} at scale {scale}{capped}: {'; '.join(summaries)}"

@@ -1,0 +1,676 @@
+#!/usr/bin/env python
+"""Reproduce one paper table end to end: prepare the data, train one model per attention
+mapping (and seed) with fairseq-hydra-train, decode with fairseq-generate (or classify with
+fairseq-validate), score, and append the rows to results/raw/<table>.jsonl, regenerating
+results/<table>.md next to the paper's numbers.
+
+    python scripts/reproduce.py table2 --scale small
+    python scripts/reproduce.py nmt --scale smoke --mappings softmax sparsemax
+
+Tables are the files in configs/reproduce/. A run directory
+(WORK_DIR/checkpoints/<table>/<experiment>/<scale>-<source>/<mapping>/seed<N>) is stable, so an
+interrupted run resumes from its last checkpoint; delete it to train from scratch."""
+
+import argparse
+import shutil
+import uuid
+from pathlib import Path
+
+from regattn_fairseq.experiments.core.cli import gamma_grid, run_main, seed_list, whole_number
+from regattn_fairseq.experiments.core.cli import OneLineParser
+from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.core.dry_run import DryRun
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
+from regattn_fairseq.experiments.core.provenance import (
+    allow_dirty_from_env,
+    check_clean_tree,
+    provenance,
+)
+from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
+from regattn_fairseq.experiments.pipelines.arguments import (
+    add_data_arguments,
+    add_run_arguments,
+)
+from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
+from regattn_fairseq.experiments.pipelines.validation import check_table
+from regattn_fairseq.experiments.report.figures import (
+    figure_sidecar_name,
+    keep_figure_sentences,
+    plot_attention_figure,
+)
+from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows.build import result_rows
+from regattn_fairseq.experiments.rows.keys import (
+    finished_rows,
+    job_key,
+    row_config_sha256,
+    row_label,
+    split_current,
+)
+from regattn_fairseq.experiments.rows import baselines
+from regattn_fairseq.experiments.rows.store import check_row_kinds, load_rows
+from regattn_fairseq.experiments.train.fairseq_logs import json_records
+from regattn_fairseq.experiments.train.launch import (
+    add_launch_arguments,
+    launch_from_args,
+    use_threads,
+)
+from regattn_fairseq.experiments.train.train import (
+    compose_settings,
+    hydra_overrides,
+    mapping_override,
+    train,
+)
+
+# the table mappings that take a temperature γ (model.attention_gamma); 1.5-entmax's is
+# entmax(s / γ), the Tsallis regularizer scaled by γ
+GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    tables = sorted(p.stem for p in (CONFIG_DIR / "reproduce").glob("*.yaml"))
+    parser = OneLineParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("table", choices=tables)
+    parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=seed_list,
+        help="seeds, e.g. `1 2 3` or `1,2,3` (default: the table's seeds for the scale)",
+    )
+    parser.add_argument(
+        "--gamma",
+        help="`auto`: choose each mapping's γ on validation from the table's gamma_grid "
+        "(best validation loss, mean over seeds) and report test at that γ; a number: train "
+        "every mapping at that γ",
+    )
+    parser.add_argument(
+        "--gamma-grid",
+        type=gamma_grid,
+        help="with --gamma auto: the γ grid, e.g. `1,4` (default: the table's gamma_grid); "
+        "the grid is recorded with the choice",
+    )
+    parser.add_argument(
+        "--gamma-seeds",
+        choices=["all", "first"],
+        default="all",
+        help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
+        "grid x seeds trainings) or on the first seed only (`first`: grid + seeds - 1 "
+        "trainings; the other seeds train at the chosen γ)",
+    )
+    parser.add_argument(
+        "--gamma-select-epochs",
+        type=whole_number(1),
+        help="with --gamma auto: train the grid for this many epochs only (early stopping "
+        "off) and choose on the lowest validation loss within them; the chosen γ is then "
+        "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
+        "runs are the scale's full trainings)",
+    )
+    add_data_arguments(parser)
+    add_run_arguments(parser)
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Hydra override for every training run (repeatable)",
+    )
+    parser.add_argument(
+        "--baselines-only",
+        action="store_true",
+        help="score the table's baselines (configs/reproduce/<table>.yaml `baselines:`) and "
+        "train nothing",
+    )
+        "--retrain",
+        action="store_true",
+        help="train again (from scratch) and score jobs whose rows exist",
+    )
+    dry = parser.add_argument_group(
+        "dry run",
+        "the scale's model, optimizer and schedule on capped data for a few updates, to check "
+        "that its configs run end to end (regattn_fairseq/experiments/dry_run.py); the rows are "
+        "marked and kept apart from real ones, in a --results-dir other than results/",
+    )
+    dry.add_argument(
+        "--max-train", type=int, help="at most N training examples (per language: inflection)"
+    )
+    dry.add_argument(
+        "--max-eval", type=int, help="at most N examples of each validation and evaluation set"
+    )
+    dry.add_argument("--max-update", type=int, help="stop training after N updates")
+    add_launch_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        args.launch = launch_from_args(args)
+    except ReproError as error:
+        parser.error(str(error))
+    if args.launch.nodes > 1 and args.gamma == "auto":
+        parser.error("--gamma auto reads validation losses on machine 0 only: use one machine")
+    # the devices are part of every training run's composed config (and so of the job's key)
+    args.override = [*args.launch.overrides(), *args.override]
+    try:
+        args.dry_run = DryRun(args.max_train, args.max_eval, args.max_update)
+    except ReproError as error:
+        parser.error(str(error))
+    # every training run of the job (γ selection included) stops at the dry run's max_update
+    args.override = [*args.dry_run.train_overrides(), *args.override]
+    if (
+        args.gamma_grid or args.gamma_seeds != "all" or args.gamma_select_epochs
+    ) and args.gamma != "auto":
+        parser.error("--gamma-grid, --gamma-seeds and --gamma-select-epochs need --gamma auto")
+    if args.gamma not in (None, "auto"):
+        try:
+            fixed = float(args.gamma)
+        except ValueError:
+            parser.error(f"--gamma must be `auto` or a number > 0, got {args.gamma!r}")
+        if not fixed > 0:
+            parser.error(f"--gamma must be > 0, got {args.gamma}")
+    if args.seeds:
+        args.seeds = [seed for group in args.seeds for seed in group]
+    if args.baselines_only and args.dry_run.active:
+        parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
+    return args
+
+
+def _run_dir(
+    work_dir, spec, experiment, scale, data, mapping, seed, gamma=None, dry_run=None
+) -> Path:
+    suffix = dry_run.folder_suffix() if dry_run is not None else ""
+    folder = (
+        work_dir
+        / "checkpoints"
+        / spec.table
+        / experiment.name
+        / f"{scale}-{data.manifest['source']}{suffix}"
+    )
+    folder = folder / mapping
+    if gamma is not None:
+        folder = folder / f"gamma{gamma}"
+    return folder / f"seed{seed}"
+
+
+def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> list[str]:
+    """The overrides runs.train passes (for the job's key before it trains)."""
+    return [
+        *hydra_overrides(experiment, scale, data),
+        mapping_override(experiment, mapping),
+        f"common.seed={seed}",
+        f"checkpoint.save_dir={run_dir / 'checkpoints'}",
+        *extra,
+    ]
+
+
+def _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args) -> tuple:
+    """The key (`rowkeys.job_key`) of the rows the job would write, before it trains."""
+    settings = compose_settings(
+        experiment.train_config,
+        _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
+    )
+    return job_key(
+        experiment.name,
+        scale,
+        data.manifest["source"],
+        mapping,
+        settings,
+        seed,
+        args.dry_run.record(),
+    )
+
+
+def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain, launch):
+    if retrain and run_dir.exists():
+        print(f"[train] --retrain: removing {run_dir}", flush=True)
+        shutil.rmtree(run_dir)
+    return train(experiment, scale, mapping, seed, data, run_dir, extra, launch)
+
+
+def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, rows=()) -> dict:
+    """GAMMA=auto: train every γ of the grid and pick the best validation loss.
+
+    The grid is trained for every seed (``--gamma-seeds all``, the mean loss decides) or for
+    the first seed only (``--gamma-seeds first``; the caller trains the other seeds at the
+    chosen γ).
+
+    A choice already recorded in the table's rows is taken instead of training the grid again
+    (its checkpoints may be gone: another machine, a cleaned work dir): a finished row of one
+    of ``seeds`` whose config is the job's at the γ it records as chosen, with the same grid,
+    criterion and selection seeds. ``--retrain`` always trains the grid.
+
+    Parameters
+    ----------
+    rows : list of dict, optional
+        the table's raw rows (`results.load_rows`), searched for a recorded choice.
+
+    Returns
+    -------
+    dict
+        ``{"grid", "criterion", "seeds", "validation": {γ: mean best validation loss},
+        "chosen"}``.
+    """
+    grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
+    if not grid:
+        raise ReproError(
+            f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid (or pass "
+            "--gamma-grid)"
+        )
+    if any(gamma <= 0 for gamma in grid):
+        raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
+    selection_seeds = seeds[:1] if args.gamma_seeds == "first" else list(seeds)
+    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
+    select_epochs = args.gamma_select_epochs
+    # shorter selection runs: their own folders and configs (no early stopping), so that the
+    # converged run at the chosen γ is trained apart from them
+    selection_overrides = []
+    if select_epochs:
+        criterion = (
+            f"best validation loss within the first {select_epochs} epochs (early stopping "
+            "off), mean over seeds"
+        )
+        selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
+    if not args.retrain:
+        recorded = _recorded_gamma_choice(
+            rows,
+            spec,
+            experiment,
+            scale,
+            mapping,
+            seeds,
+            data,
+            work_dir,
+            args,
+            {"grid": grid, "criterion": criterion, "seeds": selection_seeds},
+        )
+        if recorded is not None:
+            selection, run_id = recorded
+            print(
+                f"[gamma] {mapping}: the choice recorded by run {run_id} (validation loss "
+                f"{selection['validation']}) -> γ = {selection['chosen']}; the grid is not "
+                "trained again (--retrain to train it)",
+                flush=True,
+            )
+            return selection
+    validation = {}
+    for gamma in grid:
+        losses = []
+        for seed in selection_seeds:
+            run_dir = _run_dir(
+                work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
+            )
+            if select_epochs:
+                run_dir = run_dir.with_name(f"{run_dir.name}-select{select_epochs}epochs")
+            extra = [*args.override, f"model.attention_gamma={gamma}", *selection_overrides]
+            # Always through fairseq: a finished run stops at once, an interrupted one resumes
+            # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
+            with run_lock(run_dir, f"{experiment.name} {mapping} γ={gamma} seed {seed}"):
+                _train_fresh(
+                    experiment,
+                    scale,
+                    mapping,
+                    seed,
+                    data,
+                    run_dir,
+                    extra,
+                    args.retrain,
+                    args.launch,
+                )
+            # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
+            # valid_best_loss only from the second validation on)
+            valid = [
+                float(record["valid_loss"])
+                for record in json_records((run_dir / "train.log").read_text())
+                if "valid_loss" in record
+            ]
+            if not valid:
+                raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
+            losses.append(min(valid))
+        validation[str(gamma)] = round(sum(losses) / len(losses), 4)
+    chosen = min(grid, key=lambda g: validation[str(g)])
+    print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
+    return {
+        "grid": grid,
+        "criterion": criterion,
+        "seeds": selection_seeds,
+        "validation": validation,
+        "chosen": chosen,
+    }
+
+
+def _recorded_gamma_choice(
+    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how
+):
+    """A γ choice recorded in ``rows`` for this job, made the way ``how`` says.
+
+    Parameters
+    ----------
+    rows : list of dict
+        the table's raw rows.
+    how : dict
+        ``{"grid", "criterion", "seeds"}`` of the choice to make.
+
+    Returns
+    -------
+    tuple or None
+        (the recorded selection, the run id of the row that records it), or None when no
+        finished row has the job's config at its recorded γ and the same ``how``.
+    """
+    candidates = [
+        row
+        for row in rows
+        if row["mapping"] == mapping
+        and row["seed"] in seeds
+        and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
+    ]
+    for row in reversed(candidates):  # the newest first
+        selection = row["gamma_selection"]
+        gamma = selection["chosen"]
+        run_dir = _run_dir(
+            work_dir,
+            spec,
+            experiment,
+            scale,
+            data,
+            mapping,
+            row["seed"],
+            gamma,
+            args.dry_run,
+        )
+        extra = [*args.override, f"model.attention_gamma={gamma}"]
+        key = _job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
+        if finished_rows(rows, key, list(experiment.evaluations)):
+            return selection, row["run_id"]
+    return None
+
+
+def _gamma_suffix(gamma: str | None) -> str:
+    """The figure name's mark of how γ was set: none (each config's own), auto, or fixed."""
+    if gamma is None:
+        return ""
+    return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
+
+
+def _figure_exports(
+    exports, rows, experiment, scale, seed, args, results_dir
+) -> list[tuple[Path, dict]]:
+    """The attention of one figure's panels: this invocation's exports, then those of the
+    table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
+    table run one mapping per process gets one figure with every mapping, not a figure per
+    process each replacing the last.
+
+    Every such row whose export is on disk gets its figure sidecar
+    (`results.keep_figure_sentences`, committed with the results); a row whose export is gone
+    (decoded on another machine) is drawn from its sidecar.
+
+    Parameters
+    ----------
+    exports : list of Path
+        this invocation's exports (first evaluation set, first seed), one per mapping.
+    rows : list of dict
+        the table's raw rows.
+    seed : int
+        the first seed.
+    results_dir : Path
+        the results folder (its figure sidecars).
+
+    Returns
+    -------
+    list of (Path, dict)
+        per panel, this invocation's first, each cell once: the export or sidecar to draw and
+        the run it shows (`_figure_run`).
+    """
+    fixed = None if args.gamma in (None, "auto") else float(args.gamma)
+    first_evaluation = next(iter(experiment.evaluations))
+    shown, _ = split_current(rows)
+    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
+    for row in shown:
+        gamma = (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
+        same_setup = (
+            bool(row.get("gamma_selection")) == (args.gamma == "auto")
+            and (fixed is None or gamma == fixed)
+            and row["experiment"] == experiment.name
+            and row["scale"] == scale
+            and row.get("dry_run") == args.dry_run.record()
+            and row["evaluation"] == first_evaluation
+            and row["seed"] == seed
+        )
+        if not same_setup:
+            continue
+        export = Path((row.get("attention") or {}).get("export") or "")
+        sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
+        if export.name and export.is_file():
+            keep_figure_sentences(export, sidecar)
+            panels[export] = (export, _figure_run(row))
+        elif sidecar.is_file():
+            panels[export if export.name else sidecar] = (sidecar, _figure_run(row))
+    # this invocation's exports first (their rows are among the shown ones); sorted is stable
+    first = {export: index for index, export in enumerate(exports)}
+    ordered = sorted(panels.items(), key=lambda item: first.get(item[0], len(first)))
+    return [panel for _, panel in ordered]
+
+
+def _figure_run(row: dict) -> dict:
+    """What a figure's manifest records of the run a panel shows."""
+    return {
+        "run_id": row["run_id"],
+        "attention": row_label(row),
+        "seed": row["seed"],
+        "config_sha256": row_config_sha256(row),
+        "git_commit": row["git_commit"],
+        "trained_at": ((row.get("train") or {}).get("started") or {}).get("git_commit"),
+    }
+
+
+def run_baselines(
+    spec, experiment, scale: str, data, work_dir: Path, results_dir: Path, rescore: bool
+) -> None:
+    """Score the experiment's baselines (``baselines:`` in its table config) unless their rows
+    exist (``--rescore`` scores them again): the table shows them beside the mappings. Each
+    baseline is a job like a training run: one writer at a time (`run_lock` on its own folder
+    under the work dir), and a second process finds it finished."""
+    for name in experiment.get("baselines") or []:
+        config = baselines.baseline_config(name)
+        label = baselines.baseline(name).label
+        key = job_key(experiment.name, scale, data.manifest["source"], label, config, 0)
+        folder = _run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
+        with run_lock(folder, f"{experiment.name} {label}"):
+            rows = load_rows(results_dir, spec.table)
+            done = finished_rows(rows, key, list(experiment.evaluations))
+            if done and not rescore:
+                print(
+                    f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",
+                    flush=True,
+                )
+                continue
+            rows = baselines.baseline_rows(
+                spec.table,
+                experiment,
+                scale,
+                name,
+                data,
+                uuid.uuid4().hex[:12],
+                provenance(),
+                results_dir=results_dir,
+            )
+            write_outputs(results_dir, spec, rows, again=rescore)
+        scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
+        print(f"[results] {experiment.name} {label}: {scores}", flush=True)
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    use_threads(args.threads)
+    spec = load_config("reproduce", args.table)
+    scale = args.scale
+    experiments = [e for e in spec.experiments if scale in e.scales]
+    # every argument, the mappings' parameters included, before any data is read (issue #26)
+    check_table(spec, experiments, args, GAMMA_MAPPINGS)
+    # the first line says where the data comes from (hub stand-in included) and its sizes
+    datasets = [(e.dataset, e.get("dataset_options")) for e in experiments]
+    print(
+        describe_sources(
+            args.table,
+            datasets,
+            scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            local_dir=args.local_data,
+            caps=args.dry_run.data_caps(),
+        ),
+        flush=True,
+    )
+    # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
+    check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
+    rescore = args.rescore
+    seeds = args.seeds or list(spec.seeds[scale])
+    mappings = list(args.mappings or spec.mappings)
+    for experiment in experiments:
+        check_mappings(mappings, experiment.get("mapping_group", "attention"))
+    work_dir = args.work_dir.resolve()
+    results_dir = run_results_dir(args)
+    check_row_kinds(results_dir, spec.table, args.dry_run.active)  # before any training
+
+    # Prepare every dataset before training anything: missing data fails in seconds.
+    prepared = {
+        e.name: prepare(
+            e.dataset,
+            scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            work_dir=work_dir,
+            overrides=e.get("dataset_options"),
+            caps=args.dry_run.data_caps(),
+            local_dir=args.local_data,
+        )
+        for e in experiments
+    }
+    for experiment in experiments:
+        # a hub stand-in lacks the evaluation sets the hub does not have (DUC 2004)
+        available = prepared[experiment.name].manifest["evaluations"]
+        left_out = [name for name in experiment.evaluations if name not in available]
+        for name in left_out:
+            del experiment.evaluations[name]
+        if left_out:
+            print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
+    if not args.dry_run.active:  # a dry run's capped data would make a meaningless baseline
+        for experiment in experiments:
+            run_baselines(
+                spec, experiment, scale, prepared[experiment.name], work_dir, results_dir, rescore
+            )
+    if args.baselines_only:
+        return
+    for experiment in experiments:
+        data = prepared[experiment.name]
+        exports = []  # first evaluation set, first seed: one panel per mapping in the figure
+        for mapping in mappings:
+            selection, gamma, extra = None, None, list(args.override)
+            if args.gamma and mapping not in GAMMA_MAPPINGS:
+                print(f"[gamma] {mapping} has no temperature γ: trained at its default")
+            elif args.gamma == "auto":
+                selection = choose_gamma(
+                    spec,
+                    experiment,
+                    scale,
+                    mapping,
+                    seeds,
+                    data,
+                    work_dir,
+                    args,
+                    load_rows(results_dir, spec.table),
+                )
+                gamma = selection["chosen"]
+            elif args.gamma:
+                gamma = float(args.gamma)
+            if gamma is not None and mapping in GAMMA_MAPPINGS:
+                extra.append(f"model.attention_gamma={gamma}")
+            for seed in seeds:
+                run_dir = _run_dir(
+                    work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
+                )
+                key = _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args)
+                # one writer per run folder, held to the rows (run_lock): a second process
+                # waits here, then finds the job finished
+                with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
+                    done = finished_rows(
+                        load_rows(results_dir, spec.table), key, list(experiment.evaluations)
+                    )
+                    if done and not (rescore or args.retrain):
+                        print(
+                            f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
+                            f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
+                            f"--retrain to run it again",
+                            flush=True,
+                        )
+                        if seed == seeds[0] and done[0].get("attention", {}).get("export"):
+                            exports.append(Path(done[0]["attention"]["export"]))
+                        continue
+                    if selection is not None and seed in selection["seeds"]:
+                        # trained (or retrained) by choose_gamma: collect it, never train twice
+                        model = train(
+                            experiment, scale, mapping, seed, data, run_dir, extra, args.launch
+                        )
+                    else:
+                        model = _train_fresh(
+                            experiment,
+                            scale,
+                            mapping,
+                            seed,
+                            data,
+                            run_dir,
+                            extra,
+                            args.retrain,
+                            args.launch,
+                        )
+                    if model is None:  # another machine than the first: it scores
+                        continue
+                    rows = result_rows(
+                        spec.table,
+                        experiment,
+                        scale,
+                        mapping,
+                        seed,
+                        data,
+                        model,
+                        spec.decode,
+                        run_dir / "decode",
+                        uuid.uuid4().hex[:12],
+                        results_dir=results_dir,
+                        gamma_selection=selection,
+                        dry_run=args.dry_run.record(),
+                    )
+                    table_file = write_outputs(
+                        results_dir, spec, rows, again=rescore or args.retrain
+                    )
+                    scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
+                    print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
+                    if seed == seeds[0]:
+                        exports.append(Path(rows[0]["attention"]["export"]))
+        exports = _figure_exports(
+            exports,
+            load_rows(results_dir, spec.table),
+            experiment,
+            scale,
+            seeds[0],
+            args,
+            results_dir,
+        )
+        if exports:
+            figure = plot_attention_figure(
+                results_dir / "figures",
+                f"{spec.table}_{experiment.name}_{scale}{args.dry_run.folder_suffix()}"
+                f"{_gamma_suffix(args.gamma)}_attention",
+                [path for path, _ in exports],
+                runs=[run for _, run in exports],
+            )
+            print(f"[figure] {figure[0]}", flush=True)
+
+
+def main() -> None:
+    """Runs the command line; errors and Ctrl-C end in one message (`cli.run_main`)."""
+    run_main(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+#!/usr/bin/env python
+"""Hyperparameter sweep as one Hydra multirun: `fairseq-hydra-train --multirun` trains every
+combination in configs/sweep/<sweep>.yaml; each job is then decoded and scored, the rows are
+appended to results/raw/sweep_<sweep>.jsonl and results/sweep_<sweep>.{md,png} regenerated.
+
+    python scripts/sweep.py lambda --scale small
+    python scripts/sweep.py alpha --scale smoke
+
+Jobs live in WORK_DIR/checkpoints/sweep_<sweep>/<scale>-<source>/<swept values>/, e.g.
+`attention=sparsemax,model.attention_gamma=4.0/`: an interrupted sweep resumes each job from
+its last checkpoint, and a grid that changes between runs never hands a job another job's
+checkpoint (directories named by job number would)."""
+
+import argparse
+import itertools
+import uuid
+from contextlib import ExitStack
+
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
+from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
+from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
+from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.core.tools import run_logged
+from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
+from regattn_fairseq.experiments.pipelines.arguments import (
+    add_data_arguments,
+    add_run_arguments,
+)
+from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
+from regattn_fairseq.experiments.report.specs import table_spec
+from regattn_fairseq.experiments.report.sweep_plot import plot_sweep
+from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows.build import result_rows
+from regattn_fairseq.experiments.rows.keys import finished_rows, job_key
+from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.train.launch import (
+    Launch,
+    add_launch_arguments,
+    launch_from_args,
+    use_threads,
+)
+from regattn_fairseq.experiments.train.train import (
+    collect_trained,
+    compose_config,
+    config_settings,
+    hydra_overrides,
+    record_training_start,
+    train_command,
+)
+
+
+def parse_args() -> argparse.Namespace:
+    sweeps = sorted(p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml"))
+    parser = OneLineParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("sweep", choices=sweeps)
+    add_data_arguments(parser)
+    add_run_arguments(parser)
+    parser.add_argument(
+        "--launcher",
+        choices=sorted(LAUNCHERS),
+        default="basic",
+        help="Hydra launcher of the multirun (LAUNCHER=...): basic (the jobs one after another "
+        "in this process), submitit_local (each job a local process, all at once) or "
+        "submitit_slurm (each job a Slurm job; configs/hydra/launcher/regattn_slurm.yaml)",
+    )
+    parser.add_argument(
+        "--launcher-override",
+        action="append",
+        default=[],
+        metavar="hydra.launcher.KEY=VALUE",
+        help="a launcher setting, e.g. hydra.launcher.partition=gpu (repeatable; LAUNCHER_ARGS)",
+    )
+    add_launch_arguments(parser)
+    args = parser.parse_args()
+    try:
+        check_scale(args.scale)  # before any work (issue #26)
+        args.launch = launch_from_args(args)
+    except ReproError as error:
+        parser.error(str(error))
+    if args.launcher != "basic" and args.launch.world_size > 1:
+        parser.error(
+            f"--launcher {args.launcher} runs each job as its own (Slurm) job on one process: "
+            "use --gpus 0 or 1 (the jobs themselves run in parallel)"
+        )
+    if any(not o.startswith("hydra.launcher.") for o in args.launcher_override):
+        parser.error(f"--launcher-override takes hydra.launcher.* only: {args.launcher_override}")
+    return args
+
+
+# --launcher -> the hydra/launcher config (None: Hydra's basic launcher)
+LAUNCHERS = {
+    "basic": None,
+    "submitit_local": "submitit_local",
+    "submitit_slurm": "regattn_slurm",
+}
+
+
+def launcher_overrides(launcher: str, launch: Launch, settings: list[str]) -> list[str]:
+    """The Hydra overrides that run a sweep's jobs through `launcher`.
+
+    Parameters
+    ----------
+    launcher : str
+        a key of LAUNCHERS.
+    launch : Launch
+        the devices of each job (one process; a submitit job gets `launch.gpus` GPUs).
+    settings : list[str]
+        ``hydra.launcher.*`` overrides (partition, account, ...).
+
+    Returns
+    -------
+    list[str]
+        Nothing for the basic launcher, else the launcher choice and its settings.
+    """
+    config = LAUNCHERS[launcher]
+    if config is None:
+        return []
+    return [f"hydra/launcher={config}", f"hydra.launcher.gpus_per_node={launch.gpus}", *settings]
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def job_name(job: dict) -> str:
+    """A job's directory: Hydra's override_dirname of its swept overrides (sorted, joined by
+    commas), e.g. `attention=sparsemax,model.attention_gamma=4.0`."""
+    return ",".join(sorted(f"{key}={value}" for key, value in job.items()))
+
+
+def run() -> None:
+    args = parse_args()
+    use_threads(args.threads)
+    sweep = load_config("sweep", args.sweep)
+    scale = check_scale(args.scale)
+    # the first line says where the data comes from (hub stand-in included) and its sizes
+    print(
+        describe_sources(
+            f"sweep {sweep.name}",
+            [(sweep.experiment.dataset, None)],
+            scale,
+            data_dir=args.data_dir,
+            source=args.source,
+            local_dir=args.local_data,
+        ),
+        flush=True,
+    )
+    check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
+    rescore = args.rescore
+    params = sweep.params[scale]
+    check_mappings(params.attention)
+    work_dir = args.work_dir.resolve()
+    experiment = sweep.experiment
+    prepared = prepare(
+        experiment.dataset,
+        scale,
+        data_dir=args.data_dir,
+        source=args.source,
+        work_dir=work_dir,
+        local_dir=args.local_data,
+    )
+    sweep_dir = (
+        work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
+    )
+
+    fixed = [
+        *hydra_overrides(experiment, scale, prepared),
+        *args.launch.overrides(),
+        # Anchored paths: Hydra moves each job into its own directory (fairseq-notes trap 5).
+        "checkpoint.save_dir=${hydra:runtime.output_dir}/checkpoints",
+    ]
+    overrides = [
+        *fixed,
+        *(f"{key}={','.join(str(v) for v in values)}" for key, values in params.items()),
+        f"hydra.sweep.dir={sweep_dir}",
+        # each job's directory is named by its swept values (Hydra's override_dirname of the
+        # overrides not excluded here, i.e. the swept ones): see job_name
+        "hydra.sweep.subdir=${hydra.job.override_dirname}",
+        f"hydra.job.config.override_dirname.exclude_keys=[{','.join(_key(o) for o in fixed)}]",
+        *launcher_overrides(args.launcher, args.launch, args.launcher_override),
+    ]
+    jobs = [
+        dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())
+    ]
+    print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
+    spec = table_spec(sweep)
+    results_dir = run_results_dir(args)
+    existing = load_rows(results_dir, spec.table)
+    todo, keys = [], {}
+    for job in jobs:  # a job whose rows exist (same key, same config) is not run again
+        cfg = compose_config(
+            experiment.train_config,
+            [*fixed[:-1], *(f"{key}={value}" for key, value in job.items())],
+        )
+        settings = config_settings(cfg)
+        key = job_key(
+            experiment.name,
+            scale,
+            prepared.manifest["source"],
+            job["attention"],
+            settings,
+            int(cfg.common.seed),
+            sweep_params={key: str(value) for key, value in job.items()},
+        )
+        keys[job_name(job)] = key
+        done = finished_rows(existing, key, list(experiment.evaluations))
+        if done and not rescore:
+            print(
+                f"[skip] {job_name(job)}: finished (config {key[-1]}, run {done[0]['run_id']}); "
+                f"--rescore / RESCORE=1 to score it again",
+                flush=True,
+            )
+        else:
+            todo.append(job)
+    if not todo:
+        print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
+        return
+    # one writer per job folder, held to the rows (run_lock): an identical sweep started
+    # meanwhile waits, then finds the jobs finished
+    with ExitStack() as held:
+        for job in todo:
+            held.enter_context(run_lock(sweep_dir / job_name(job), f"sweep {job_name(job)}"))
+        existing = load_rows(results_dir, spec.table)
+        evaluations = list(experiment.evaluations)
+        # a job the sweep waited for may have been finished by it
+        todo = [
+            job
+            for job in todo
+            if rescore or not finished_rows(existing, keys[job_name(job)], evaluations)
+        ]
+        if not todo:
+            print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
+            return
+        for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
+            record_training_start(sweep_dir / job_name(job))
+        if args.launcher == "basic":  # a submitit launcher's jobs run on other machines
+            args.launch.check_visible_gpus()
+        run_logged(
+            args.launch.command(train_command(experiment, overrides, multirun=True)),
+            sweep_dir / "multirun.log",
+        )
+        if not args.launch.scores:  # another machine than the first: it scores
+            return
+
+        for job in todo:
+            job_dir = sweep_dir / job_name(job)
+            if not (job_dir / ".hydra").is_dir():
+                raise ReproError(
+                    f"the multirun wrote no job directory {job_dir} "
+                    f"(log: {sweep_dir / 'multirun.log'})"
+                )
+            job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
+            swept = dict(
+                item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params
+            )
+            model = collect_trained(
+                job_dir,
+                job_dir,
+                job_dir / "checkpoints",
+                job_dir / "hydra_train.log",
+                list(job_overrides),
+            )
+            rows = result_rows(
+                spec.table,
+                experiment,
+                scale,
+                swept["attention"],
+                int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
+                prepared,
+                model,
+                sweep.decode,
+                job_dir / "decode",
+                uuid.uuid4().hex[:12],
+                sweep_params=swept,
+                results_dir=results_dir,
+            )
+            write_outputs(results_dir, spec, rows, again=rescore)
+            print(f"[results] {job_name(swept)}: {rows[0]['metrics']}", flush=True)
+    plot = plot_sweep(results_dir, spec, sweep, scale)
+    print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
+
+
+def main() -> None:
+    """Runs the command line; errors and Ctrl-C end in one message (`core.cli.run_main`)."""
+    run_main(run)
+
+
+if __name__ == "__main__":
+    main()

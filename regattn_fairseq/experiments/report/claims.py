@@ -1,0 +1,304 @@
+"""The sources' claims as data, and a verdict on each from a table's rows.
+
+A table's config lists the claims it tests (``claims:`` in configs/reproduce/<table>.yaml, ids
+from ../shared/docs/claims.md), each with a test:
+
+- ``better``: mapping ``a`` scores higher than ``b`` (e.g. P1, fusedmax above softmax).
+- ``not_worse``: ``a`` is at most ``margin`` below ``b`` ("as accurate or better", E1).
+- ``close_to``: ``a`` is within ``margin`` of ``b`` either way (T1, ℓ2 close to entropy).
+- ``within_of_best``: every listed mapping is within ``margin`` of the best one (P5).
+
+A verdict is *reproduced*, *not reproduced* or *inconclusive*, with its reason. It uses the
+measured difference (mean of the per-seed metrics of ``a`` minus those of ``b``) and a 95%
+paired bootstrap interval of the difference over the test items, all seeds that both cells
+have concatenated (the resampling of `significance`: same indices for both, the statistic
+recomputed on each resample: the mean, the macro average, corpus F1 or corpus BLEU). The
+interval decides: ``better`` is reproduced when it lies above 0 and not reproduced when it lies
+at or below 0; ``not_worse`` is reproduced when it lies above -margin and not reproduced when it
+lies below; ``close_to`` is reproduced when it lies inside [-margin, margin] and not reproduced
+when it lies outside; otherwise inconclusive.
+
+Before any of that, the numbers must be able to carry a verdict, else it is *inconclusive*:
+every cell involved exists at the scale; every run involved stopped on its validation loss
+(`runs.learning_curve`: ``stop == "patience"``), not on a fixed epoch budget; and the table's
+reference mapping (softmax, or the table's ``baseline:``) beats the trivial baseline row
+(`baselines`) where the table has one: models below it have not learned the task.
+
+Which cell stands for a mapping: among the mapping's current cells of the experiment and scale,
+the γ-tuned one (GAMMA=auto) if there is one, then the one with the most seeds, then the newest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from regattn_fairseq.experiments.rows.keys import cell_key, row_label, split_current
+from regattn_fairseq.experiments.score.significance import (
+    SEED,
+    concatenate,
+    item_statistic,
+    read_items,
+)
+
+N_RESAMPLES = 1000
+VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+KINDS = ("better", "not_worse", "close_to", "within_of_best")
+
+
+@dataclass
+class Verdict:
+    """One claim's verdict at one scale of one experiment."""
+
+    claim: str
+    text: str
+    verdict: str
+    reason: str
+    difference: float | None = None  # a - b (within_of_best: the largest gap to the best)
+    interval: tuple[float, float] | None = None
+
+
+def _bleu_statistic(items: dict):
+    """Per-item BLEU sufficient statistics, and corpus BLEU of any subset of them."""
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU()
+    stats = np.asarray(
+        metric._extract_corpus_statistics(items["hypotheses"], [items["references"]]),
+        dtype=np.int64,
+    )
+    return lambda index: metric._compute_score_from_stats(stats[index].sum(0).tolist()).score
+
+
+def _resampled(items: dict, metric: str):
+    if items["kind"] == "bleu":
+        return _bleu_statistic(items)
+    return lambda index: item_statistic(items, metric, index)
+
+
+def difference_interval(
+    results_dir: Path,
+    rows_a: list[dict],
+    rows_b: list[dict],
+    metric: str,
+    n_resamples: int = N_RESAMPLES,
+) -> tuple[float, float] | None:
+    """95% paired bootstrap interval of metric(a) - metric(b) over the items of the seeds both
+    cells have (concatenated), or None without per-item data for every such seed."""
+    by_seed = {row["seed"]: row for row in rows_b}
+    pairs = sorted(
+        ((row, by_seed[row["seed"]]) for row in rows_a if row["seed"] in by_seed),
+        key=lambda pair: pair[0]["seed"],
+    )
+    if not pairs:
+        return None
+    items_a, items_b = [], []
+    for row_a, row_b in pairs:
+        a, b = read_items(results_dir, row_a), read_items(results_dir, row_b)
+        if a is None or b is None:
+            return None
+        items_a.append(a)
+        items_b.append(b)
+    joined_a, joined_b = concatenate(items_a), concatenate(items_b)
+    if joined_a["n"] != joined_b["n"]:
+        return None
+    stat_a, stat_b = _resampled(joined_a, metric), _resampled(joined_b, metric)
+    rng = np.random.default_rng(SEED)
+    draws = rng.choice(joined_a["n"], size=(n_resamples, joined_a["n"]), replace=True)
+    diffs = np.array([stat_a(index) - stat_b(index) for index in draws])
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _mean(rows: list[dict], metric: str) -> float:
+    return float(np.mean([row["metrics"][metric] for row in rows]))
+
+
+def representative_cells(rows: list[dict], experiment: str, scale: str, evaluation: str) -> dict:
+    """mapping name -> the rows (one per seed) of the cell that stands for it (module
+    docstring), over the current rows of one experiment, scale and evaluation set."""
+    current, _ = split_current(rows)
+    cells: dict = {}
+    for row in current:
+        if (row["experiment"], row["scale"], row["evaluation"]) != (experiment, scale, evaluation):
+            continue
+        if row.get("dry_run"):
+            continue
+        cells.setdefault(cell_key(row), []).append(row)
+    chosen: dict = {}
+    for cell_rows in cells.values():
+        mapping = cell_rows[0]["mapping"]
+        rank = (
+            any(r.get("gamma_selection") for r in cell_rows),
+            len({r["seed"] for r in cell_rows}),
+            max(r["date"] for r in cell_rows),
+        )
+        if mapping not in chosen or rank > chosen[mapping][0]:
+            chosen[mapping] = (rank, cell_rows)
+    return {mapping: cell_rows for mapping, (_, cell_rows) in chosen.items()}
+
+
+def _unconverged(cell_rows: list[dict]) -> list[str]:
+    return [
+        f"seed {row['seed']}"
+        for row in cell_rows
+        if ((row.get("train") or {}).get("learning_curve") or {}).get("stop") != "patience"
+    ]
+
+
+def _decide(kind: str, interval: tuple[float, float], margin: float) -> tuple[str, str]:
+    low, high = interval
+    if kind == "better":
+        if low > 0:
+            return "reproduced", "the interval lies above 0"
+        if high <= 0:
+            return "not reproduced", "the interval lies at or below 0"
+        return "inconclusive", "the interval contains 0"
+    if kind == "not_worse":
+        if low > -margin:
+            return "reproduced", f"the interval lies above -{margin:g}"
+        if high < -margin:
+            return "not reproduced", f"the interval lies below -{margin:g}"
+        return "inconclusive", f"the interval contains -{margin:g}"
+    # close_to
+    if -margin <= low and high <= margin:
+        return "reproduced", f"the interval lies within ±{margin:g}"
+    if low > margin or high < -margin:
+        return "not reproduced", f"the interval lies outside ±{margin:g}"
+    return "inconclusive", f"the interval reaches beyond ±{margin:g}"
+
+
+def judge(
+    claim,
+    rows: list[dict],
+    experiment: str,
+    scale: str,
+    results_dir: Path,
+    reference: str = "softmax",
+) -> Verdict:
+    """The verdict on one claim (a ``claims:`` entry) from a table's rows.
+
+    Parameters
+    ----------
+    claim : DictConfig or dict
+        ``{id, text, test: {kind, evaluation, metric, a, b | mappings, margin}}``.
+    rows : list of dict
+        every raw row of the table.
+    experiment, scale : str
+        where to judge it.
+    results_dir : Path
+        the results folder (per-item sidecars).
+    reference : str
+        the mapping that must beat the trivial baseline (the table's ``baseline:``).
+
+    Returns
+    -------
+    Verdict
+
+    Raises
+    ------
+    ValueError
+        an unknown test kind.
+    """
+    test = claim["test"]
+    kind = test["kind"]
+    if kind not in KINDS:
+        raise ValueError(f"claim {claim['id']}: unknown test kind {kind!r}; known: {KINDS}")
+    evaluation, metric = test["evaluation"], test["metric"]
+    margin = float(test.get("margin", 0.0))
+    verdict = Verdict(claim["id"], claim["text"], "inconclusive", "")
+    cells = representative_cells(rows, experiment, scale, evaluation)
+    names = list(test["mappings"]) if kind == "within_of_best" else [test["a"], test["b"]]
+    missing = [name for name in names if name not in cells]
+    if missing:
+        verdict.reason = f"no rows for {', '.join(missing)} at this scale"
+        return verdict
+    for name in names:
+        unconverged = _unconverged(cells[name])
+        if unconverged:
+            verdict.reason = (
+                f"{row_label(cells[name][0])} was not trained to convergence "
+                f"({', '.join(unconverged)} stopped by a fixed epoch budget, not by early "
+                "stopping on the validation loss)"
+            )
+            return verdict
+    trivial = [cell for mapping, cell in cells.items() if mapping.startswith("baseline:")]
+    if trivial and reference in cells:
+        best_trivial = max(trivial, key=lambda cell: _mean(cell, metric))
+        if _mean(cells[reference], metric) <= _mean(best_trivial, metric):
+            verdict.reason = (
+                f"{reference} ({_mean(cells[reference], metric):.2f}) does not beat "
+                f"{best_trivial[0]['mapping']} ({_mean(best_trivial, metric):.2f}) on "
+                f"{evaluation} {metric}: the models have not learned the task"
+            )
+            return verdict
+    if kind == "within_of_best":
+        best = max(names, key=lambda name: _mean(cells[name], metric))
+        gaps = {}
+        for name in names:
+            if name == best:
+                continue
+            interval = difference_interval(results_dir, cells[best], cells[name], metric)
+            if interval is None:
+                verdict.reason = f"no per-item data to compare {name} with {best}"
+                return verdict
+            gaps[name] = (_mean(cells[best], metric) - _mean(cells[name], metric), interval)
+        worst = max(gaps, key=lambda name: gaps[name][0])
+        verdict.difference, verdict.interval = gaps[worst]
+        if all(interval[1] <= margin for _, interval in gaps.values()):
+            verdict.verdict = "reproduced"
+            verdict.reason = f"every gap to {best} has its interval within {margin:g}"
+        elif any(interval[0] > margin for _, interval in gaps.values()):
+            verdict.verdict = "not reproduced"
+            far = [name for name, (_, interval) in gaps.items() if interval[0] > margin]
+            verdict.reason = f"{', '.join(far)} more than {margin:g} below {best}"
+        else:
+            verdict.reason = f"some gap to {best} has an interval reaching beyond {margin:g}"
+        verdict.reason += f" (largest gap: {worst})"
+        return verdict
+    a, b = cells[test["a"]], cells[test["b"]]
+    interval = difference_interval(results_dir, a, b, metric)
+    verdict.difference = _mean(a, metric) - _mean(b, metric)
+    if interval is None:
+        verdict.reason = "no per-item data for a paired interval"
+        return verdict
+    verdict.interval = interval
+    verdict.verdict, verdict.reason = _decide(kind, interval, margin)
+    return verdict
+
+
+def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[str]:
+    """The markdown "Claims at this scale" lines of one experiment and scale (none when the
+    table's config lists no claims for the experiment)."""
+    claims = [
+        c for c in (spec.get("claims") or []) if c.get("experiment", experiment) == experiment
+    ]
+    if not claims or results_dir is None:
+        return []
+    reference = spec.get("baseline") or "softmax"
+    lines = [
+        "#### Claims at this scale",
+        "",
+        "Verdicts from this scale's cells (`claims.py`: measured difference = mean over seeds, "
+        "95% paired bootstrap interval over the test items of the seeds both cells have; "
+        "inconclusive unless every run involved stopped on its validation loss and "
+        f"{reference} beats the trivial baseline).",
+        "",
+        "| claim | what it says | difference | 95% interval | verdict | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for claim in claims:
+        verdict = judge(claim, rows, experiment, scale, Path(results_dir), reference)
+        difference = "–" if verdict.difference is None else f"{verdict.difference:+.2f}"
+        interval = (
+            "–"
+            if verdict.interval is None
+            else f"[{verdict.interval[0]:+.2f}, {verdict.interval[1]:+.2f}]"
+        )
+        lines.append(
+            f"| {verdict.claim} | {verdict.text} | {difference} | {interval} | "
+            f"**{verdict.verdict}** | {verdict.reason} |"
+        )
+    return lines + [""]

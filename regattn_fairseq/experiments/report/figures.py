@@ -1,0 +1,167 @@
+"""Attention figures of result rows: the sentences a figure may draw, kept beside the rows, and one
+sentence under every mapping of an experiment."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+from regattn.analysis import read_export
+from regattn_fairseq.experiments.core.labels import mapping_label
+from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
+
+# How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
+FIGURE_SENTENCES = 25
+
+
+def _readable(record: dict, source_tokens: tuple[int, int] = (8, 20)) -> bool:
+    """Whether a figure can show a sentence: a source of 8-20 tokens, or, for NER's tag
+    marginals (whose columns are the tag set, the rows the words), 8-20 words with at least
+    one gold entity (a tag other than O), so that entropy and l2 differ somewhere worth seeing.
+    """
+
+    if is_tag_marginals(record):
+        words, tags = record["tgt_tokens"], record.get("gold_tags", [])
+        has_entity = any(tag != "O" for tag in tags)
+        return source_tokens[0] <= len(words) <= source_tokens[1] and has_entity
+    return source_tokens[0] <= len(record["src_tokens"]) <= source_tokens[1]
+
+
+def figure_sidecar_name(run_id: str, evaluation: str) -> Path:
+    """A run's figure sidecar, relative to the results folder.
+
+    Parameters
+    ----------
+    run_id, evaluation : str
+        the row's run id and evaluation set.
+
+    Returns
+    -------
+    Path
+        ``raw/attention/<run_id>-<evaluation>.jsonl.gz``.
+    """
+    return Path("raw") / "attention" / f"{run_id}-{evaluation}.jsonl.gz"
+
+
+def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTENCES) -> Path:
+    """Keep the sentences of an attention export that a figure may draw, in a small committed
+    file, so that the figure can be drawn again once the export is gone.
+
+    An export (every sentence of an evaluation set, megabytes) stays with the checkpoints on
+    the machine that decoded; `plot_attention_figure` draws the first readable sentence that
+    every panel's export holds, and exports of one test set list their sentences in the same
+    order (batches by length), so the first `count` readable sentences of each run suffice.
+    An existing sidecar is left as it is (a row's model, hence its attention, does not change).
+
+    Parameters
+    ----------
+    export : Path
+        the export (`regattn.analysis.read_export`).
+    sidecar : Path
+        where to write it (gzip'd JSON lines, `figure_sidecar_name`).
+    count : int
+        how many readable sentences to keep.
+
+    Returns
+    -------
+    Path
+        the sidecar.
+    """
+
+    if sidecar.is_file():
+        return sidecar
+    kept = [record for record in read_export(export) if _readable(record)][:count]
+    sidecar.parent.mkdir(parents=True, exist_ok=True)
+    # per process: two runs of one table may keep the same sidecar at once (issue #26)
+    partial = sidecar.with_name(f"{sidecar.name}.{os.getpid()}.partial")
+    # mtime=0: the same sentences give the same bytes, so a re-run leaves git clean
+    with gzip.GzipFile(partial, "wb", mtime=0) as handle:
+        for record in kept:
+            handle.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+    partial.replace(sidecar)
+    return sidecar
+
+
+def plot_attention_figure(
+    figures_dir: Path,
+    name: str,
+    exports: list[Path],
+    source_tokens: tuple[int, int] = (8, 20),
+    runs: list[dict] | None = None,
+) -> list[Path]:
+    """One sentence's attention under every mapping of an experiment, side by side
+    (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in
+    its order, that every export holds and that is readable (`_readable`); without one, the
+    first id every export holds.
+
+    A figure is never replaced by one with fewer panels: the panels drawn (and the runs they
+    show, with their commits) are recorded in ``<name>.json`` beside it, and when a later
+    drawing lacks some of them (their exports and sidecars are gone, e.g. rows decoded on a
+    machine that was lost), the existing figure is kept and the new one is written as
+    ``<name>_<its mappings>``, with a message saying so.
+    A figure drawn before manifests existed is kept in the same way (its panels are unknown).
+
+    Parameters
+    ----------
+    figures_dir : Path
+        the figures folder.
+    name : str
+        the figure's name (the sentence id is appended).
+    exports : list of Path
+        one export or figure sidecar per panel.
+    source_tokens : tuple of int
+        the readable source lengths.
+    runs : list of dict, optional
+        per panel, the run it shows (run id, seed, config hash, commits), recorded in the
+        manifest as the figure's provenance.
+
+    Returns
+    -------
+    list of Path
+        the figure's files (PNG, PDF).
+    """
+
+    records = [read_export(path) for path in exports]
+    shared = set.intersection(*({str(r["id"]) for r in export} for export in records))
+    candidates = [
+        str(r["id"]) for r in records[0] if str(r["id"]) in shared and _readable(r, source_tokens)
+    ]
+    sentence = (candidates or sorted(shared))[0]
+    # the panel titles' labels (attention_plots titles each panel with mapping_label)
+    panels = [
+        mapping_label(export[0]["mapping"]["name"], export[0]["mapping"].get("params", {}))
+        for export in records
+    ]
+    manifest = figures_dir / f"{name}.json"
+    if manifest.is_file():
+        missing = [p for p in json.loads(manifest.read_text())["panels"] if p not in panels]
+        shows = ", ".join(missing)
+    else:  # a figure drawn before manifests: which panels it shows is unknown
+        missing = [
+            path.name
+            for path in sorted(figures_dir.glob(f"{name}_*.png"))
+            if re.fullmatch(re.escape(name) + r"_\d+\.png", path.name)
+        ]
+        shows = f"panels not recorded (drawn before figures had a manifest: {missing})"
+    if missing:
+        kept = name
+        name = f"{name}_{'-'.join(sorted({export[0]['mapping']['name'] for export in records}))}"
+        manifest = figures_dir / f"{name}.json"
+        print(
+            f"[figure] {kept} kept: it shows {shows}, and this drawing has only "
+            f"{', '.join(panels)} (the others' exports and sidecars are not on disk); it goes "
+            f"to {name} (remove the kept figure to draw over it)",
+            flush=True,
+        )
+    paths = plot_sentence(records, sentence, figures_dir, name=name)
+    record = {
+        "sentence": sentence,
+        "panels": panels,
+        "runs": runs,
+        "files": [path.name for path in paths],
+    }
+    manifest.write_text(json.dumps(record, indent=1) + "\n")
+    return paths

@@ -1,0 +1,146 @@
+"""Whether a table's models had converged: the validation curve each row records
+(`runs.learning_curve`, under ``train.learning_curve``), told in words under the table and drawn
+as one learning-curve figure per experiment and scale (validation loss per epoch, a colour per
+mapping, a line per seed, the kept epoch marked)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+from regattn_fairseq.experiments.rows.keys import (
+    cell_key,
+    row_label,
+    split_current,
+)
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+STOP_WORDS = {
+    "patience": "early-stopped",
+    "max_epoch": "hit the epoch cap (may not have converged)",
+    None: "stopped without either (interrupted?)",
+}
+
+
+def _runs(rows: list[dict]) -> dict:
+    """cell key -> {seed: curve} over the rows that record a curve (one per training run)."""
+    runs = defaultdict(dict)
+    for row in rows:
+        curve = (row.get("train") or {}).get("learning_curve")
+        if curve:
+            runs[cell_key(row)][row["seed"]] = (row_label(row), curve)
+    return runs
+
+
+def convergence_lines(rows: list[dict]) -> list[str]:
+    """Markdown bullets, one per cell, saying where each seed's training stopped and why.
+
+    Parameters
+    ----------
+    rows : list of dict
+        the current rows of one experiment and scale.
+
+    Returns
+    -------
+    list of str
+        Empty when no row records a learning curve (rows trained before early stopping: their
+        epoch count is the table's ``epochs`` column, a fixed budget).
+    """
+    runs = _runs(rows)
+    if not runs:
+        return []
+    lines = [
+        "Convergence (validation loss per epoch, `train.learning_curve` of each row; the "
+        "checkpoint scored is the best epoch's):",
+        "",
+    ]
+    for seeds in runs.values():
+        label = next(iter(seeds.values()))[0]
+        parts = []
+        for seed, (_, curve) in sorted(seeds.items()):
+            parts.append(
+                f"seed {seed}: best epoch {curve['best_epoch']} of {curve['stopped_epoch']} "
+                f"(valid loss {curve['best_valid_loss']:.3f}), {STOP_WORDS[curve.get('stop')]}"
+            )
+        lines.append(f"- {label}: " + "; ".join(parts))
+    return lines + [""]
+
+
+def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | None:
+    """Draw the validation loss per epoch of every run in `rows` to `path` (PNG).
+
+    Parameters
+    ----------
+    rows : list of dict
+        the current rows of one experiment and scale.
+    path : Path
+        the figure file.
+    title : str
+        the figure's title.
+
+    Returns
+    -------
+    Path or None
+        `path`, or None when no row records a curve (nothing is drawn).
+    """
+    runs = _runs(rows)
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, seeds in enumerate(runs.values()):
+        colour = colours[index % len(colours)]
+        for number, (_, (label, curve)) in enumerate(sorted(seeds.items())):
+            ax.plot(
+                curve["epochs"],
+                curve["valid_loss"],
+                color=colour,
+                linewidth=1.2,
+                alpha=0.85,
+                label=label if number == 0 else None,
+            )
+            ax.plot(
+                [curve["best_epoch"]], [curve["best_valid_loss"]], "o", color=colour, markersize=4
+            )
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation loss")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def learning_curve_figure(table: str, experiment: str, scale: str) -> str:
+    """The file name (under figures/) of an experiment's learning curves at one scale."""
+    return f"{table}_{experiment}_{scale}_learning_curves.png"
+
+
+def draw_learning_curves(results_dir: Path, spec, rows: list[dict]) -> list[Path]:
+    """One learning-curve figure per experiment and scale of the table's current real rows
+    (dry runs left out), in results_dir/figures/.
+
+    Returns
+    -------
+    list of Path
+        The figures drawn (none for rows that record no curve).
+    """
+    current, _ = split_current(rows)
+    groups = defaultdict(list)
+    for row in current:
+        if not row.get("dry_run"):
+            groups[(row["experiment"], row["scale"])].append(row)
+    drawn = []
+    for (experiment, scale), group in groups.items():
+        path = results_dir / "figures" / learning_curve_figure(spec.table, experiment, scale)
+        title = f"{spec.table} {experiment}, scale {scale}: validation loss per epoch"
+        if plot_learning_curves(group, path, title) is not None:
+            drawn.append(path)
+    return drawn

@@ -1,0 +1,243 @@
+#!/usr/bin/env python
+"""Pictures of the mappings themselves (no trained model needed).
+
+mappings_fig2.{png,pdf}     the paper's Figure 2: max_Ω([t, 0]) (shifted by a constant) and
+                            Π_Ω([t, 0])₁ for t in [-3, 3], every mapping plus the hard max;
+mappings_simplex.{png,pdf}  where each mapping sends a grid of score vectors in R³: Π_Ω(x) on
+                            the 2-simplex in barycentric coordinates, one panel per mapping,
+                            coloured by the face it lands on and by ties between its weights.
+
+Every mapping is drawn with its default parameters (the paper's: γ=1, p=1.5, λ=0.1 for
+fusedmax, λ=0.01 for oscarmax, α=1.5) except oscarmax on the simplex (λ=0.1, see
+SIMPLEX_PARAMS); the legends and titles name the parameters used.
+
+    MPLBACKEND=Agg python scripts/plot_mappings.py --out-dir results/figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures go to files; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from regattn import mappings  # noqa: E402
+from regattn.mappings import smoothed_max  # noqa: E402
+from regattn_fairseq.experiments.core.labels import mapping_label
+from regattn_fairseq.experiments.core.paths import FIGURES_DIR
+
+FORMATS = ("png", "pdf")
+T_RANGE = (-3.0, 3.0)
+# One style per mapping, the same in both figures; dashes keep near-identical curves
+# (oscarmax with its small λ lies on sparsemax) distinguishable.
+STYLES = {
+    "softmax": dict(color="tab:blue", linestyle="-"),
+    "sparsemax": dict(color="tab:orange", linestyle="-"),
+    "sq_pnorm_max": dict(color="tab:green", linestyle="-"),
+    "fusedmax": dict(color="tab:red", linestyle="-"),
+    "oscarmax": dict(color="tab:purple", linestyle="--"),
+    "entmax": dict(color="tab:brown", linestyle="-."),
+}
+
+
+def save(fig, out_dir: Path, stem: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
+    for path in paths:
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def figure2_curves(name: str, t: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """max_Ω([t, 0]) + γΩ(e₁) and Π_Ω([t, 0])₁ for mapping `name` with its defaults.
+
+    The shift γΩ(e₁) (the same at both vertices, by symmetry) makes every curve equal to
+    max(t, 0) wherever the mapping puts all its weight on one coordinate, so the curves
+    differ only where the mapping smooths the max."""
+    scores = torch.stack([t, torch.zeros_like(t)], dim=-1)
+    vertex = torch.tensor([1.0, 0.0], dtype=t.dtype)
+    shift = smoothed_max.regularizer(name, vertex)
+    smoothed = smoothed_max.max_omega(name, scores) + shift
+    first_weight = getattr(mappings, name)(scores)[:, 0]
+    return smoothed.numpy(), first_weight.numpy()
+
+
+def plot_figure2(out_dir: Path) -> list[Path]:
+    t = torch.linspace(*T_RANGE, 1201, dtype=torch.float64)
+    fig, (ax_max, ax_map) = plt.subplots(1, 2, figsize=(10, 3.8))
+    hard = dict(color="black", linewidth=1.0, linestyle=":")
+    ax_max.plot(t, t.clamp_min(0), label="max (hard)", **hard)
+    # the subgradient of the hard max: 1 for t > 0, 0 for t < 0 (a set at t = 0)
+    ax_map.plot(t, (t > 0).double(), label="argmax (hard)", **hard)
+
+    zoom = ax_map.inset_axes([0.58, 0.08, 0.38, 0.4])
+    for name in mappings.NAMES:
+        smoothed, first_weight = figure2_curves(name, t)
+        ax_max.plot(
+            t,
+            smoothed,
+            label=mapping_label(name, mappings.defaults_of(name)),
+            linewidth=1.6,
+            **STYLES[name],
+        )
+        ax_map.plot(t, first_weight, linewidth=1.6, **STYLES[name])
+        zoom.plot(t, first_weight, linewidth=1.4, **STYLES[name])
+
+    ax_max.set(
+        xlabel="t",
+        ylabel="max$_\\Omega$([t, 0]) + γΩ(e$_1$)",
+        xlim=T_RANGE,
+        title="smoothed max (shifted by a constant)",
+    )
+    ax_map.set(
+        xlabel="t",
+        ylabel="Π$_\\Omega$([t, 0])$_1$",
+        xlim=T_RANGE,
+        ylim=(-0.03, 1.03),
+        title="first attention weight",
+    )
+    # where the sparse mappings reach the vertex [1, 0]: sq-pnorm-max's smoother transition
+    zoom.set(xlim=(0.6, 1.15), ylim=(0.86, 1.01))
+    zoom.tick_params(labelsize=7)
+    ax_map.indicate_inset_zoom(zoom, edgecolor="0.4")
+    for ax in (ax_max, ax_map):
+        ax.grid(alpha=0.3)
+    handles, labels = ax_max.get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=4,
+        frameon=False,
+        fontsize=9,
+        bbox_to_anchor=(0.5, -0.13),
+    )
+    fig.suptitle("Figure 2 of Niculae & Blondel (2017): x = [t, 0] for every mapping", y=1.0)
+    return save(fig, out_dir, "mappings_fig2")
+
+
+# Corners of the 2-simplex in the plane: e₁ bottom left, e₂ bottom right, e₃ top.
+CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3) / 2]])
+# Where a point of the simplex can land, by its number of nonzero weights and its ties among
+# them; drawn in this order (rarest on top), with these colours and marker sizes.
+FACES = (
+    ("interior, all weights distinct", "#9ecae1", 3),
+    ("interior, two weights equal", "#08519c", 5),
+    ("centre, all three equal", "#000000", 24),
+    ("edge, two distinct weights", "#fdae6b", 3),
+    ("edge midpoint, two equal weights", "#d94801", 24),
+    ("vertex, one weight", "#31a354", 24),
+)
+# The paper's oscarmax λ=0.01 ties only scores closer than about λ, far finer than the grid
+# below: a larger λ shows where its ties go. Other mappings keep their defaults.
+SIMPLEX_PARAMS = {"oscarmax": {"lam": 0.1}}
+
+
+def score_grid(radius: float = 3.0, step: float = 0.06) -> torch.Tensor:
+    """Score vectors x ∈ R³ on a square grid of the plane orthogonal to (1, 1, 1), kept inside
+    a disc of `radius`. Every mapping is invariant to adding a constant to all scores, so this
+    plane holds every case. The grid is offset by half a step and the ties x_i = x_j are lines
+    at irrational slopes to it, so no input has two equal scores: ties in the outputs are the
+    mappings' doing."""
+    a = np.arange(-radius, radius, step) + step / 2
+    aa, bb = np.meshgrid(a, a)
+    inside = aa**2 + bb**2 <= radius**2
+    u = np.array([1.0, -1.0, 0.0]) / math.sqrt(2)
+    v = np.array([1.0, 1.0, -2.0]) / math.sqrt(6)
+    return torch.from_numpy(aa[inside, None] * u + bb[inside, None] * v)
+
+
+def faces_of(weights: np.ndarray) -> np.ndarray:
+    """For each probability vector (row) of `weights` (n x 3), its index into FACES."""
+    support = np.count_nonzero(weights > 0, axis=1)
+    nonzero = weights > 0
+    equal_nonzero_pairs = sum(
+        (weights[:, i] == weights[:, j]) & nonzero[:, i] & nonzero[:, j]
+        for i, j in ((0, 1), (0, 2), (1, 2))
+    )
+    interior = np.select([equal_nonzero_pairs == 3, equal_nonzero_pairs == 1], [2, 1], 0)
+    edge = np.where(equal_nonzero_pairs == 1, 4, 3)
+    return np.select([support == 1, support == 2], [5, edge], interior)
+
+
+def share_text(share: float) -> str:
+    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
+
+
+def plot_simplex(out_dir: Path) -> list[Path]:
+    scores = score_grid()
+    fig, axes = plt.subplots(2, 3, figsize=(12, 8.6))
+    for ax, name in zip(axes.flat, mappings.NAMES, strict=True):
+        params = {**mappings.defaults_of(name), **SIMPLEX_PARAMS.get(name, {})}
+        weights = mappings.build(name, **params)(scores).numpy()
+        faces = faces_of(weights)
+        points = weights @ CORNERS
+        ax.fill(*CORNERS.T, facecolor="0.96", edgecolor="0.3", linewidth=1.0)
+        shares = []
+        for index, (face, colour, size) in enumerate(FACES):
+            on_face = faces == index
+            ax.scatter(
+                *points[on_face].T, s=size, color=colour, linewidths=0, label=face, zorder=2 + index
+            )
+            if on_face.any():
+                shares.append(
+                    f"{face.split(',')[0]}{' (tie)' if 'equal' in face else ''}: "
+                    f"{share_text(on_face.mean())}"
+                )
+        for corner, text, offset in zip(
+            CORNERS,
+            ("e$_1$", "e$_2$", "e$_3$"),
+            ((-0.05, -0.05), (0.05, -0.05), (0.0, 0.05)),
+            strict=True,
+        ):
+            ax.annotate(text, corner, xytext=corner + offset, ha="center", va="center")
+        ax.text(
+            0.99,
+            0.99,
+            "\n".join(shares),
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=7.5,
+            color="0.25",
+        )
+        ax.set_title(mapping_label(name, params), fontsize=10)
+        ax.set_aspect("equal")
+        ax.set_xlim(-0.12, 1.12)
+        ax.set_ylim(-0.1, 0.98)
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=3,
+        frameon=False,
+        markerscale=3,
+        title="where Π_Ω(x) lands (top right of each panel: share of the inputs landing there)",
+    )
+    fig.suptitle(
+        f"Π_Ω(x) on the simplex for {len(scores)} score vectors x ∈ R³ with ‖x − mean(x)‖ ≤ 3",
+        y=0.97,
+    )
+    fig.subplots_adjust(bottom=0.12, top=0.92, wspace=0.02, hspace=0.12)
+    return save(fig, out_dir, "mappings_simplex")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", type=Path, default=FIGURES_DIR)
+    args = parser.parse_args(argv)
+    for path in plot_figure2(args.out_dir) + plot_simplex(args.out_dir):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+"""Stage 4, score: the metric registry, the scorers (BLEU, ROUGE, accuracy, exact match, entity F1)
+and significance."""

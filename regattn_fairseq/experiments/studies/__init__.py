@@ -1,0 +1,1 @@
+"""Studies beside the tables: the γ = 1 attention-gradient study."""

@@ -1,0 +1,338 @@
+"""fairseq command lines for one experiment: train (fairseq-hydra-train), decode
+(fairseq-generate) or evaluate a classifier (fairseq-validate), and turn their output into
+scored metrics. Everything is anchored to absolute paths (fairseq-notes traps 5 and 8)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from regattn_fairseq.experiments.core import cli
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.files import write_json
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
+from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.core.tools import run_logged, tool_path
+from regattn_fairseq.experiments.data import checksums
+from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.train.fairseq_logs import json_records, last_record_with
+from regattn_fairseq.experiments.train.launch import ONE_PROCESS, Launch
+
+
+@dataclass
+class TrainedModel:
+    checkpoint: Path
+    started: dict  # provenance of the code that started training (see train())
+    wall_s: float | None  # fairseq's cumulative training wall time (survives resumes)
+    tokens_per_s: float | None  # target tokens per second in the last epoch (fairseq `wps`)
+    epochs: int | None
+    config_file: Path  # the composed config fairseq-hydra-train ran with
+    overrides: list[str] = field(default_factory=list)
+    # the validation loss after each epoch (`learning_curve`): where training stopped and why
+    curve: dict = field(default_factory=dict)
+
+
+def learning_curve(
+    log_text: str, patience: int | None = None, max_epoch: int | None = None
+) -> dict:
+    """The per-epoch losses of a training log and where training stopped.
+
+    fairseq validates after every epoch, keeps the checkpoint of the lowest validation loss as
+    checkpoint_best.pt, and with ``checkpoint.patience`` N stops once N validations in a row
+    have not improved on it. A resumed run appends to the same log and repeats no epoch it
+    finished; should one appear twice, its last record counts.
+
+    Parameters
+    ----------
+    log_text : str
+        the fairseq training log (JSON records).
+    patience : int, optional
+        the run's ``checkpoint.patience`` (None or <= 0: no early stopping).
+    max_epoch : int, optional
+        the run's epoch cap.
+
+    Returns
+    -------
+    dict
+        ``epochs`` (the epochs validated, in order), ``valid_loss`` and ``train_loss`` per epoch
+        (None where not logged), ``best_epoch`` (lowest validation loss, the first of ties, as
+        fairseq keeps it), ``best_valid_loss``, ``stopped_epoch``, and ``stop``: ``"patience"``
+        when early stopping ended training (the validation loss had stopped improving),
+        ``"max_epoch"`` when the cap did (the model may not have converged), None when the
+        log shows neither (an interrupted run); empty when no epoch was validated.
+    """
+    valid, train = {}, {}
+    for record in json_records(log_text):
+        if "valid_loss" in record and "epoch" in record:
+            valid[int(record["epoch"])] = float(record["valid_loss"])
+        if "train_loss" in record and "epoch" in record:
+            train[int(record["epoch"])] = float(record["train_loss"])
+    if not valid:
+        return {}
+    epochs = sorted(valid)
+    best_epoch = min(epochs, key=lambda epoch: (valid[epoch], epoch))
+    stopped = epochs[-1]
+    stop = None
+    if patience is not None and patience > 0 and stopped - best_epoch >= patience:
+        stop = "patience"
+    elif max_epoch is not None and max_epoch > 0 and stopped >= max_epoch:
+        stop = "max_epoch"
+    return {
+        "epochs": epochs,
+        "valid_loss": [valid[epoch] for epoch in epochs],
+        "train_loss": [train.get(epoch) for epoch in epochs],
+        "best_epoch": best_epoch,
+        "best_valid_loss": valid[best_epoch],
+        "stopped_epoch": stopped,
+        "stop": stop,
+        "patience": patience if patience is not None and patience > 0 else None,
+        "max_epoch": max_epoch,
+    }
+
+
+def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) -> list[str]:
+    """The overrides every run of an experiment needs: scale, absolute data and plugin paths."""
+    return [
+        f"scale/{experiment.scale_group}={scale}",
+        f"task.data={prepared.bin_dir}",
+        f"common.user_dir={USER_DIR}",
+    ]
+
+
+def mapping_override(experiment: DictConfig, mapping: str) -> str:
+    """`attention=<mapping>`, or `<group>=<mapping>` for an experiment with a `mapping_group`
+    (the NER table trains one model per `dp` regulariser)."""
+    return f"{experiment.get('mapping_group', 'attention')}={mapping}"
+
+
+def train_command(
+    experiment: DictConfig, overrides: list[str], multirun: bool = False
+) -> list[str]:
+    """The fairseq-hydra-train command line of an experiment.
+
+    Parameters
+    ----------
+    experiment : DictConfig
+        the experiment (its ``train_config`` names the config in configs/).
+    overrides : list[str]
+        Hydra overrides.
+    multirun : bool
+        add ``--multirun`` (a sweep).
+
+    Returns
+    -------
+    list[str]
+        The command as a list.
+
+    Raises
+    ------
+    ReproError
+        fairseq-hydra-train is not installed in this environment.
+    """
+    return [
+        tool_path("fairseq-hydra-train"),
+        *(["--multirun"] if multirun else []),
+        "--config-dir",
+        str(CONFIG_DIR),
+        "--config-name",
+        experiment.train_config,
+        *overrides,
+    ]
+
+
+def train(
+    experiment: DictConfig,
+    scale: str,
+    mapping: str,
+    seed: int,
+    prepared: PreparedData,
+    run_dir: Path,
+    extra_overrides: list[str],
+    launch: Launch = ONE_PROCESS,
+) -> TrainedModel | None:
+    """Train one model in run_dir (resuming from run_dir/checkpoints if a run was interrupted).
+
+    `launch` says on how many processes and machines (`launch.Launch.command`); its
+    `overrides()` must be among `extra_overrides`, which the caller also uses for the job's
+    key. Returns None on a machine other than the first of several: it trains its share, the
+    first one holds the checkpoint and scores.
+    """
+    overrides = [
+        *hydra_overrides(experiment, scale, prepared),
+        mapping_override(experiment, mapping),
+        f"common.seed={seed}",
+        f"checkpoint.save_dir={run_dir / 'checkpoints'}",
+        f"hydra.run.dir={run_dir / 'hydra'}",
+        *extra_overrides,
+    ]
+    print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
+    checksums.verify(prepared)  # never train on damaged data (issue #26)
+    cli.at(f"training {experiment.name} {mapping} seed {seed} in {run_dir}")
+    record_training_start(run_dir)
+    launch.check_visible_gpus()
+    run_logged(launch.command(train_command(experiment, overrides)), run_dir / "train.log")
+    if not launch.scores:
+        return None
+    return collect_trained(
+        run_dir, run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides
+    )
+
+
+def record_training_start(run_dir: Path) -> None:
+    """Write run_dir/started.json (commit, packages, hardware, date) the first time a run
+    starts. A resumed or re-scored run keeps it, so result rows scored by later code still
+    name the code that trained the model."""
+    started = run_dir / "started.json"
+    # a run directory with content but no record was started by code older than the record:
+    # the training code is then unknown (rows show none), never mistaken for the current one
+    if not started.is_file() and not (run_dir.is_dir() and any(run_dir.iterdir())):
+        write_json(started, provenance())
+
+
+def collect_trained(
+    run_dir: Path, hydra_dir: Path, save_dir: Path, log_file: Path, overrides: list[str]
+) -> TrainedModel:
+    """A finished training run: its best checkpoint and the last epoch's statistics.
+
+    Parameters
+    ----------
+    run_dir : Path
+        the run's folder (its started.json records the training code).
+    hydra_dir : Path
+        Hydra's output folder (holds .hydra/config.yaml).
+    save_dir : Path
+        the checkpoint folder.
+    log_file : Path
+        the training log (fairseq JSON log lines).
+    overrides : list[str]
+        the Hydra overrides the run was started with.
+
+    Returns
+    -------
+    TrainedModel
+        The trained model's record.
+
+    Raises
+    ------
+    ReproError
+        the run wrote no checkpoint_best.pt.
+    """
+    checkpoint = save_dir / "checkpoint_best.pt"
+    if not checkpoint.is_file():
+        raise ReproError(f"training produced no checkpoint {checkpoint} (log: {log_file})")
+    log_text = log_file.read_text()
+    stats = last_record_with(log_text, "train_wps") or {}
+    config_file = hydra_dir / ".hydra" / "config.yaml"
+    limits = OmegaConf.load(config_file) if config_file.is_file() else None
+    curve = learning_curve(
+        log_text,
+        patience=limits.checkpoint.get("patience") if limits is not None else None,
+        max_epoch=limits.optimization.get("max_epoch") if limits is not None else None,
+    )
+    as_float = lambda key: float(stats[key]) if key in stats else None  # noqa: E731
+    started = run_dir / "started.json"
+    return TrainedModel(
+        checkpoint=checkpoint,
+        # runs trained before started.json existed have none
+        started=json.loads(started.read_text()) if started.is_file() else {},
+        wall_s=as_float("train_wall"),
+        tokens_per_s=as_float("train_wps"),
+        epochs=int(stats["epoch"]) if "epoch" in stats else None,
+        config_file=config_file,
+        overrides=overrides,
+        curve=curve,
+    )
+
+
+def composed_config(model: TrainedModel) -> dict:
+    """The key settings of the composed training config, for the result rows."""
+    if not model.config_file.is_file():
+        return {}
+    return {**config_settings(OmegaConf.load(model.config_file)), "file": str(model.config_file)}
+
+
+def compose_settings(train_config: str, overrides: list[str]) -> dict:
+    """The settings (`config_settings`) a training run would have, composed in-process.
+
+    Composition is Hydra's compose API against fairseq's schema, as fairseq-hydra-train
+    does, so that the result equals the run's .hydra/config.yaml settings: a job's key is
+    known before it trains.
+
+    Parameters
+    ----------
+    train_config : str
+        the config name in configs/.
+    overrides : list[str]
+        the run's Hydra overrides (``hydra.*`` ones are ignored).
+
+    Returns
+    -------
+    dict
+        The settings.
+    """
+    return config_settings(compose_config(train_config, overrides))
+
+
+def compose_config(train_config: str, overrides: list[str]) -> DictConfig:
+    """A training config composed in-process, as fairseq-hydra-train composes it.
+
+    Parameters
+    ----------
+    train_config : str
+        the config name in configs/.
+    overrides : list[str]
+        Hydra overrides (``hydra.*`` ones are ignored).
+
+    Returns
+    -------
+    DictConfig
+        The composed config.
+    """
+    from fairseq.dataclass.initialize import hydra_init
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    hydra_init(train_config)
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
+            cfg = compose(
+                config_name=train_config,
+                overrides=[o for o in overrides if not o.startswith("hydra.")],
+            )
+    finally:
+        GlobalHydra.instance().clear()
+    return cfg
+
+
+def config_settings(cfg: DictConfig) -> dict:
+    """The settings of a composed training config that a row records and its key hashes.
+
+    Parameters
+    ----------
+    cfg : DictConfig
+        the composed config.
+
+    Returns
+    -------
+    dict
+        model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths), the
+        data-parallel world size when it is above 1 (each process takes a batch of the
+        configured size: the effective batch is that many times larger), and the early-stopping
+        patience when it is set (configs without it keep the hashes they had).
+    """
+    world_size = cfg.distributed_training.distributed_world_size
+    patience = cfg.checkpoint.get("patience", -1)
+    return {
+        **({"distributed_world_size": world_size} if world_size > 1 else {}),
+        **({"patience": patience} if patience is not None and patience > 0 else {}),
+        "model": OmegaConf.to_container(cfg.model, resolve=False),
+        "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
+        "lr": OmegaConf.to_container(cfg.optimization.lr, resolve=False),
+        "max_epoch": cfg.optimization.max_epoch,
+        "batch_size": cfg.dataset.batch_size,
+        "max_tokens": cfg.dataset.max_tokens,
+    }

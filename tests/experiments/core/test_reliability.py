@@ -1,0 +1,167 @@
+"""Failures are errors that name their cause: git (provenance), a missing console script;
+paths come from one module; shared conventions (fairseq JSON logs, inflection encoding) have
+one definition."""
+
+import subprocess
+
+import pytest
+
+from regattn_fairseq.experiments.core import paths, provenance
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.tools import tool_path
+from regattn_fairseq.experiments.data.builders.inflection import (
+    SPACE_SYMBOL,
+    decode_target,
+    encode_source,
+    encode_target,
+)
+from regattn_fairseq.experiments.train.fairseq_logs import json_records, last_record_with
+
+
+def test_git_outside_a_checkout_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)  # a folder that is no git checkout
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    with pytest.raises(ReproError, match=r"`git rev-parse HEAD` failed .*not a git repository"):
+        provenance.provenance()
+
+
+def test_git_missing_is_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git on PATH
+    with pytest.raises(ReproError, match=r"`git rev-parse HEAD` could not run"):
+        provenance.git_state()
+
+
+def test_benchmark_records_use_the_same_provenance(monkeypatch, tmp_path):
+    from regattn_fairseq.benchmarks import run_record
+
+    env = run_record.environment()
+    state = provenance.git_state()
+    assert {k: env[k] for k in state} == state
+    assert run_record.commit_label(env) == state["git_commit"] + (
+        "+dirty" if state["git_dirty"] else ""
+    )
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ReproError, match="git"):
+        run_record.environment()
+
+
+def test_dirty_is_a_nonempty_porcelain_status_with_a_diff_hash(monkeypatch):
+    spec = ("--", *provenance._CODE_PATHSPEC)
+    outputs = {
+        ("rev-parse", "HEAD"): "abc",
+        ("status", "--porcelain", *spec): "",
+        ("diff", "HEAD", "--binary", *spec): "",
+    }
+    monkeypatch.setattr(provenance, "git", lambda *args: outputs[args])
+    assert provenance.git_state() == {
+        "git_commit": "abc",
+        "git_dirty": False,
+        "git_diff_sha256": None,
+    }
+    outputs[("status", "--porcelain", *spec)] = "?? new_file.py"  # untracked is dirty too
+    first = provenance.git_state()
+    assert first["git_dirty"] and len(first["git_diff_sha256"]) == 64
+    outputs[("diff", "HEAD", "--binary", *spec)] = "diff --git a/x b/x"
+    assert provenance.git_state()["git_diff_sha256"] != first["git_diff_sha256"]
+
+
+def test_outputs_under_results_do_not_make_the_tree_dirty():
+    # the suite appends rows and the benchmarks records to results/ while they run: the
+    # second row of a table must record the same code state as the first
+    before = provenance.git_state()
+    output = paths.RESULTS_DIR / "zz_provenance_test_output.json"
+    try:
+        output.write_text("{}\n")
+        assert provenance.git_state() == before
+    finally:
+        output.unlink()
+    assert provenance._CODE_PATHSPEC == (".", ":(exclude)results")
+
+
+def test_missing_tool_is_named():
+    with pytest.raises(
+        ReproError,
+        match=r"tool 'fairseq-no-such-tool' is not installed next to the running interpreter"
+        r".*pip install fairseq-no-such-tool",
+    ):
+        tool_path("fairseq-no-such-tool")
+
+
+def test_tool_is_never_taken_from_path(tmp_path, monkeypatch):
+    fake = tmp_path / "fairseq-only-on-path"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ReproError, match="fairseq-only-on-path"):
+        tool_path("fairseq-only-on-path")
+
+
+def test_installed_tool_is_found_next_to_the_interpreter():
+    found = tool_path("fairseq-preprocess")
+    assert found.endswith("fairseq-preprocess")
+    assert subprocess.run([found, "--help"], capture_output=True).returncode == 0
+
+
+def test_fairseq_json_log_records():
+    log = "\n".join(
+        [
+            "2024-01-01 | INFO | fairseq_cli.train | {'not': 'json'}",
+            '2024-01-01 | INFO | train | {"epoch": 1, "train_wps": "10.5", "train_wall": "3"}',
+            '2024-01-01 | INFO | valid | {"epoch": 1, "valid_loss": "2"}',
+            '2024-01-01 | INFO | train | {"epoch": 2, "train_wps": "12", "train_wall": "6"}',
+        ]
+    )
+    assert len(json_records(log)) == 3
+    assert last_record_with(log, "train_wps")["epoch"] == 2
+    assert last_record_with(log, "test_accuracy") is None
+
+
+def test_inflection_encoding_round_trips():
+    assert (
+        encode_source("toy", "sing song", "V;PST")
+        == f"<toy> s i n g {SPACE_SYMBOL} s o n g <V> <PST>"
+    )
+    for form in ("walked", "sang song", "a  b"):
+        assert decode_target(encode_target(form)) == form
+
+
+def test_snli_labels_are_the_tasks():
+    from regattn_fairseq.experiments.data.builders import snli
+    from regattn_fairseq.tasks.regattn_snli import LABELS
+
+    assert snli.LABELS is LABELS
+    assert set(snli.CAT_SNLI_LABELS.values()) == set(LABELS) == set(snli.HUB_SNLI_LABELS.values())
+
+
+def test_paths_come_from_one_module():
+    assert paths.CONFIG_DIR == paths.REPO_ROOT / "configs" and paths.CONFIG_DIR.is_dir()
+    assert (paths.USER_DIR / "__init__.py").is_file()
+    assert paths.DATA_DIR_ENV == "REGATTN_DATA_DIR"
+
+
+def _grep(pattern: str, *folders: str) -> list[str]:
+    found = subprocess.run(
+        ["git", "grep", "-n", "-E", pattern, "--", *folders],
+        cwd=paths.REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return found.stdout.splitlines()
+
+
+def test_no_hard_coded_venv_in_the_suite_and_benchmarks():
+    offenders = _grep(
+        r"\.venv", "regattn_fairseq/experiments", "regattn_fairseq/benchmarks", "scripts", "bench"
+    )
+    assert offenders == []
+
+
+def test_no_path_defined_outside_paths_module():
+    offenders = [
+        line
+        for line in _grep(
+            r"Path\(__file__\)", "regattn_fairseq/experiments", "regattn_fairseq/benchmarks"
+        )
+        if not line.startswith("regattn_fairseq/experiments/core/paths.py")
+    ]
+    assert offenders == []

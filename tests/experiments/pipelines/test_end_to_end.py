@@ -1,0 +1,166 @@
+"""`make <target> SCALE=smoke` end to end on the first lines of the real offline data: prepare,
+train with fairseq-hydra-train, decode with fairseq-generate/validate, score, write the table
+with its provenance. The λ sweep (one Hydra multirun) is the default-suite representative;
+the table targets take 1-3 minutes each on 2 cores and are marked slow (`make test-slow`)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from make_runs import run_make
+from wandb_offline import offline_runs
+
+PROVENANCE = ("date", "git_commit", "versions", "hardware", "seed", "data", "train", "decode")
+
+
+def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str) -> list[dict]:
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "results" / "raw" / f"{table}.jsonl").read_text().splitlines()
+    ]
+    assert {row["mapping"] for row in rows} == expected_mappings
+    for row in rows:
+        for key in PROVENANCE:
+            assert row[key] not in (None, "", {}), key
+        assert row["versions"]["torch"] and row["versions"]["fairseq-fixed"] != "not installed"
+        assert row["hardware"]["cpu_count"] >= 1
+        assert row["hardware"]["cpu_capability"] in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR")
+        assert row["train"]["config"]["model"]["_name"].startswith("regattn_")
+        assert row["train"]["epochs"] == 1 and row["train"]["tokens_per_s"] > 0
+        assert 0.0 <= row["metrics"][metric] <= 100.0
+        # the code that trained the model, and the attention statistics of the evaluation set
+        assert row["train"]["started"]["git_commit"] == row["git_commit"]
+        attention = row["attention"]
+        assert attention["sentences"] >= 1 and attention["rows"] >= attention["sentences"]
+        assert 0.0 <= attention["mean_zero_fraction"] < 1.0
+        assert 1.0 <= attention["mean_support_size"] <= attention["mean_row_length"]
+        if row["mapping"].startswith("softmax"):
+            assert attention["mean_zero_fraction"] == 0.0
+    markdown = (tmp_path / "results" / f"{table}.md").read_text()
+    assert "## Scale `smoke`" in markdown and "## History" in markdown
+    assert "% zeros" in markdown and "clusters/row (size)" in markdown
+    assert (tmp_path / "results" / "raw" / f"{table}.csv").is_file()
+    return rows
+
+
+def make_ok(target, tmp_path, data_dir, variables=None):
+    result = run_make(target, tmp_path, data_dir, variables=variables)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_sweep_lambda_multirun(shared_data, tmp_path):
+    make_ok("sweep-lambda", tmp_path, shared_data)
+    rows = check_outputs(
+        tmp_path,
+        "sweep_lambda",
+        {"fusedmax"},
+        "rougeL",
+    )
+    # each Hydra job trained its own λ into its own directory
+    assert {row["sweep_params"]["model.attention_lambda"] for row in rows} == {"0.1", "1.0"}
+    assert len({row["train"]["checkpoint"] for row in rows}) == 2
+    assert (tmp_path / "results" / "sweep_lambda_smoke.png").stat().st_size > 0
+    check_wandb_runs(rows, group="sweep_lambda/smoke-offline")
+
+
+def check_wandb_runs(rows: list[dict], group: str) -> None:
+    """Each trained model left offline wandb runs in its run folder (no network): the
+    training run with its config and fairseq's training curves, then the scoring's summary,
+    under the same id and in the sweep's group."""
+    for row in rows:
+        run_dir = Path(row["train"]["checkpoint"]).parent.parent
+        training, scoring = offline_runs(run_dir)
+        assert training["id"] == scoring["id"] and training["group"] == scoring["group"] == group
+        config = training["config"]
+        assert config["mapping"] == "fusedmax" and config["scale"] == "smoke"
+        assert config["attention_lambda"] == float(row["sweep_params"]["model.attention_lambda"])
+        assert config["seed"] == row["seed"] and config["commit"] == row["git_commit"]
+        assert config["data"]["fingerprint"] == row["data"]["fingerprint"]
+        assert {"train/loss", "valid/loss"} <= training["history_keys"]
+        evaluation = row["evaluation"]
+        assert scoring["summary"][f"{evaluation}/rougeL"] == row["metrics"]["rougeL"]
+        zeros = scoring["summary"][f"{evaluation}/attention/mean_zero_fraction"]
+        assert zeros == row["attention"]["mean_zero_fraction"]
+
+
+@pytest.mark.slow
+def test_sweep_alpha_multirun(shared_data, tmp_path):
+    make_ok("sweep-alpha", tmp_path, shared_data)
+    check_outputs(
+        tmp_path,
+        "sweep_alpha",
+        {"entmax15 attention_alpha=1.5", "entmax15 attention_alpha=learned"},
+        "bleu",
+    )
+
+
+@pytest.mark.slow
+def test_reproduce_table1(shared_data, tmp_path):
+    make_ok("reproduce-table1", tmp_path, shared_data)
+    check_outputs(tmp_path, "table1", {"softmax", "sparsemax", "fusedmax", "oscarmax"}, "accuracy")
+    assert "81.66" in (tmp_path / "results" / "table1.md").read_text()
+    # one sentence's attention under every mapping, side by side
+    [figure] = (tmp_path / "results" / "figures").glob("table1_snli_smoke_attention_*.png")
+    assert figure.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_reproduce_table2(shared_data, tmp_path):
+    make_ok("reproduce-table2", tmp_path, shared_data)
+    rows = check_outputs(
+        tmp_path,
+        "table2",
+        {"softmax", "sparsemax", "fusedmax", "oscarmax", "sq_pnorm_max"},
+        "rougeL",
+    )
+    assert {row["evaluation"] for row in rows} == {"duc2004", "gigaword"}
+    raw = tmp_path / "results" / "raw" / "table2.jsonl"
+    # re-running skips the finished jobs: nothing is trained or scored again
+    again = make_ok("reproduce-table2", tmp_path, shared_data)
+    assert "[skip]" in again.stdout and "[train]" not in again.stdout
+    assert len(raw.read_text().splitlines()) == len(rows)
+    # re-scoring, asked for, appends: the record keeps both, the table shows the latest
+    make_ok("reproduce-table2", tmp_path, shared_data, variables={"RESCORE": "1"})
+    assert len(raw.read_text().splitlines()) == 2 * len(rows)
+
+
+@pytest.mark.slow
+def test_reproduce_nmt(shared_data, tmp_path):
+    result = make_ok("reproduce-nmt", tmp_path, shared_data)
+    rows = check_outputs(
+        tmp_path, "nmt", {"softmax", "sparsemax", "fusedmax", "oscarmax", "sq_pnorm_max"}, "bleu"
+    )
+    assert all(row["signature"].startswith("nrefs:1") for row in rows)
+    assert "nrefs:1|case:mixed" in result.stdout  # the signature is printed
+
+
+@pytest.mark.slow
+def test_reproduce_inflection(shared_data, tmp_path):
+    make_ok("reproduce-inflection", tmp_path, shared_data)
+    rows = check_outputs(tmp_path, "inflection", {"softmax", "sparsemax", "entmax15"}, "accuracy")
+    assert {"acc_finnish", "acc_italian", "acc_spanish"} <= set(rows[0]["metrics"])
+
+
+@pytest.mark.slow
+def test_sweep_gamma_multirun(shared_data, tmp_path):
+    make_ok("sweep-gamma", tmp_path, shared_data)
+    rows = check_outputs(
+        tmp_path,
+        "sweep_gamma",
+        {"sparsemax attention_gamma=1.0", "sparsemax attention_gamma=4.0"},
+        "bleu",
+    )
+    assert {row["train"]["config"]["model"]["attention_gamma"] for row in rows} == {1.0, 4.0}
+    # each job's directory is named by its swept values, with its own start record
+    for row in rows:
+        gamma = row["sweep_params"]["model.attention_gamma"]
+        assert (
+            f"attention=sparsemax,model.attention_gamma={gamma}/checkpoints"
+            in row["train"]["checkpoint"]
+        )
+        assert row["train"]["started"]["git_commit"] == row["git_commit"]
+    markdown = (tmp_path / "results" / "sweep_gamma.md").read_text()
+    assert (
+        "the paper uses γ = 1" in markdown and "Generated by `scripts/sweep.py gamma`" in markdown
+    )

@@ -1,0 +1,328 @@
+"""GAMMA=auto (`scripts/reproduce.py --gamma auto`): every γ of the grid is trained, the best
+validation loss picks one, test is reported at it and the choice is recorded in the row."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn import mappings
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.train import train as runs
+
+
+def test_gamma_grid_arguments():
+    args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
+    assert args.gamma_grid == [1.0, 4.0]
+    for bad in (["--gamma-grid", "1,4"], ["--gamma", "warm"], ["--gamma", "-1"]):
+        with pytest.raises(SystemExit):
+            reproduce.parse_args(["inflection", *bad])
+
+
+@pytest.mark.parametrize("table", ["table1", "table2", "nmt", "inflection"])
+def test_every_discrete_mapping_of_a_table_has_its_gamma_tuned(table):
+    """GAMMA=auto tunes the temperature of every discrete mapping of the paper tables (1.5-entmax
+    included: entmax(s / γ)); a mapping left at γ = 1 would not be compared fairly."""
+    spec = reproduce.load_config("reproduce", table)
+    for mapping in spec.mappings:
+        attention = OmegaConf.load(REPO_ROOT / "configs" / "attention" / f"{mapping}.yaml")
+        assert "gamma" in mappings.parameters_of(attention.attention), mapping
+        assert mapping in reproduce.GAMMA_MAPPINGS, mapping
+
+
+def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeypatch):
+    """A grid run with a checkpoint_best.pt but no finished training goes back through fairseq
+    (which resumes from checkpoint_last.pt); its best validation loss is read afterwards."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}})()
+    args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        gamma = float(extra[-1].split("=")[1])
+        trained.append(gamma)
+        # the "resumed" run ends with a better loss for γ = 4
+        (run_dir / "train.log").write_text(
+            json.dumps({"epoch": 30, "valid_loss": 2.0 if gamma == 1.0 else 1.5}) + "\n"
+        )
+
+    for gamma in (1.0, 4.0):
+        run_dir = reproduce._run_dir(
+            tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma
+        )
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
+    monkeypatch.setattr(reproduce, "train", fake_train)
+    selection = reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
+    )
+    assert trained == [1.0, 4.0]
+    assert selection["chosen"] == 4.0 and selection["grid"] == [1.0, 4.0]
+    assert selection["validation"] == {"1.0": 2.0, "4.0": 1.5}
+
+
+@pytest.mark.slow
+def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
+    """Smoke scale, sparsemax, grid {1, 4}: two grid runs, one test row at the chosen γ, and a
+    second invocation that trains nothing (the recorded choice is reused, the row skipped)."""
+    command = [
+        sys.executable,
+        "scripts/reproduce.py",
+        "inflection",
+        "--scale",
+        "smoke",
+        "--mappings",
+        "sparsemax",
+        "--gamma",
+        "auto",
+        "--gamma-grid",
+        "1,4",
+        "--data-dir",
+        str(shared_data),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--results-dir",
+        str(tmp_path / "results"),
+    ]
+    first = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()
+    ]
+    assert len(rows) == 1
+    selection = rows[0]["gamma_selection"]
+    assert selection["grid"] == [1.0, 4.0] and set(selection["validation"]) == {"1.0", "4.0"}
+    chosen = min(selection["grid"], key=lambda g: selection["validation"][str(g)])
+    assert selection["chosen"] == chosen
+    assert rows[0]["train"]["config"]["model"]["attention_gamma"] == chosen
+    grid_runs = list((tmp_path / "work" / "checkpoints").rglob("gamma*/seed1/checkpoints"))
+    assert len(grid_runs) == 2
+    second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "[skip]" in second.stdout and "[train]" not in second.stdout
+    assert "the grid is not trained again" in second.stdout
+    assert len((tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()) == 1
+
+
+def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypatch):
+    """--gamma-seeds first: the grid is trained for the first seed only, and the choice records
+    which seeds decided it."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}})()
+    args = reproduce.parse_args(
+        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    )
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        trained.append((seed, extra[-1]))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
+
+    monkeypatch.setattr(reproduce, "train", fake_train)
+    selection = reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
+    )
+    assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
+    assert selection["seeds"] == [1]
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(["inflection", "--gamma-seeds", "first"])
+
+
+def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selection):
+    """The rows a finished job at γ would have left, recording ``selection``."""
+    run_dir = reproduce._run_dir(
+        tmp_path, spec, experiment, "smoke", data, "sparsemax", seed, gamma
+    )
+    extra = [*args.override, f"model.attention_gamma={gamma}"]
+    settings = runs.compose_settings(
+        experiment.train_config,
+        reproduce._train_overrides(experiment, "smoke", data, "sparsemax", seed, run_dir, extra),
+    )
+    return [
+        {
+            "experiment": experiment.name,
+            "scale": "smoke",
+            "data_source": "offline",
+            "mapping": "sparsemax",
+            "evaluation": evaluation,
+            "seed": seed,
+            "run_id": f"run{seed}",
+            "train": {"config": settings},
+            "gamma_selection": selection,
+        }
+        for evaluation in experiment.evaluations
+    ]
+
+
+def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monkeypatch):
+    """A choice recorded by a finished row (its checkpoints gone: another machine) is taken as
+    it is; a row recording another grid, or whose config is not the job's at the γ it records,
+    is not, and the grid is trained."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    args = reproduce.parse_args(
+        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    )
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        trained.append(extra[-1])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
+
+    monkeypatch.setattr(reproduce, "train", fake_train)
+    recorded = {
+        "grid": [1.0, 4.0],
+        "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
+        "seeds": [1],
+        "validation": {"1.0": 2.0, "4.0": 1.5},
+        "chosen": 4.0,
+    }
+
+    def choose(rows):
+        trained.clear()
+        return reproduce.choose_gamma(
+            spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args, rows
+        )
+
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, recorded)
+    assert choose(rows) == recorded and trained == []
+    # the row of seed 2 records the same choice: it is found as well
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 2, 4.0, recorded)
+    assert choose(rows) == recorded and trained == []
+    other_grid = {**recorded, "grid": [1.0, 4.0, 16.0]}
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, other_grid)
+    assert choose(rows)["grid"] == [1.0, 4.0] and len(trained) == 2
+    # the row records γ = 4 chosen but was trained at γ = 1: not this job's choice
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 1.0, recorded)
+    choose(rows)
+    assert len(trained) == 2
+    # --retrain trains the grid whatever is recorded
+    args.retrain = True
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, recorded)
+    choose(rows)
+    assert len(trained) == 2
+
+
+def _export(path, mapping, gamma, lengths=(4, 9, 30, 12, 10)):
+    """An attention export of sentences with these source lengths (9, 12, 10 are readable)."""
+    with path.open("w") as out:
+        for index, length in enumerate(lengths):
+            record = {
+                "id": index,
+                "src_tokens": [f"w{i}" for i in range(length)],
+                "tgt_tokens": ["a", "b"],
+                "attention": [[1.0 / length] * length] * 2,
+                "mapping": {"name": mapping, "params": {"gamma": gamma}},
+            }
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
+def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
+    """A table run one mapping per process: the figure of the last one holds every cell set up
+    the same way (γ auto here), from its export, or from its committed figure sidecar where the
+    export is gone (decoded on another machine)."""
+    from regattn.analysis import read_export
+
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    evaluation = next(iter(experiment.evaluations))
+    args = reproduce.parse_args(["inflection", "--gamma", "auto"])
+    results = tmp_path / "results"
+
+    def row(mapping, gamma, tuned, exists=True):
+        export = tmp_path / f"{mapping}{gamma}.jsonl"
+        if exists:
+            _export(export, mapping, gamma)
+        return {
+            "experiment": experiment.name,
+            "scale": "small",
+            "data_source": "offline",
+            "mapping": mapping,
+            "evaluation": evaluation,
+            "seed": 1,
+            "run_id": f"{mapping}{gamma}",
+            "git_commit": "c" * 40,
+            "date": "2026-11-25T00:00:00+00:00",
+            "train": {"config": {"model": {"attention": mapping, "attention_gamma": gamma}}},
+            "gamma_selection": {"chosen": gamma} if tuned else None,
+            "attention": {"export": str(export)},
+        }
+
+    def sidecar(run_id):
+        return results / reproduce.figure_sidecar_name(run_id, evaluation)
+
+    rows = [
+        row("softmax", 4.0, True),
+        row("softmax", 1.0, False),  # another setup: its own figure
+        row("sparsemax", 16.0, True, exists=False),  # decoded elsewhere, export and sidecar gone
+        row("entmax15", 16.0, True),
+    ]
+    own = [tmp_path / "entmax1516.0.jsonl"]
+    panels = reproduce._figure_exports(own, rows, experiment, "small", 1, args, results)
+    assert [path for path, _ in panels] == [
+        tmp_path / "entmax1516.0.jsonl",
+        tmp_path / "softmax4.0.jsonl",
+    ]
+    assert panels[0][1] == {  # what the figure's manifest records of the run
+        "run_id": "entmax1516.0",
+        "attention": "entmax15 (γ=16)",
+        "seed": 1,
+        "config_sha256": panels[0][1]["config_sha256"],
+        "git_commit": "c" * 40,
+        "trained_at": None,
+    }
+    # the exports on disk left their readable sentences in sidecars; the other setup did not
+    kept = read_export(sidecar("softmax4.0"))
+    assert [r["id"] for r in kept] == [1, 3, 4]
+    assert kept == [r for r in read_export(tmp_path / "softmax4.0.jsonl") if r["id"] in (1, 3, 4)]
+    assert sidecar("entmax1516.0").is_file() and not sidecar("softmax1.0").exists()
+    first = sidecar("softmax4.0").read_bytes()
+    # on another machine every export is gone: the figure is drawn from the sidecars
+    for path in tmp_path.glob("*.jsonl"):
+        path.unlink()
+    panels = reproduce._figure_exports([], rows, experiment, "small", 1, args, results)
+    assert [path for path, _ in panels] == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
+    assert [run["run_id"] for _, run in panels] == ["softmax4.0", "entmax1516.0"]
+    assert sidecar("softmax4.0").read_bytes() == first
+    assert reproduce._gamma_suffix("auto") == "_gamma-auto"
+    assert reproduce._gamma_suffix("1") == "_gamma1.0" and reproduce._gamma_suffix(None) == ""
+
+
+def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
+    """Rows whose attention is gone (no export, no sidecar) cannot be drawn again: the figure
+    that shows them is kept, and the smaller drawing goes to a name of its own."""
+    from regattn_fairseq.experiments.report.figures import plot_attention_figure
+
+    figures = tmp_path / "figures"
+    softmax = _export(tmp_path / "softmax.jsonl", "softmax", 4.0)
+    sparsemax = _export(tmp_path / "sparsemax.jsonl", "sparsemax", 16.0)
+    name = "inflection_medium_small_gamma-auto_attention"
+    runs = [{"run_id": "r1", "git_commit": "c" * 40}, {"run_id": "r2", "git_commit": "d" * 40}]
+    both = plot_attention_figure(figures, name, [softmax, sparsemax], runs=runs)
+    assert [p.name for p in both] == [f"{name}_1.png", f"{name}_1.pdf"]
+    manifest = json.loads((figures / f"{name}.json").read_text())
+    assert manifest["panels"] == ["softmax (γ=4)", "sparsemax (γ=16)"]  # the panel titles
+    assert manifest["runs"] == runs  # the figure's provenance
+    drawn = both[0].read_bytes()
+    alone = plot_attention_figure(figures, name, [sparsemax])
+    assert [p.name for p in alone] == [f"{name}_sparsemax_1.png", f"{name}_sparsemax_1.pdf"]
+    assert both[0].read_bytes() == drawn  # kept
+    assert json.loads((figures / f"{name}.json").read_text()) == manifest
+    # a drawing with every panel (and more) replaces it
+    entmax = _export(tmp_path / "entmax.jsonl", "entmax15", 16.0)
+    again = plot_attention_figure(figures, name, [softmax, sparsemax, entmax])
+    assert again == both and len(json.loads((figures / f"{name}.json").read_text())["panels"]) == 3
+    # a figure drawn before manifests is kept too: which panels it shows is unknown
+    (figures / f"{name}.json").unlink()
+    legacy = plot_attention_figure(figures, name, [softmax, sparsemax, entmax])
+    assert [p.name for p in legacy][0] == f"{name}_entmax15-softmax-sparsemax_1.png"

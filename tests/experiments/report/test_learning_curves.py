@@ -1,0 +1,122 @@
+"""Training to convergence: the validation curve a row records, why training stopped, the
+config key's patience, the table's convergence lines and the learning-curve figure."""
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments.report import learning_curves
+from regattn_fairseq.experiments.report import tables as results
+from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.train import train as runs
+
+
+def _log(valid: dict, train: dict | None = None) -> str:
+    """A fairseq-hydra-train log with one valid (and train) record per epoch."""
+    lines = ["[2026-11-25 10:00:00][fairseq_cli.train][INFO] - begin training"]
+    for epoch, loss in valid.items():
+        lines.append(
+            "[2026-11-25 10:00:01][valid][INFO] - "
+            + json.dumps({"epoch": epoch, "valid_loss": str(loss), "valid_num_updates": "10"})
+        )
+        if train and epoch in train:
+            lines.append(
+                "[2026-11-25 10:00:02][train][INFO] - "
+                + json.dumps({"epoch": epoch, "train_loss": str(train[epoch]), "train_wps": "1"})
+            )
+    return "\n".join(lines) + "\n"
+
+
+def test_early_stopped_run_records_its_best_epoch_and_why_it_stopped():
+    text = _log({1: 5.0, 2: 4.0, 3: 3.5, 4: 3.6, 5: 3.5, 6: 3.7}, {1: 6.0, 2: 4.5})
+    curve = runs.learning_curve(text, patience=3, max_epoch=50)
+    assert curve["epochs"] == [1, 2, 3, 4, 5, 6]
+    assert curve["valid_loss"] == [5.0, 4.0, 3.5, 3.6, 3.5, 3.7]
+    assert curve["train_loss"][:2] == [6.0, 4.5] and curve["train_loss"][2] is None
+    # a tie does not improve (fairseq keeps the first checkpoint of the lowest loss)
+    assert curve["best_epoch"] == 3 and curve["best_valid_loss"] == 3.5
+    assert curve["stopped_epoch"] == 6 and curve["stop"] == "patience"
+
+
+def test_a_run_that_hits_the_cap_is_not_called_converged():
+    curve = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 3.0}), patience=3, max_epoch=3)
+    assert curve["stop"] == "max_epoch" and curve["best_epoch"] == 3
+    # without early stopping the cap is the only reason
+    assert runs.learning_curve(_log({1: 5.0, 2: 6.0}), None, 2)["stop"] == "max_epoch"
+    # an interrupted run: neither
+    assert runs.learning_curve(_log({1: 5.0, 2: 4.0}), 3, 50)["stop"] is None
+
+
+def test_a_resumed_run_counts_each_epoch_once_with_its_last_record():
+    text = _log({1: 5.0, 2: 4.0}) + _log({2: 3.9, 3: 3.8})
+    curve = runs.learning_curve(text, patience=3, max_epoch=50)
+    assert curve["epochs"] == [1, 2, 3] and curve["valid_loss"] == [5.0, 3.9, 3.8]
+
+
+def test_no_validation_no_curve():
+    assert runs.learning_curve("no json here\n", 3, 10) == {}
+
+
+def _cfg(patience):
+    return OmegaConf.create(
+        {
+            "distributed_training": {"distributed_world_size": 1},
+            "model": {"_name": "regattn_lstm"},
+            "optimizer": {"_name": "adam"},
+            "optimization": {"lr": [0.002], "max_epoch": 50},
+            "dataset": {"batch_size": 64, "max_tokens": None},
+            "checkpoint": {"patience": patience},
+        }
+    )
+
+
+def test_patience_enters_the_config_key_only_when_set():
+    without = runs.config_settings(_cfg(-1))
+    assert "patience" not in without  # configs without early stopping keep their hashes
+    with_patience = runs.config_settings(_cfg(3))
+    assert with_patience["patience"] == 3
+    assert rowkeys.config_sha256(with_patience) != rowkeys.config_sha256(without)
+
+
+def _row(mapping, seed, curve, scale="small"):
+    return {
+        "table": "nmt",
+        "experiment": "multi30k_en_de",
+        "evaluation": "test2016",
+        "scale": scale,
+        "data_source": "offline",
+        "mapping": mapping,
+        "seed": seed,
+        "run_id": f"{mapping}{seed}",
+        "config_sha256": "abc",
+        "dry_run": None,
+        "train": {"config": {"model": {}}, "learning_curve": curve},
+    }
+
+
+def test_convergence_lines_and_figure(tmp_path):
+    stopped = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3}), 3, 50)
+    capped = runs.learning_curve(_log({1: 5.0, 2: 4.5}), 3, 2)
+    rows = [_row("softmax", 1, stopped), _row("softmax", 2, stopped), _row("sparsemax", 1, capped)]
+    lines = learning_curves.convergence_lines(rows)
+    text = "\n".join(lines)
+    assert "softmax: seed 1: best epoch 2 of 5" in text and "early-stopped" in text
+    assert "sparsemax: seed 1: best epoch 2 of 2" in text and "epoch cap" in text
+    path = learning_curves.plot_learning_curves(rows, tmp_path / "curves.png", "t")
+    assert path.is_file() and path.stat().st_size > 1000
+    # rows from before early stopping record no curve: nothing said, nothing drawn
+    old = [_row("softmax", 1, None)]
+    assert learning_curves.convergence_lines(old) == []
+    assert learning_curves.plot_learning_curves(old, tmp_path / "none.png", "t") is None
+    assert not (tmp_path / "none.png").exists()
+
+
+@pytest.mark.parametrize("scale", ["small"])
+def test_table_links_the_learning_curve_figure_it_draws(tmp_path, scale):
+    curve = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3}), 3, 50)
+    rows = [_row("softmax", 1, curve, scale)]
+    spec = OmegaConf.create({"table": "nmt"})
+    drawn = learning_curves.draw_learning_curves(tmp_path, spec, rows)
+    name = results.learning_curve_figure("nmt", "multi30k_en_de", scale)
+    assert drawn == [tmp_path / "figures" / name]

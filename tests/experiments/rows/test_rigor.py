@@ -1,0 +1,398 @@
+"""Reproduction rigor: row keys and superseding, dirty-tree refusal, skipping finished jobs,
+paired bootstrap p-values, seeds, per-item sidecars and the re-run plan (no training here;
+the end-to-end re-run is `slow`)."""
+
+import copy
+import fcntl
+import json
+import subprocess
+import threading
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments.core import provenance
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.pipelines import rerun
+from regattn_fairseq.experiments.pipelines.reproduce import parse_args
+from regattn_fairseq.experiments.report.tables import render_table
+from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.score import significance
+
+SETTINGS = {"model": {"_name": "regattn_lstm", "attention": "sparsemax"}, "max_epoch": 3}
+
+
+def make_row(**changes) -> dict:
+    row = {
+        "run_id": "r1",
+        "table": "nmt",
+        "experiment": "multi30k_en_de",
+        "evaluation": "test2016",
+        "scale": "small",
+        "data_source": "offline",
+        "mapping": "sparsemax",
+        "sweep_params": {},
+        "seed": 1,
+        "metrics": {"bleu": 30.0},
+        "date": "2026-11-22T04:00:00+00:00",
+        "git_commit": "a" * 40,
+        "git_dirty": False,
+        "data": {"description": "multi30k"},
+        "train": {
+            "config": copy.deepcopy(SETTINGS),
+            "started": {"git_commit": "a" * 40, "git_dirty": False},
+            "epochs": 3,
+            "wall_s": 1.0,
+            "tokens_per_s": 1.0,
+            "overrides": [
+                "scale/lstm_seq2seq=small",
+                "task.data=/x",
+                "common.user_dir=/y",
+                "attention=sparsemax",
+                "common.seed=1",
+                "checkpoint.save_dir=/z",
+                "hydra.run.dir=/w",
+            ],
+        },
+    }
+    for key, value in changes.items():
+        row[key] = value
+    return row
+
+
+SPEC = OmegaConf.create(
+    {"table": "nmt", "title": "NMT", "paper_source": "none", "metrics": {"test2016": ["bleu"]}}
+)
+
+
+def test_key_has_params_seed_and_config_hash():
+    row = make_row()
+    other_config = make_row()
+    other_config["train"]["config"]["max_epoch"] = 8
+    gamma = make_row()
+    gamma["train"]["config"]["model"]["attention_gamma"] = 4.0
+    keys = {rowkeys.row_key(r) for r in (row, other_config, gamma, make_row(seed=2))}
+    assert len(keys) == 4
+    assert rowkeys.cell_key(row) == rowkeys.cell_key(other_config) != rowkeys.cell_key(gamma)
+    assert rowkeys.row_label(gamma) == "sparsemax (γ=4)"
+    # the hash ignores the config file's path, and a recorded hash wins
+    moved = make_row()
+    moved["train"]["config"]["file"] = "/elsewhere/config.yaml"
+    assert rowkeys.row_config_sha256(moved) == rowkeys.row_config_sha256(row)
+
+
+def test_a_surrogate_gradient_run_is_a_cell_of_its_own():
+    plain = make_row()
+    plain["train"]["config"]["model"]["attention_gamma"] = 1.0
+    surrogate = copy.deepcopy(plain)
+    surrogate["train"]["config"]["model"]["attention_grad_surrogate"] = "softmax"
+    assert rowkeys.cell_key(plain) != rowkeys.cell_key(surrogate)
+    assert rowkeys.row_label(surrogate) == "sparsemax (γ=1, backward=softmax)"
+    # unset (every ordinary row), it leaves the key as it was
+    unset = copy.deepcopy(plain)
+    unset["train"]["config"]["model"]["attention_grad_surrogate"] = None
+    assert rowkeys.cell_key(unset) == rowkeys.cell_key(plain)
+    assert rowkeys.row_key(unset)[:5] == rowkeys.row_key(plain)[:5]
+
+
+def test_newer_config_supersedes_and_is_listed(tmp_path):
+    old = make_row(run_id="old", metrics={"bleu": 20.0})
+    new = make_row(run_id="new", date="2026-11-23T04:00:00+00:00")
+    new["train"]["config"]["max_epoch"] = 8
+    new_seed2 = make_row(run_id="new2", seed=2, metrics={"bleu": 32.0})
+    new_seed2["train"]["config"]["max_epoch"] = 8
+    shown, superseded = rowkeys.split_current([old, new, new_seed2])
+    assert [r["run_id"] for r in shown] == ["new", "new2"]
+    assert [r["run_id"] for r in superseded] == ["old"]
+    markdown = render_table(SPEC, [old, new, new_seed2], tmp_path)
+    metrics, _statistics, provenance = (
+        line for line in markdown.splitlines() if line.startswith("| sparsemax")
+    )
+    assert "31.00 ± 1.41" in metrics and "| 2 | 1,2 |" in provenance
+    assert "20.00" not in metrics
+    assert "superseded: multi30k_en_de sparsemax seed 1, config" in markdown
+    assert "(3 epochs), 2026-11-22, run old" in markdown
+
+
+def test_table_marks_unknown_training_commit_dirty_rows_and_missing_p(tmp_path):
+    softmax = make_row(mapping="softmax", run_id="s")
+    softmax["train"]["config"]["model"]["attention"] = "softmax"
+    unknown = make_row(git_dirty=True, git_diff_sha256="f" * 64)
+    unknown["train"]["started"] = {}
+    markdown = render_table(SPEC, [softmax, unknown], tmp_path)
+    metrics, _statistics, provenance = (
+        line for line in markdown.splitlines() if line.startswith("| sparsemax")
+    )
+    assert "30.00†" in metrics and "| n/a |" in metrics
+    assert "training commit unknown" in provenance
+    assert "†: scored or trained from a work tree" in markdown
+    assert "p vs softmax: paired bootstrap" in markdown
+
+
+def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path):
+    """GAMMA=auto: sparsemax at its chosen γ = 16 is paired with softmax at its chosen γ = 4
+    (same grid), not with an untuned softmax γ = 1 row; untuned cells keep their pairing."""
+    selection = {"grid": [1.0, 4.0, 16.0], "criterion": "c", "seeds": [1], "validation": {}}
+    rows = []
+    for mapping, gamma, tuned, offset in (
+        ("softmax", 1.0, False, 0.0),
+        ("softmax", 4.0, True, 0.0),
+        ("sparsemax", 16.0, True, 2.0),
+        ("sparsemax", 1.0, False, 2.0),
+    ):
+        row = make_row(mapping=mapping, run_id=f"{mapping}{gamma}", metrics={"rougeL": 30.0})
+        row["train"]["config"]["model"].update(attention=mapping, attention_gamma=gamma)
+        if tuned:
+            row["gamma_selection"] = {**selection, "chosen": gamma}
+        if mapping == "softmax" and not tuned:
+            row["run_id"] = "no-items"  # an old row without per-item data
+        else:
+            items = _mean_items([float(i % 5) + offset for i in range(100)])
+            row["items"] = significance.write_items(tmp_path, row["run_id"], "test2016", items)
+        rows.append(row)
+    spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
+    markdown = render_table(spec, rows, tmp_path)
+    tuned_line = next(line for line in markdown.splitlines() if "sparsemax (γ=16)" in line)
+    untuned_line = next(line for line in markdown.splitlines() if "sparsemax (γ=1)" in line)
+    # tuned: a p-value against softmax γ = 4; untuned: its baseline (softmax γ = 1) has no items
+    assert "| 0.000 |" in tuned_line or "| 0.001 |" in tuned_line
+    assert "| n/a |" in untuned_line
+    # a choice at the grid's edge is flagged; one inside it is not
+    choices = [line for line in markdown.splitlines() if line.startswith("- ") and "γ = " in line]
+    assert any(line.startswith("- sparsemax: γ = 16.0 (at the grid's edge") for line in choices)
+    assert any(line.startswith("- softmax: γ = 4.0 (c:") for line in choices)
+
+
+def test_a_cell_with_its_own_parameters_is_tested_against_softmax_at_its_gamma(tmp_path):
+    """1.5-entmax γ = 1 (α is entmax's own) and a surrogate-backward run are paired with
+    softmax γ = 1."""
+    rows = []
+    for mapping, extra, offset in (
+        ("softmax", {}, 0.0),
+        ("entmax15", {"attention_alpha": 1.5}, 2.0),
+        ("sparsemax", {"attention_grad_surrogate": "softmax"}, 2.0),
+    ):
+        row = make_row(mapping=mapping, run_id=mapping, metrics={"rougeL": 30.0})
+        row["train"]["config"]["model"].update(attention=mapping, attention_gamma=1.0, **extra)
+        items = _mean_items([float(i % 5) + offset for i in range(100)])
+        row["items"] = significance.write_items(tmp_path, row["run_id"], "test2016", items)
+        rows.append(row)
+    spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
+    markdown = render_table(spec, rows, tmp_path)
+    for label in ("entmax15 (γ=1, α=1.5)", "sparsemax (γ=1, backward=softmax)"):
+        line = next(line for line in markdown.splitlines() if line.startswith(f"| {label} "))
+        assert float(line.split("|")[4]) < 0.01, line  # the p column (paper's is n/a)
+
+
+def test_rows_are_written_under_the_tables_lock(tmp_path):
+    """Two processes writing one table (one per mapping) take turns: while another holds the
+    table's lock, a writer appends nothing, and once it is released every row lands whole."""
+    spec = load_config("reproduce", "nmt")
+    (tmp_path / "raw").mkdir()
+    long_row = make_row(run_id="long", notes="x" * 20000)  # longer than one buffered write
+    with open(tmp_path / "raw" / ".nmt.lock", "w") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        writer = threading.Thread(target=write_outputs, args=(tmp_path, spec, [long_row]))
+        writer.start()
+        writer.join(timeout=1.0)
+        assert writer.is_alive(), "wrote while another process held the table's lock"
+        assert not (tmp_path / "raw" / "nmt.jsonl").exists()
+        fcntl.flock(holder, fcntl.LOCK_UN)
+    writer.join(timeout=30)
+    assert not writer.is_alive()
+    write_outputs(tmp_path, spec, [make_row(run_id="short", seed=2)])
+    assert [row["run_id"] for row in load_rows(tmp_path, "nmt")] == ["long", "short"]
+    assert (tmp_path / "nmt.md").read_text().count("| multi30k_en_de |") >= 2
+
+
+def test_small_and_paper_refuse_a_dirty_tree():
+    dirty = {"git_commit": "b" * 40, "git_dirty": True, "git_diff_sha256": "c" * 64}
+    for scale in ("small", "paper"):
+        with pytest.raises(ReproError, match="ALLOW_DIRTY=1"):
+            provenance.check_clean_tree(scale, allow_dirty=False, state=dirty)
+        assert provenance.check_clean_tree(scale, allow_dirty=True, state=dirty) is dirty
+    assert provenance.check_clean_tree("smoke", allow_dirty=False, state=dirty) is dirty
+
+
+def test_finished_job_is_found_by_its_key():
+    rows = [make_row(), make_row(evaluation="other")]
+    key = rowkeys.job_key("multi30k_en_de", "small", "offline", "sparsemax", SETTINGS, 1)
+    assert rowkeys.finished_rows(rows, key, ["test2016"]) == [rows[0]]
+    assert rowkeys.finished_rows(rows, key, ["test2016", "missing"]) == []
+    changed = {**SETTINGS, "max_epoch": 8}
+    key = rowkeys.job_key("multi30k_en_de", "small", "offline", "sparsemax", changed, 1)
+    assert rowkeys.finished_rows(rows, key, ["test2016"]) == []
+    key = rowkeys.job_key("multi30k_en_de", "small", "offline", "sparsemax", SETTINGS, 2)
+    assert rowkeys.finished_rows(rows, key, ["test2016"]) == []
+
+
+def _mean_items(values):
+    return {"kind": "mean", "n": len(values), "scores": {"rougeL": list(values)}}
+
+
+def test_bootstrap_identical_systems_give_p_one_and_a_better_system_p_small():
+    base = _mean_items([float(i % 7) for i in range(200)])
+    assert significance.paired_bootstrap(base, base, "rougeL") == 1.0
+    better = _mean_items([v + 1.0 + (i % 3) for i, v in enumerate(base["scores"]["rougeL"])])
+    assert significance.paired_bootstrap(better, base, "rougeL") < 0.01
+    # same scores in another order: a small observed difference, a large p
+    noisy = _mean_items([float((i + 3) % 7) for i in range(200)])
+    assert significance.paired_bootstrap(noisy, base, "rougeL") > 0.05
+
+
+def test_bootstrap_macro_accuracy_and_bleu():
+    groups = ["fi", "es"] * 100
+    base = {"kind": "macro", "n": 200, "correct": [i % 2 for i in range(200)], "groups": groups}
+    good = {"kind": "macro", "n": 200, "correct": [1] * 200, "groups": groups}
+    assert significance.paired_bootstrap(base, base, "accuracy") == 1.0
+    assert significance.paired_bootstrap(good, base, "accuracy") < 0.01
+    refs = [f"the cat number {i} sat on the mat today" for i in range(60)]
+    bad = [f"a dog {i} stood" for i in range(60)]
+    items = lambda hyps: {"kind": "bleu", "n": 60, "hypotheses": hyps, "references": refs}  # noqa: E731
+    assert significance.paired_bootstrap(items(bad), items(bad), "bleu") == 1.0
+    assert significance.paired_bootstrap(items(refs), items(bad), "bleu") < 0.01
+
+
+def test_sidecar_round_trip_pairs_seeds_and_checks_its_hash(tmp_path):
+    rows = []
+    for mapping, offset in (("softmax", 0.0), ("sparsemax", 2.0)):
+        for seed in (1, 2):
+            row = make_row(mapping=mapping, seed=seed, run_id=f"{mapping}{seed}")
+            items = _mean_items([float(i % 5) + offset for i in range(100)])
+            row["items"] = significance.write_items(tmp_path, row["run_id"], "test2016", items)
+            rows.append(row)
+    assert (tmp_path / "raw" / "items" / "sparsemax1-test2016.json.gz").is_file()
+    p_value = significance.p_against(tmp_path, rows[2:], rows[:2], "rougeL")
+    assert p_value is not None and p_value < 0.01
+    assert significance.p_against(tmp_path, rows[2:], [], "rougeL") is None
+    (tmp_path / rows[0]["items"]["file"]).write_bytes(b"changed")
+    with pytest.raises(ValueError, match="SHA-256"):
+        significance.read_items(tmp_path, rows[0])
+
+
+def test_seeds_and_gamma_arguments():
+    args = parse_args(["nmt", "--seeds", "1,2,3", "--gamma", "auto", "--rescore"])
+    assert args.seeds == [1, 2, 3] and args.gamma == "auto" and args.rescore
+    assert parse_args(["nmt", "--seeds", "4", "5"]).seeds == [4, 5]
+
+
+def test_make_passes_seeds_gamma_and_flags():
+    result = subprocess.run(
+        [
+            "make",
+            "-n",
+            "reproduce-nmt",
+            "SEEDS=1,2,3",
+            "GAMMA=auto",
+            "RESCORE=1",
+            "ALLOW_DIRTY=1",
+            "MAPPINGS=softmax sparsemax",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=rowkeys.__file__.rsplit("/regattn_fairseq/", 1)[0],
+    )
+    assert "--seeds 1,2,3" in result.stdout and "--gamma auto" in result.stdout
+    assert "--mappings softmax sparsemax" in result.stdout
+    assert "--rescore" in result.stdout and "--allow-dirty" in result.stdout
+
+
+def test_rerun_plan(tmp_path):
+    row = make_row()
+    row["train"]["overrides"].append("model.attention_gamma=4.0")
+    plan = rerun.plan_rerun([row], tmp_path, data_dir="/data")
+    assert plan["commit"] == "a" * 40
+    command = plan["command"]
+    assert command[:2] == ["scripts/reproduce.py", "nmt"]
+    assert command[command.index("--seeds") + 1] == "1"
+    assert command[command.index("--override") + 1] == "model.attention_gamma=4.0"
+    assert command.count("--override") == 1  # paths and identity are passed again, not copied
+    assert plan["expected"] == {"test2016": {"bleu": 30.0}}
+    one_seed = rerun.cell_spread([row], [row])
+    assert one_seed == {"test2016": {"bleu": {"std": None, "n": 1}}}
+    report = rerun.compare(
+        plan["expected"], [make_row(metrics={"bleu": 30.5})], row["experiment"], one_seed
+    )
+    assert report == [
+        {
+            "evaluation": "test2016",
+            "metric": "bleu",
+            "recorded": 30.0,
+            "rerun": 30.5,
+            "difference": 0.5,
+            "cell_std": None,
+            "cell_n": 1,
+            "within_std": False,  # one seed: no std, only an identical number passes
+        }
+    ]
+    unknown = make_row()
+    unknown["train"]["started"] = {}
+    with pytest.raises(ReproError, match="training commit unknown"):
+        rerun.plan_rerun([unknown], tmp_path)
+    with pytest.raises(ReproError, match="dirty"):
+        rerun.plan_rerun([make_row(git_dirty=True)], tmp_path)
+
+
+def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
+    seeds = [make_row(run_id=f"r{s}", seed=s, metrics={"bleu": b}) for s, b in ((1, 30), (2, 32))]
+    seeds.append(make_row(run_id="r3", seed=3, metrics={"bleu": 34.0}))
+    superseded = make_row(run_id="r2old", seed=2, metrics={"bleu": 90.0})
+    other_config = make_row(run_id="x", seed=4, metrics={"bleu": 0.0})
+    other_config["train"]["config"]["max_epoch"] = 8  # another cell config: not in the spread
+    other_gamma = make_row(run_id="y", seed=5, metrics={"bleu": 0.0})
+    other_gamma["train"]["config"]["model"]["attention_gamma"] = 4.0  # another cell
+    rows = [superseded, *seeds, other_config, other_gamma]  # the newest row of a seed counts
+    spread = rerun.cell_spread(rows, [seeds[0]])
+    assert spread == {"test2016": {"bleu": {"std": 2.0, "n": 3}}}  # stdev of 30, 32, 34
+    expected = {"test2016": {"bleu": 30.0}}
+    within = rerun.compare(expected, [make_row(metrics={"bleu": 31.9})], "multi30k_en_de", spread)
+    beyond = rerun.compare(expected, [make_row(metrics={"bleu": 27.5})], "multi30k_en_de", spread)
+    missing = rerun.compare(expected, [make_row(metrics={})], "multi30k_en_de", spread)
+    assert [r[0]["within_std"] for r in (within, beyond, missing)] == [True, False, False]
+    assert within[0]["cell_std"] == 2.0 and within[0]["cell_n"] == 3
+
+    results_file = tmp_path / "nmt.jsonl"
+    for report in (within, beyond):  # appended, never replaced
+        markdown = rerun.record_rerun(tmp_path, results_file, [seeds[0]], report)
+    records = [json.loads(line) for line in (tmp_path / "reruns.jsonl").open()]
+    assert [rec["report"][0]["rerun"] for rec in records] == [31.9, 27.5]
+    assert records[0]["run_id"] == "r1" and records[0]["trained_at"] == "a" * 40
+    assert records[0]["rerun_versions"]["torch"] and records[0]["rerun_hardware"]["cpu"]
+    text = markdown.read_text()
+    assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes (0.9 std) |" in text
+    assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no (1.2 std) |" in text
+    assert f"Trained at {'a' * 10} on unknown; re-run on " in text  # the row names no hardware
+
+
+@pytest.mark.slow
+def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
+    """Run a smoke table in a clone at HEAD, then re-run its row from that commit: zero
+    difference (deterministic CPU run)."""
+    from regattn_fairseq.experiments.core.paths import REPO_ROOT
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO_ROOT), str(clone)], check=True)
+    for kernel in (REPO_ROOT / "regattn").glob("_C*.so"):
+        (clone / "regattn" / kernel.name).write_bytes(kernel.read_bytes())
+    env = {"PYTHONPATH": str(clone), "PATH": subprocess.os.environ["PATH"]}
+    python = subprocess.os.sys.executable
+    results = tmp_path / "results"
+    subprocess.run(
+        [python, "scripts/reproduce.py", "inflection", "--scale", "smoke", "--mappings",
+         "softmax", "--data-dir", str(shared_data), "--work-dir", str(tmp_path / "work"),
+         "--results-dir", str(results)],
+        cwd=clone, env=env, check=True,
+    )  # fmt: skip
+    [row] = [json.loads(line) for line in (results / "raw" / "inflection.jsonl").open()]
+    done = subprocess.run(
+        [python, "scripts/rerun_row.py", str(results / "raw" / "inflection.jsonl"),
+         row["run_id"], "--data-dir", str(shared_data), "--record-dir", str(results)],
+        cwd=clone, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "| test | accuracy |" in done.stdout and "| 0.0 | None (1) | yes |" in done.stdout
+    [record] = [json.loads(line) for line in (results / "reruns.jsonl").open()]
+    assert record["run_id"] == row["run_id"] and record["report"][0]["difference"] == 0

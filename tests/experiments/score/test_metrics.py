@@ -1,0 +1,55 @@
+"""The metric registry: every metric an experiment or a test set names is declared there,
+with a bootstrap statistic for its per-item values, and scores perfect outputs as 100."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold
+from regattn_fairseq.experiments.score import significance
+from regattn_fairseq.experiments.score.metrics import METRICS, metric
+
+
+def named_metrics() -> set[str]:
+    """Every metric the tables' and sweeps' experiments name."""
+    names = set()
+    for path in sorted((CONFIG_DIR / "reproduce").glob("*.yaml")):
+        for experiment in OmegaConf.load(path).experiments:
+            names.update(experiment.evaluations.values())
+    for path in sorted((CONFIG_DIR / "sweep").glob("*.yaml")):
+        names.update(OmegaConf.load(path).experiment.evaluations.values())
+    return names
+
+
+def test_every_named_metric_is_registered_with_a_statistic():
+    assert named_metrics() | {t.scorer for t in TEST_SETS.values()} <= set(METRICS)
+    for declared in METRICS.values():
+        assert declared.item_kind in significance.ITEM_KINDS
+        assert declared.decode in ("generate", "classify", "tag")
+        assert (declared.score is None) == (declared.decode == "tag")
+
+
+def test_an_unknown_metric_is_an_error_naming_the_known_ones():
+    with pytest.raises(ReproError, match="unknown metric 'meteor'; known: bleu"):
+        metric("meteor")
+
+
+GOLDS = {
+    "bleu": Gold([["a small dog runs ."], ["the cat sleeps ."]], [], detokenize="en"),
+    "rouge_f1": Gold([["police kill the gunman"], ["rain falls in paris"]], []),
+    "rouge_recall": Gold([["police kill the gunman", "police kill the gunman"]], []),
+    "exact_match": Gold([["went"], ["geht"]], [], languages=["english", "german"]),
+    "accuracy": Gold([["entailment"], ["neutral"]], []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDS))
+def test_perfect_outputs_score_100_and_give_resamplable_items(name):
+    declared, gold = METRICS[name], GOLDS[name]
+    outputs = [refs[0] for refs in gold.references]
+    scored = declared.score(outputs, gold)
+    first = next(iter(scored.metrics))
+    assert scored.metrics[first] == 100.0 and scored.signature
+    assert scored.items["kind"] == declared.item_kind and scored.items["n"] == len(outputs)
+    assert significance.paired_bootstrap(scored.items, scored.items, first) == 1.0

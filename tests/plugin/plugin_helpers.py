@@ -1,0 +1,210 @@
+"""Helpers of the plugin tests: model and data settings, fairseq's command-line entry points run
+in-process (the fixtures that generate the data are in conftest.py)."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fairseq import options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq_cli import generate as generate_cli
+from fairseq_cli import preprocess as preprocess_cli
+from fairseq_cli import train as train_cli
+
+from regattn_fairseq.fairseq_adapter import reset_best_checkpoint_loss
+
+REPO = Path(__file__).resolve().parents[2]
+USER_DIR = str(REPO / "regattn_fairseq")
+BIN = Path(sys.executable).parent
+VOCAB = [f"w{i}" for i in range(12)]
+
+# model flags small enough for a few CPU updates in seconds
+MODEL_ARGS = {
+    "regattn_lstm": [
+        "--arch",
+        "regattn_lstm_small",
+        "--encoder-embed-dim",
+        "32",
+        "--encoder-hidden-size",
+        "32",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-hidden-size",
+        "32",
+        "--dropout",
+        "0.0",
+    ],
+    "regattn_transformer": [
+        "--arch",
+        "regattn_transformer_small",
+        "--encoder-embed-dim",
+        "32",
+        "--encoder-ffn-embed-dim",
+        "64",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-ffn-embed-dim",
+        "64",
+        "--encoder-layers",
+        "1",
+        "--decoder-layers",
+        "1",
+        "--dropout",
+        "0.0",
+    ],
+    "regattn_snli": [
+        "--arch",
+        "regattn_snli_small",
+        "--embed-dim",
+        "32",
+        "--hidden-size",
+        "32",
+        "--dropout",
+        "0.0",
+    ],
+}
+SEQ2SEQ_TRAIN_ARGS = [
+    "--task",
+    "translation",
+    "--source-lang",
+    "src",
+    "--target-lang",
+    "tgt",
+    "--criterion",
+    "cross_entropy",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.01",
+    "--batch-size",
+    "16",
+    "--max-epoch",
+    "3",
+]
+SNLI_TRAIN_ARGS = [
+    "--task",
+    "regattn_snli",
+    "--criterion",
+    "regattn_snli_cross_entropy",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.01",
+    "--batch-size",
+    "16",
+    "--max-epoch",
+    "3",
+]
+# fairseq drops a last batch smaller than --required-batch-size-multiple (default 8), which
+# would silently skip tiny validation/test sets
+BATCH_ARGS = ["--required-batch-size-multiple", "1"]
+COMMON_ARGS = [
+    *BATCH_ARGS,
+    "--user-dir",
+    USER_DIR,
+    "--seed",
+    "1",
+    "--num-workers",
+    "0",
+    "--cpu",
+    "--log-format",
+    "json",
+    "--log-interval",
+    "1",
+    "--no-progress-bar",
+    "--no-epoch-checkpoints",
+    "--no-last-checkpoints",
+    "--save-interval-updates",
+    "0",
+]
+
+
+def write_lines(path, lines):
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def preprocess(argv):
+    preprocess_cli.main(options.get_preprocessing_parser().parse_args(argv))
+
+
+class _JsonLogRecords(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records = []
+
+    def emit(self, record):
+        try:
+            self.records.append(json.loads(record.getMessage()))
+        except ValueError:
+            pass
+
+
+def train_in_process(argv):
+    """fairseq-train's own code path (argument parsing, Hydra config conversion, main) in
+    this process; returns the JSON log records (train_inner, train, valid)."""
+    parser = options.get_training_parser()
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv))
+    # forget an earlier run's best validation loss, or this run may never write
+    # checkpoint_best.pt
+    reset_best_checkpoint_loss()
+    handler = _JsonLogRecords()
+    progress_logger = logging.getLogger("fairseq.logging.progress_bar")
+    progress_logger.addHandler(handler)
+    previous_level = progress_logger.level
+    progress_logger.setLevel(logging.INFO)
+    try:
+        train_cli.main(cfg)
+    finally:
+        progress_logger.removeHandler(handler)
+        progress_logger.setLevel(previous_level)
+    return handler.records
+
+
+def generate_in_process(argv):
+    """fairseq-generate's code path in this process; returns its stdout lines."""
+    parser = options.get_generation_parser()
+    args = options.parse_args_and_arch(parser, argv)
+    out_path = Path(args.results_path) / f"generate-{args.gen_subset}.txt"
+    generate_cli.main(args)
+    return out_path.read_text(encoding="utf-8").splitlines()
+
+
+def epoch_losses(records):
+    return [r["train_loss"] for r in records if "train_loss" in r]
+
+
+def run_cli(cmd, cwd=None, check=True, timeout=300):
+    """A fairseq console script (or python script) in a fresh process."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def build_model(data, model_args, extra=()):
+    """(task, model) built the way fairseq-train builds them, without training."""
+    from fairseq import tasks
+
+    is_snli = "regattn_snli" in " ".join(model_args)
+    task_args = SNLI_TRAIN_ARGS if is_snli else SEQ2SEQ_TRAIN_ARGS
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser, [str(data), *task_args, *COMMON_ARGS, *model_args, *extra]
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    return task, task.build_model(cfg.model)
+
+
+def translation_batch(task, split="test", size=4):
+    """A collated batch as fairseq-train/generate feed it (sources left-padded)."""
+    task.load_dataset(split)
+    dataset = task.dataset(split)
+    return dataset.collater([dataset[i] for i in range(size)])

@@ -16,9 +16,14 @@ import shutil
 import uuid
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.cli import gamma_grid, run_main, seed_list, whole_number
-from regattn_fairseq.experiments.core.cli import OneLineParser
-from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
+from regattn_fairseq.experiments.core.cli import (
+    OneLineParser,
+    gamma_grid,
+    run_main,
+    seed_list,
+    whole_number,
+)
+from regattn_fairseq.experiments.core.config import check_mappings, load_config
 from regattn_fairseq.experiments.core.dry_run import DryRun
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
@@ -41,6 +46,7 @@ from regattn_fairseq.experiments.report.figures import (
     plot_attention_figure,
 )
 from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows import baselines
 from regattn_fairseq.experiments.rows.build import result_rows
 from regattn_fairseq.experiments.rows.keys import (
     finished_rows,
@@ -49,7 +55,6 @@ from regattn_fairseq.experiments.rows.keys import (
     row_label,
     split_current,
 )
-from regattn_fairseq.experiments.rows import baselines
 from regattn_fairseq.experiments.rows.store import check_row_kinds, load_rows
 from regattn_fairseq.experiments.train.fairseq_logs import json_records
 from regattn_fairseq.experiments.train.launch import (
@@ -125,6 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="score the table's baselines (configs/reproduce/<table>.yaml `baselines:`) and "
         "train nothing",
     )
+    parser.add_argument(
         "--retrain",
         action="store_true",
         help="train again (from scratch) and score jobs whose rows exist",

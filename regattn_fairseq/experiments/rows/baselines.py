@@ -4,9 +4,9 @@ and differences between mappings below it say nothing about the mappings.
 
 Each baseline reads the prepared data the models train and are scored on (`PreparedData`),
 makes one output per evaluation item, and is scored by the systems' own scorer
-(`score.metrics.metric(scorer).score`). Its rows go into the table's raw record like a model's, with the
-baseline's name in the mapping column, ``seed`` 0 (deterministic) and its settings as the
-config (so a finished baseline is skipped like a finished job, and a changed one is a new
+(`score.metrics.metric(scorer).score`). Its rows go into the table's raw record like a
+model's, with the baseline's name in the mapping column, ``seed`` 0 (deterministic) and its
+settings as the config (so a finished baseline is skipped like a finished job, and a changed one is a new
 cell). Declared per experiment in configs/reproduce/<table>.yaml (``baselines: [lead]``).
 
 - ``lead`` (summarization, Table 2): the start of the input article. With a byte limit (DUC

@@ -6,8 +6,9 @@ Each baseline reads the prepared data the models train and are scored on (`Prepa
 makes one output per evaluation item, and is scored by the systems' own scorer
 (`score.metrics.metric(scorer).score`). Its rows go into the table's raw record like a
 model's, with the baseline's name in the mapping column, ``seed`` 0 (deterministic) and its
-settings as the config (so a finished baseline is skipped like a finished job, and a changed one is a new
-cell). Declared per experiment in configs/reproduce/<table>.yaml (``baselines: [lead]``).
+settings as the config (so a finished baseline is skipped like a finished job, and a changed
+one is a new cell). Declared per experiment in configs/reproduce/<table>.yaml
+(``baselines: [lead]``).
 
 - ``lead`` (summarization, Table 2): the start of the input article. With a byte limit (DUC
   2004: 75 bytes, `-b 75`) the scorer cuts it, so the baseline is the first 75 bytes, as in
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.data import checksums
+from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 from regattn_fairseq.experiments.data.builders.inflection import decode_target
 from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
 from regattn_fairseq.experiments.data.prepare import PreparedData
@@ -293,7 +294,7 @@ def baseline_rows(
     """
     chosen = baseline(name)
     config = baseline_config(name)
-    fingerprint = checksums.verify(prepared)
+    fingerprint = data_fingerprint(prepared.bin_dir)
     rows = []
     for evaluation_name, scorer in experiment.evaluations.items():
         evaluation = prepared.evaluation(evaluation_name)

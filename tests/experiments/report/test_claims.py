@@ -4,8 +4,8 @@ which the numbers cannot carry a verdict (convergence, a trivial baseline beaten
 import numpy as np
 import pytest
 
-from regattn_fairseq.experiments import claims
-from regattn_fairseq.experiments.significance import write_items
+from regattn_fairseq.experiments.report import claims
+from regattn_fairseq.experiments.score.significance import write_items
 
 CONVERGED = {"stop": "patience", "best_epoch": 5, "stopped_epoch": 8}
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from regattn_fairseq.experiments import summary
+from regattn_fairseq.experiments.report import summary
 
 
 def _row(mapping, seed, value, evaluation="test2016", curve=None):

@@ -6,11 +6,20 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments import baselines, reproduce, runs
-from regattn_fairseq.experiments.builders.inflection import encode_source
-from regattn_fairseq.experiments.common import ReproError
-from regattn_fairseq.experiments.prepare import PreparedData
-from regattn_fairseq.experiments.results import load_rows
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.data.builders.inflection import encode_source
+from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.data.test_sets import prepared_gold
+from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.rows import baselines
+from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.score.metrics import metric
+
+
+def _score(evaluation: dict, scorer: str, outputs: list[str]) -> dict:
+    """The registry's scores of plain outputs, as the baselines' rows get them."""
+    scored = metric(scorer).score(outputs, prepared_gold(evaluation))
+    return {"metrics": scored.metrics, "signature": scored.signature, "items": scored.items}
 
 
 def _write(path: Path, lines: list[str]) -> str:
@@ -130,11 +139,11 @@ def test_snli_majority_class_and_hypothesis_only(tmp_path):
     evaluation = data.evaluation("test")
     outputs, settings = baselines.majority_class_outputs(data, "test", evaluation)
     assert settings == {"label": "neutral"} and set(outputs) == {"neutral"}
-    result = runs.score_hypotheses(evaluation, "test", "accuracy", outputs)
+    result = _score(evaluation, "accuracy", outputs)
     assert result["metrics"]["accuracy"] == pytest.approx(100 / 3, abs=0.01)
     assert result["items"]["scores"]["accuracy"][:3] == [0, 100, 0]
     outputs, settings = baselines.hypothesis_only_outputs(data, "test", evaluation)
-    assert runs.score_hypotheses(evaluation, "test", "accuracy", outputs)["metrics"] == {
+    assert _score(evaluation, "accuracy", outputs)["metrics"] == {
         "accuracy": 100.0
     }
     assert settings["C_chosen_on_validation"] in baselines.HYPOTHESIS_ONLY_C
@@ -151,5 +160,5 @@ def test_ner_most_frequent_tag(tmp_path):
     data = PreparedData(tmp_path, {"dataset": "conll2002", "evaluations": {"t": evaluation}})
     outputs, _ = baselines.frequent_tag_outputs(data, "t", evaluation)
     assert outputs == ["B-LOC O O"]  # an unseen word is O
-    result = runs.score_hypotheses(evaluation, "t", "entity_f1", outputs)
+    result = _score(evaluation, "entity_f1", outputs)
     assert result["metrics"]["f1"] == 100.0 and result["items"]["tp"] == [1]

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 from regattn_fairseq.experiments.data.builders.inflection import decode_target
 from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
+from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.sources import read_text_lines
 from regattn_fairseq.experiments.data.test_sets import prepared_gold

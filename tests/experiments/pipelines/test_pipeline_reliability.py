@@ -11,14 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
+from data.test_prepare_cache import make_sigmorphon  # the data stage tests' helper
 from omegaconf import OmegaConf
-from test_prepare_cache import make_sigmorphon
-from test_rigor import SPEC, make_row
+from rows.test_rigor import SPEC, make_row
 
-from regattn_fairseq.experiments import data_checksums, rowkeys, run_lock, runs
-from regattn_fairseq.experiments.paths import REPO_ROOT
-from regattn_fairseq.experiments.prepare import prepare
-from regattn_fairseq.experiments.results import load_rows, write_outputs
+from regattn_fairseq.experiments.core import run_lock
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_fairseq.experiments.data import checksums as data_checksums
+from regattn_fairseq.experiments.data import fingerprint as data_fingerprint_module
+from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows import build as row_build
+from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.rows.store import DuplicateRow, load_rows
+from regattn_fairseq.experiments.train import train as runs
 
 TOY = {"languages": ["toy"]}
 # `rowkeys.data_fingerprint` of the toy data (test_prepare_cache.make_sigmorphon) and of
@@ -58,7 +64,7 @@ def test_stamp_records_every_binarized_file_and_dictionary(tmp_path):
 def test_fingerprint_is_unchanged_for_the_same_data(tmp_path):
     prepared = prepare_toy(tmp_path)
     assert data_checksums.verify(prepared) == FINGERPRINT_BEFORE["toy"]
-    assert rowkeys.data_fingerprint(prepared.bin_dir) == FINGERPRINT_BEFORE["toy"]
+    assert data_fingerprint_module.data_fingerprint(prepared.bin_dir) == FINGERPRINT_BEFORE["toy"]
 
 
 def test_multi30k_fingerprint_is_unchanged(shared_data, tmp_path):
@@ -104,14 +110,16 @@ def test_no_training_and_no_row_from_damaged_data(tmp_path, monkeypatch):
     original = path.read_bytes()
     path.write_bytes(bytes(len(original)))  # after prepare() verified it
     monkeypatch.setattr(runs, "run_logged", lambda *a, **k: pytest.fail("trained"))
-    monkeypatch.setattr(runs, "evaluate", lambda *a, **k: pytest.fail("decoded"))
+    monkeypatch.setattr(row_build, "evaluate", lambda *a, **k: pytest.fail("decoded"))
     experiment = OmegaConf.create({"name": "toy", "scale_group": "lstm_seq2seq"})
     with pytest.raises(data_checksums.DamagedData, match=rf"bin/{path.name}: content differs"):
         runs.train(experiment, "smoke", "softmax", 1, prepared, tmp_path / "run", [])
     model = runs.TrainedModel(tmp_path / "c.pt", {}, None, None, None, tmp_path / "none")
     experiment = OmegaConf.create({"name": "toy", "evaluations": {"test": "exact_match"}})
     with pytest.raises(data_checksums.DamagedData, match="run the same command again"):
-        runs.result_rows("t", experiment, "smoke", "softmax", 1, prepared, model, {}, tmp_path, "r")
+        row_build.result_rows(
+            "t", experiment, "smoke", "softmax", 1, prepared, model, {}, tmp_path, "r"
+        )
 
 
 # --- one writer per run folder ---------------------------------------------------------------
@@ -119,7 +127,7 @@ def test_no_training_and_no_row_from_damaged_data(tmp_path, monkeypatch):
 HOLDER = """
 import os, sys, time
 from pathlib import Path
-from regattn_fairseq.experiments.run_lock import run_lock
+from regattn_fairseq.experiments.core.run_lock import run_lock
 with run_lock(Path(sys.argv[1]), "holder"):
     print("held", flush=True)
     if sys.argv[2] == "kill":
@@ -170,8 +178,8 @@ def test_the_training_process_inherits_the_lock(tmp_path):
     run_dir = tmp_path / "seed1"
     script = (
         "import sys; from pathlib import Path\n"
-        "from regattn_fairseq.experiments.run_lock import run_lock\n"
-        "from regattn_fairseq.experiments.common import run_logged\n"
+        "from regattn_fairseq.experiments.core.run_lock import run_lock\n"
+        "from regattn_fairseq.experiments.core.tools import run_logged\n"
         "with run_lock(Path(sys.argv[1]), 'x'):\n"
         "    run_logged(['sh', '-c', 'echo started; sleep 3'], Path(sys.argv[1]).parent / 'log')\n"
     )
@@ -188,7 +196,7 @@ def test_the_training_process_inherits_the_lock(tmp_path):
 
 def test_the_row_store_refuses_a_second_row_for_a_finished_job(tmp_path):
     write_outputs(tmp_path, SPEC, [make_row(run_id="first")])
-    with pytest.raises(run_lock.DuplicateRow, match=r"already has a row \(run first\).*RESCORE"):
+    with pytest.raises(DuplicateRow, match=r"already has a row \(run first\).*RESCORE"):
         write_outputs(tmp_path, SPEC, [make_row(run_id="second")])
     assert [row["run_id"] for row in load_rows(tmp_path, "nmt")] == ["first"]
     write_outputs(tmp_path, SPEC, [make_row(run_id="second")], again=True)  # RESCORE / RETRAIN

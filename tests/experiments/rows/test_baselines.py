@@ -143,9 +143,7 @@ def test_snli_majority_class_and_hypothesis_only(tmp_path):
     assert result["metrics"]["accuracy"] == pytest.approx(100 / 3, abs=0.01)
     assert result["items"]["scores"]["accuracy"][:3] == [0, 100, 0]
     outputs, settings = baselines.hypothesis_only_outputs(data, "test", evaluation)
-    assert _score(evaluation, "accuracy", outputs)["metrics"] == {
-        "accuracy": 100.0
-    }
+    assert _score(evaluation, "accuracy", outputs)["metrics"] == {"accuracy": 100.0}
     assert settings["C_chosen_on_validation"] in baselines.HYPOTHESIS_ONLY_C
 
 

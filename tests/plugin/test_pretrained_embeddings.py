@@ -216,7 +216,7 @@ def test_lstm_both_sides_and_dimension_error(tmp_path):
 def test_record_beside_the_checkpoints_of_a_composed_config(tmp_path):
     """fairseq-hydra-train's path: the composed config's model node, merged with the model's
     dataclass as fairseq.models.build_model does, reaches checkpoint.save_dir."""
-    from regattn_fairseq.experiments.runs import compose_config
+    from regattn_fairseq.experiments.train.train import compose_config
 
     path = write_glove(tmp_path)
     save_dir = tmp_path / "checkpoints"
@@ -246,15 +246,15 @@ def test_record_beside_the_checkpoints_of_a_composed_config(tmp_path):
 
 
 def test_result_rows_copy_the_record(tmp_path, monkeypatch):
-    from regattn_fairseq.experiments import rowkeys, runs
-    from regattn_fairseq.experiments.prepare import PreparedData
+    from regattn_fairseq.experiments.data.prepare import PreparedData
+    from regattn_fairseq.experiments.rows import build
+    from regattn_fairseq.experiments.train import train as runs
 
     monkeypatch.setattr(runs, "provenance", lambda: {})
-    monkeypatch.setattr(runs.tracking, "log_results", lambda *args: None)
-    monkeypatch.setattr(rowkeys, "data_fingerprint", lambda bin_dir: "f")
-    monkeypatch.setattr(runs.data_checksums, "verify", lambda prepared, content=True: "f")
+    monkeypatch.setattr(build.tracking, "log_results", lambda *args: None)
+    monkeypatch.setattr(build.checksums, "verify", lambda prepared, content=True: "f")
     monkeypatch.setattr(
-        runs,
+        build,
         "evaluate",
         lambda *args: {"metrics": {"accuracy": 50.0}, "decode_wall_s": 0.0, "attention": {}},
     )
@@ -274,7 +274,7 @@ def test_result_rows_copy_the_record(tmp_path, monkeypatch):
     experiment = OmegaConf.create({"name": "snli", "evaluations": {"test": "accuracy"}})
 
     def rows():
-        return runs.result_rows(
+        return build.result_rows(
             "table1", experiment, "small", "softmax", 1, prepared, model,
             OmegaConf.create({"beam": 1}), tmp_path, "run",
         )  # fmt: skip
@@ -297,15 +297,15 @@ UNCHANGED_HASHES = {
 
 @pytest.mark.parametrize("config,scale", list(UNCHANGED_HASHES))
 def test_config_hashes_of_configs_without_vectors_stay(config, scale):
-    from regattn_fairseq.experiments.rowkeys import config_sha256
-    from regattn_fairseq.experiments.runs import compose_settings
+    from regattn_fairseq.experiments.rows.keys import config_sha256
+    from regattn_fairseq.experiments.train.train import compose_settings
 
     settings = compose_settings(config, [scale, "task.data=/x"])
     assert config_sha256(settings) == UNCHANGED_HASHES[(config, scale)]
 
 
 def test_snli_small_uses_the_pinned_glove_vectors():
-    from regattn_fairseq.experiments.runs import compose_settings
+    from regattn_fairseq.experiments.train.train import compose_settings
 
     model = compose_settings("snli", ["scale/snli=small", "task.data=/x"])["model"]
     assert (model["embed_path"], model["embed_dim"], model["finetune_embed"]) == (
@@ -320,7 +320,7 @@ def test_snli_small_uses_the_pinned_glove_vectors():
     [("nmt_multi30k", "glove_6b_50d_source", False), ("summarization", "glove_6b_50d", True)],
 )
 def test_embeddings_groups_set_the_vectors_and_their_dimension(config, group, decoder):
-    from regattn_fairseq.experiments.runs import compose_settings
+    from regattn_fairseq.experiments.train.train import compose_settings
 
     model = compose_settings(
         config, ["scale/lstm_seq2seq=small", "task.data=/x", f"+embeddings={group}"]

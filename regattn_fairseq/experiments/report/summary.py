@@ -5,7 +5,7 @@ markers. Nothing in it is typed by hand: each line is a table's headline metric 
 its trivial baseline, how many of the runs stopped on their validation loss, and the verdicts
 of the claims the table tests (`claims.judge`). Run by `make results-tables`.
 
-    python -m regattn_fairseq.experiments.summary [--results-dir DIR] [--readme FILE]
+    python -m regattn_fairseq.experiments.report.summary [--results-dir DIR] [--readme FILE]
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
 
 
 def main() -> None:
-    """``python -m regattn_fairseq.experiments.results [TABLE ...]``: regenerate the views."""
+    """``python -m regattn_fairseq.experiments.report.views [TABLE ...]``: regenerate the views."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)

@@ -402,7 +402,9 @@ def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_pa
         assert process.returncode == 0, err[-3000:]
     rows = load_rows(tmp_path / "results", "nmt")
     keys = [rowkeys.row_key(row) for row in rows]
+    # one row per cell: the two mappings and the table's baseline (scored before training)
     assert len(keys) == len(set(keys)) and {row["mapping"] for row in rows} == {
+        "baseline: copy source",
         "softmax",
         "sparsemax",
     }

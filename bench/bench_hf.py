@@ -32,7 +32,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from regattn.integrations import transformers as rt
 from regattn_fairseq.benchmarks.run_record import append_run, commit_label, environment
-from regattn_fairseq.experiments.paths import BENCH_RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR
 
 MODEL = {
     "vocab_size": 8000,

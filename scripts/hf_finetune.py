@@ -39,7 +39,7 @@ LABELS = ("entailment", "neutral", "contradiction")
 TRAIN_SUBSET_LABELS = {"1": "neutral", "2": "contradiction", "3": "entailment"}
 TRAIN_FILE = Path("snli/train_subset_20k_from_cat/train.csv")
 EVAL_DIR = Path("snli/infersent_format")
-# the offline data root of the reproduction suite (regattn_fairseq/experiments/paths.py)
+# the offline data root of the reproduction suite (regattn_fairseq/experiments/core/paths.py)
 DATA_DIR_ENV = "REGATTN_DATA_DIR"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SOFTMAX_BASELINE = "eager"  # transformers' own softmax attention

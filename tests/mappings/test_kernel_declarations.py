@@ -11,8 +11,9 @@ from pathlib import Path
 from regattn.mappings import _kernels
 
 SOURCE = (Path(_kernels.__file__).parents[1] / "csrc" / "regattn_cpu.cpp").read_text()
-# pybind functions that are switches of the extension, not kernels
-SWITCHES = {"use_avx2_powers"}
+# pybind functions that are not kernels: a switch of the extension, and softmax's host-side
+# one-pass check of the scores (it returns a bool to Python, so it is no torch operator)
+SWITCHES = {"use_avx2_powers", "range_within"}
 
 
 def block(opening: str) -> str:

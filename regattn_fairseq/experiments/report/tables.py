@@ -353,7 +353,7 @@ def _provenance_table(kind, cells) -> list[str]:
                 _mean(r["train"]["wall_s"] for r in mapping_rows),
                 _mean(r["train"]["tokens_per_s"] for r in mapping_rows),
                 first["data"]["description"],
-                _commits(mapping_rows),
+                row_commits(mapping_rows),
             ]
         )
     return ["Provenance:", ""] + _table([*header, "data", "commit"], body)
@@ -370,16 +370,19 @@ ATTENTION_LEGEND = (
 )
 
 
-def _commits(rows: list[dict]) -> str:
+def row_commits(rows: list[dict]) -> str:
     """The commit(s) that scored the rows, and the one that trained them where it differs;
-    rows with no training record say "training commit unknown" (none is invented)."""
+    rows of a model with no training record say "training commit unknown" (none is invented);
+    baseline rows (`rows.baselines`) train nothing and say so."""
     scored = sorted({r["git_commit"][:10] for r in rows})
     trained = sorted(
         {r["train"]["started"]["git_commit"][:10] for r in rows if r["train"].get("started")}
         - set(scored)
     )
     text = ",".join(scored) + (f" (trained {','.join(trained)})" if trained else "")
-    if any(not r["train"].get("started") for r in rows):
+    if all(r.get("baseline") for r in rows):
+        text += " (a baseline: nothing trained)"
+    elif any(not r["train"].get("started") for r in rows):
         text += " (training commit unknown)"
     return text
 

@@ -21,7 +21,15 @@ def _row(mapping, seed, value, evaluation="test2016", curve=None):
         "date": f"2026-11-25T00:00:0{seed}",
         "config_sha256": "c",
         "metrics": {"bleu": value},
-        "train": {"config": {"model": {}}, "learning_curve": curve},
+        "git_commit": "abcdef0123456789",
+        "data": {"fingerprint": "f" * 64},
+        "train": {
+            "config": {"model": {}},
+            "learning_curve": curve,
+            # a baseline trains nothing: its rows record no training start (rows.baselines)
+            "started": {} if mapping.startswith("baseline") else {"git_commit": "0123456789abcdef"},
+        },
+        **({"baseline": {"name": "copy_source"}} if mapping.startswith("baseline") else {}),
     }
 
 
@@ -71,3 +79,22 @@ def test_a_lone_marker_is_an_error(tmp_path):
     readme.write_text("<!-- results-summary:end -->\n<!-- results-summary:start -->\n")
     with pytest.raises(ValueError, match="needs both"):
         summary.write_summary(_results(tmp_path), readme)
+
+
+def test_every_figure_names_its_runs_config_data_and_code(tmp_path):
+    results_dir = _results(tmp_path)
+    summary.write_summary(results_dir, None)
+    text = (results_dir / "summary.md").read_text()
+    line = next(
+        x for x in text.splitlines() if x.startswith("| nmt multi30k_en_de | test2016 | softmax")
+    )
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    assert cells[3:] == [
+        "1, 2",
+        "softmax1, softmax2",
+        "c",
+        "f" * 12,
+        "abcdef0123 (trained 0123456789)",
+    ]
+    baseline = next(x for x in text.splitlines() if "| baseline: copy source | 0 |" in x)
+    assert baseline.endswith("abcdef0123 (a baseline: nothing trained) |")

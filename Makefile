@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow bench bench-mappings bench-scaling bench-model bench-training bench-dp bench-hf clean-venv
+.PHONY: help setup lint format test test-slow test-cuda bench bench-mappings bench-mappings-cuda bench-scaling bench-model bench-training bench-dp bench-hf clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -58,10 +58,16 @@ test: setup ## run the test suite (the CI command)
 test-slow: setup ## run the slow end-to-end tests too
 	$(PY) -m pytest -q -m "slow or not slow"
 
+test-cuda: setup ## on a GPU: the Triton kernels compiled for CUDA vs the float64 reference and the oracles
+	TRITON_INTERPRET=0 $(PY) -m pytest -q tests/mappings/test_triton_cuda.py
+
 bench: bench-mappings bench-scaling bench-model bench-dp bench-hf ## all benchmarks -> results/bench/ (about 7 min on 2 cores)
 
 bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax and torchsparseattn
 	$(PY) bench/bench_mappings.py
+
+bench-mappings-cuda: setup ## on a GPU: the Triton kernels vs torch.softmax, entmax and AdaSplash (pip install adasplash) -> results/bench/mappings_gpu.md
+	TRITON_INTERPRET=0 $(PY) bench/bench_mappings.py --device cuda
 
 bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figure
 	$(PY) bench/bench_scaling.py

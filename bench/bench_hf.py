@@ -13,7 +13,7 @@ median in the same run (above 1: slower than transformers' softmax).
 Every run is appended to results/bench/hf_<device>.json with its environment (commit, torch,
 transformers, CPU, threads, load average before and after) and results/bench/hf_<device>.md is
 regenerated from the latest full run. Record keeping is run_record's, shared with the other
-benchmarks (it lives in the fairseq plugin's package, so this script imports it from there).
+benchmarks (`regattn_bench.run_record`, which needs no fairseq).
 
     python bench/bench_hf.py            # every attention
     python bench/bench_hf.py --quick    # 1 step, 1 repeat (smoke test)
@@ -31,8 +31,8 @@ import transformers
 from transformers import BertConfig, BertForSequenceClassification
 
 from regattn.integrations import transformers as rt
-from regattn_fairseq.benchmarks.run_record import append_run, commit_label, environment
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR
+from regattn_bench.paths import BENCH_RESULTS_DIR
+from regattn_bench.run_record import append_run, commit_label, environment
 
 MODEL = {
     "vocab_size": 8000,

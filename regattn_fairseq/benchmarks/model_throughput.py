@@ -32,10 +32,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from regattn_bench.mapping_speed import require_device
+from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
-
-from .mapping_speed import require_device
-from .run_record import append_run, commit_label, environment
 
 VOCAB = 8000
 MAPPINGS = {  # label -> fairseq options

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
 from regattn_fairseq.experiments.core.tools import tool_path
@@ -38,7 +39,6 @@ from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.train.fairseq_logs import json_records
 
 from .model_throughput import _scale_options
-from .run_record import append_run, commit_label, environment
 
 LOG_INTERVAL = 25
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from regattn_fairseq.benchmarks import mapping_speed as bench_mappings
+from regattn_bench import mapping_speed as bench_mappings
 from regattn_fairseq.benchmarks import model_throughput as bench_model
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"

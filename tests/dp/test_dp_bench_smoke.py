@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from regattn import dp
-from regattn_fairseq.benchmarks.dp_speed import autograd_viterbi
+from regattn_bench.dp_speed import autograd_viterbi
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

@@ -1,5 +1,6 @@
-"""The error the suite reports to its user without a traceback."""
+"""The error the suite reports to its user without a traceback: one class for the suite and the
+benchmarks, defined in `regattn_bench.errors` (provenance raises it there too)."""
 
+from regattn_bench.errors import ReproError
 
-class ReproError(RuntimeError):
-    """A user-facing failure (bad input, missing data, failed tool); printed without a traceback."""
+__all__ = ["ReproError"]

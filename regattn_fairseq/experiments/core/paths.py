@@ -1,9 +1,10 @@
 """Every path the reproduction suite and the benchmarks use, defined once.
 
-The package runs from a checkout (an editable install, `make setup`): the repository root is
-three folders above this file, and the configs, the plugin folder (`--user-dir`) and the default
-work and results folders hang off it. Nothing here assumes where the virtual environment is;
-console scripts are found next to the running interpreter (`tools.tool_path`).
+The package runs from a checkout (an editable install, `make setup`). The repository root and
+the results folders are defined in `regattn_bench.paths` (the benchmarks use them too); the
+configs, the plugin folder (`--user-dir`) and the default work folder hang off that root.
+Nothing here assumes where the virtual environment is; console scripts are found next to the
+running interpreter (`tools.tool_path`).
 
 Attributes
 ----------
@@ -32,7 +33,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+# the checkout and the results folders are shared with the benchmarks: defined there
+from regattn_bench.paths import BENCH_RESULTS_DIR, FIGURES_DIR, REPO_ROOT, RESULTS_DIR
+
+__all__ = [
+    "BENCH_RESULTS_DIR",
+    "CONFIG_DIR",
+    "DATA_DIR_ENV",
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_WORK_DIR",
+    "FIGURES_DIR",
+    "HUB_MIRROR_ENV",
+    "LOCAL_DATA_ENV",
+    "PREPARE_CONFIG_DIR",
+    "REPO_ROOT",
+    "RESULTS_DIR",
+    "ROUGE_EXCEPTIONS_DIR",
+    "SMOKE_RESULTS_DIR",
+    "USER_DIR",
+]
+
 CONFIG_DIR = REPO_ROOT / "configs"
 PREPARE_CONFIG_DIR = CONFIG_DIR / "prepare"
 USER_DIR = REPO_ROOT / "regattn_fairseq"
@@ -41,10 +61,7 @@ LOCAL_DATA_ENV = "REGATTN_LOCAL_DATA"
 HUB_MIRROR_ENV = "REGATTN_HUB_MIRROR"
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_WORK_DIR = REPO_ROOT
-RESULTS_DIR = REPO_ROOT / "results"
 SMOKE_RESULTS_DIR = REPO_ROOT / "outputs" / "smoke-results"
-BENCH_RESULTS_DIR = RESULTS_DIR / "bench"
-FIGURES_DIR = RESULTS_DIR / "figures"
 ROUGE_EXCEPTIONS_DIR = (
     Path(__file__).resolve().parents[1] / "score" / "rouge_data" / "wordnet-2.0-exceptions"
 )

@@ -1,12 +1,11 @@
-"""Failures are errors that name their cause: git (provenance), a missing console script;
-paths come from one module; shared conventions (fairseq JSON logs, inflection encoding) have
-one definition."""
+"""Failures are errors that name their cause (a missing console script); paths come from one
+module; shared conventions (fairseq JSON logs, inflection encoding) have one definition."""
 
 import subprocess
 
 import pytest
 
-from regattn_fairseq.experiments.core import paths, provenance
+from regattn_fairseq.experiments.core import paths
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.tools import tool_path
 from regattn_fairseq.experiments.data.builders.inflection import (
@@ -16,66 +15,6 @@ from regattn_fairseq.experiments.data.builders.inflection import (
     encode_target,
 )
 from regattn_fairseq.experiments.train.fairseq_logs import json_records, last_record_with
-
-
-def test_git_outside_a_checkout_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)  # a folder that is no git checkout
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    with pytest.raises(ReproError, match=r"`git rev-parse HEAD` failed .*not a git repository"):
-        provenance.provenance()
-
-
-def test_git_missing_is_an_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))  # no git on PATH
-    with pytest.raises(ReproError, match=r"`git rev-parse HEAD` could not run"):
-        provenance.git_state()
-
-
-def test_benchmark_records_use_the_same_provenance(monkeypatch, tmp_path):
-    from regattn_fairseq.benchmarks import run_record
-
-    env = run_record.environment()
-    state = provenance.git_state()
-    assert {k: env[k] for k in state} == state
-    assert run_record.commit_label(env) == state["git_commit"] + (
-        "+dirty" if state["git_dirty"] else ""
-    )
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ReproError, match="git"):
-        run_record.environment()
-
-
-def test_dirty_is_a_nonempty_porcelain_status_with_a_diff_hash(monkeypatch):
-    spec = ("--", *provenance._CODE_PATHSPEC)
-    outputs = {
-        ("rev-parse", "HEAD"): "abc",
-        ("status", "--porcelain", *spec): "",
-        ("diff", "HEAD", "--binary", *spec): "",
-    }
-    monkeypatch.setattr(provenance, "git", lambda *args: outputs[args])
-    assert provenance.git_state() == {
-        "git_commit": "abc",
-        "git_dirty": False,
-        "git_diff_sha256": None,
-    }
-    outputs[("status", "--porcelain", *spec)] = "?? new_file.py"  # untracked is dirty too
-    first = provenance.git_state()
-    assert first["git_dirty"] and len(first["git_diff_sha256"]) == 64
-    outputs[("diff", "HEAD", "--binary", *spec)] = "diff --git a/x b/x"
-    assert provenance.git_state()["git_diff_sha256"] != first["git_diff_sha256"]
-
-
-def test_outputs_under_results_do_not_make_the_tree_dirty():
-    # the suite appends rows and the benchmarks records to results/ while they run: the
-    # second row of a table must record the same code state as the first
-    before = provenance.git_state()
-    output = paths.RESULTS_DIR / "zz_provenance_test_output.json"
-    try:
-        output.write_text("{}\n")
-        assert provenance.git_state() == before
-    finally:
-        output.unlink()
-    assert provenance._CODE_PATHSPEC == (".", ":(exclude)results")
 
 
 def test_missing_tool_is_named():

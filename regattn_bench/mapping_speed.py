@@ -1,9 +1,14 @@
-"""Time every attention mapping on CPU, as a ratio to torch.softmax in the same run.
+"""Time every attention mapping on CPU or CUDA, as a ratio to torch.softmax in the same run.
 
 For each (rows x d) shape this times the forward pass alone and forward+backward of every
-regattn mapping, of the `entmax` package (sparsemax, entmax15, entmax_bisect) and, when it
-imports, of torchsparseattn's Cython prox_tv1d (forward only: its autograd Functions do not
-run on current torch). Methods are measured round-robin, `--repeats` times each, so that a
+regattn mapping, of the `entmax` package (sparsemax, entmax15, entmax_bisect) and, when they
+import: on CPU, torchsparseattn's Cython prox_tv1d (forward only: its autograd Functions do not
+run on current torch); on CUDA, AdaSplash's row-wise Triton kernels (`triton_sparsemax`,
+`triton_entmax15`, `triton_entmax` at their defaults). Each other library's output is compared
+with regattn's for the same mapping on the timed input, and the largest absolute difference is
+recorded beside its time (AdaSplash's default iteration counts are approximate).
+
+Methods are measured round-robin, `--repeats` times each, so that a
 shared, noisy machine slows every method alike; the reported time is the median block time
 (torch.utils.benchmark.Timer.blocked_autorange) over all repeats.
 
@@ -23,6 +28,7 @@ exits with a message.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 
@@ -30,14 +36,16 @@ import torch
 from torch.utils.benchmark import Timer
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR
+from regattn_bench.paths import BENCH_RESULTS_DIR
 
 from .run_record import append_run, commit_label, environment
 
 DEFAULT_SHAPES = "4096x50,16384x30,1024x400"
 QUICK_SHAPES = "256x50,128x400"
-# --device cuda: fairseq shapes, rows = batch * heads * queries in {64k, 1M}, d in {32, 128, 512}
-CUDA_SHAPES = "65536x32,65536x128,65536x512,1048576x32,1048576x128,1048576x512"
+# --device cuda: rows = batch * heads * queries in {64k, 1M}, d (keys) in {32, 128, 512, 2048}
+CUDA_SHAPES = (
+    "65536x32,65536x128,65536x512,65536x2048,1048576x32,1048576x128,1048576x512,1048576x2048"
+)
 BASELINE = "torch.softmax"
 
 
@@ -78,6 +86,42 @@ def _entmax_pkg_methods():
     }, "entmax pkg: `entmax` package, entmax_bisect with its default n_iter=50"
 
 
+def _adasplash_methods():
+    try:
+        import adasplash
+    except ImportError as err:
+        return {}, f"AdaSplash not importable ({err})"
+    return {
+        "adasplash: triton_sparsemax": lambda x: adasplash.triton_sparsemax(x),
+        "adasplash: triton_entmax15": lambda x: adasplash.triton_entmax15(x),
+        "adasplash: triton_entmax (alpha=1.3)": lambda x: adasplash.triton_entmax(x, alpha=1.3),
+    }, (
+        f"adasplash: AdaSplash {_version('adasplash')} row-wise Triton kernels at their defaults "
+        "(triton_entmax: n_iter=2 with histogram initialisation); `max |diff|` is their largest "
+        "deviation from regattn's exact mapping on the timed input"
+    )
+
+
+# each other library's method and the regattn method that computes the same mapping
+SAME_MAPPING = {
+    "entmax pkg: sparsemax": "sparsemax",
+    "entmax pkg: entmax15": "entmax (alpha=1.5)",
+    "entmax pkg: entmax_bisect (alpha=1.3)": "entmax (alpha=1.3)",
+    "adasplash: triton_sparsemax": "sparsemax",
+    "adasplash: triton_entmax15": "entmax (alpha=1.5)",
+    "adasplash: triton_entmax (alpha=1.3)": "entmax (alpha=1.3)",
+}
+
+
+def _version(package):
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(version unknown)"
+
+
 def _torchsparseattn_methods():
     """torchsparseattn's prox_tv1d (Cython, in place on one numpy row), looped over rows the
     way its FusedProxFunction.forward does. Its autograd Functions are legacy (non-static
@@ -107,8 +151,9 @@ def _methods(device):
     methods.update(regattn_methods())
     methods["regattn: prox_tv1d (lam=0.1)"] = lambda x: mappings.prox_tv1d(x, lam=0.1)
     notes = []
-    # torchsparseattn's prox works on numpy rows: CPU only
-    others = [_entmax_pkg_methods()] + ([_torchsparseattn_methods()] if device == "cpu" else [])
+    # torchsparseattn's prox works on numpy rows: CPU only; AdaSplash's kernels are Triton's
+    extra = _torchsparseattn_methods() if device == "cpu" else _adasplash_methods()
+    others = [_entmax_pkg_methods(), extra]
     for extra, note in others:
         methods.update(extra)
         if note:
@@ -117,13 +162,17 @@ def _methods(device):
     return methods, forward_only, notes
 
 
-def timer(fn, x, grad_out, backward):
+def timer(fn, x, grad_out, backward, xg=None):
+    """A Timer of fn(x) (backward=False) or of the gradient of fn at x against grad_out.
+
+    xg, a leaf copy of x that requires grad, may be shared by every backward timer of a shape
+    (at 1M x 2048 one copy is 8.6 GB of GPU memory); one is made when it is not given."""
     # Timer runs its statement on one thread unless told otherwise: every method gets the
     # threads torch would use (the count recorded with the run, --threads to change it)
     threads = torch.get_num_threads()
     if not backward:
         return Timer("fn(x)", globals={"fn": fn, "x": x}, num_threads=threads)
-    xg = x.clone().requires_grad_()
+    xg = x.clone().requires_grad_() if xg is None else xg
     return Timer(
         "torch.autograd.grad(fn(xg), xg, g)",
         globals={"fn": fn, "xg": xg, "g": grad_out, "torch": torch},
@@ -144,69 +193,130 @@ def run(shapes, repeats, min_run_time, seed, device):
             for name in methods
             if not (mode == "fwd+bwd" and name in forward_only)
         ]
-        timers = {c: timer(methods[c[0]], x, grad_out, c[1] == "fwd+bwd") for c in cases}
+        xg = x.clone().requires_grad_()
+        timers = {c: timer(methods[c[0]], x, grad_out, c[1] == "fwd+bwd", xg) for c in cases}
+        deviation = {}
+        with torch.no_grad():
+            for other, same in SAME_MAPPING.items():
+                if other in methods:
+                    diff = methods[other](x).float() - methods[same](x).float()
+                    deviation[other] = diff.abs().max().item()
         blocks = {c: [] for c in cases}
+        failed = {}
         for _ in range(repeats):  # round-robin over the methods
             for c in cases:
-                m = timers[c].blocked_autorange(min_run_time=min_run_time)
-                blocks[c].extend(m.times)
+                if c in failed:
+                    continue
+                try:
+                    blocks[c].extend(timers[c].blocked_autorange(min_run_time=min_run_time).times)
+                except torch.OutOfMemoryError as error:
+                    # a method that does not fit at this shape is a result, not a lost run
+                    failed[c] = f"out of memory ({str(error).splitlines()[0][:120]})"
+                    if device == "cuda":
+                        torch.cuda.empty_cache()
+        shape_results = []
         for name, mode in cases:
-            results.append(
+            times = blocks[(name, mode)]
+            shape_results.append(
                 {
                     "shape": [rows, d],
                     "method": name,
                     "mode": mode,
-                    "median_ms": 1e3 * statistics.median(blocks[(name, mode)]),
-                    "min_ms": 1e3 * min(blocks[(name, mode)]),
-                    "blocks": len(blocks[(name, mode)]),
+                    "median_ms": 1e3 * statistics.median(times) if times else None,
+                    "min_ms": 1e3 * min(times) if times else None,
+                    "blocks": len(times),
+                    **({"error": failed[(name, mode)]} if (name, mode) in failed else {}),
+                    **({"max_abs_diff": deviation[name]} if name in deviation else {}),
                 }
             )
-        base = {
-            r["mode"]: r["median_ms"]
-            for r in results
-            if r["shape"] == [rows, d] and r["method"] == BASELINE
-        }
-        for r in results:
-            if r["shape"] == [rows, d]:
-                r["ratio_to_torch_softmax"] = r["median_ms"] / base[r["mode"]]
+        base = {r["mode"]: r["median_ms"] for r in shape_results if r["method"] == BASELINE}
+        for r in shape_results:
+            ratio = None if r["median_ms"] is None else r["median_ms"] / base[r["mode"]]
+            r["ratio_to_torch_softmax"] = ratio
+            # one line per result as it lands: a run cut short still shows what it measured
+            print(json.dumps(r), flush=True)
+        results += shape_results
+        del x, grad_out, xg, timers
+        if device == "cuda":
+            torch.cuda.empty_cache()  # the next shape's tensors, not this one's cache
         print(f"done {rows}x{d}", flush=True)
     return results, notes
+
+
+def _shape_label(rows, d):
+    return f"{rows // 1024}k x {d}" if rows % 1024 == 0 and rows >= 65536 else f"{rows}x{d}"
+
+
+def _mode_table(run_record, mode):
+    """One markdown table of one mode: a row per method, a column per shape."""
+    shapes = [tuple(s) for s in run_record["args"]["shapes"]]
+    by_key = {(tuple(r["shape"]), r["method"], r["mode"]): r for r in run_record["results"]}
+    methods = list(dict.fromkeys(r["method"] for r in run_record["results"]))
+    head = ["method"] + [_shape_label(*shape) for shape in shapes]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method in methods:
+        cells = [method]
+        for shape in shapes:
+            r = by_key.get((shape, method, mode))
+            if r is None:
+                cells.append("—")
+            elif r["median_ms"] is None:
+                cells.append(r["error"].split(" (")[0])
+            else:
+                cells.append(f"{r['median_ms']:.3g} ({r['ratio_to_torch_softmax']:.2f}x)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _deviation_table(run_record):
+    """Largest |difference| of each other library's output from regattn's, per shape."""
+    shapes = [tuple(s) for s in run_record["args"]["shapes"]]
+    rows = {}
+    for r in run_record["results"]:
+        if r["mode"] == "fwd" and "max_abs_diff" in r:
+            rows.setdefault(r["method"], {})[tuple(r["shape"])] = r["max_abs_diff"]
+    if not rows:
+        return []
+    head = ["method (vs regattn, same mapping)"] + [_shape_label(*s) for s in shapes]
+    lines = ["", "max |difference| from regattn's output on the timed input (float32):", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method, cells in rows.items():
+        lines.append(
+            "| "
+            + " | ".join([method] + [f"{cells[s]:.1e}" if s in cells else "—" for s in shapes])
+            + " |"
+        )
+    return lines
 
 
 def markdown(run_record):
     env = run_record["env"]
     load = env.get("loadavg_1_5_15_before_after")  # absent from the first recorded run
-    shapes = [tuple(s) for s in run_record["args"]["shapes"]]
-    by_key = {(tuple(r["shape"]), r["method"], r["mode"]): r for r in run_record["results"]}
-    methods = list(dict.fromkeys(r["method"] for r in run_record["results"]))
-    head = ["method"] + [f"{r}x{d} {mode}" for r, d in shapes for mode in ("fwd", "fwd+bwd")]
+    gpu = env.get("device_kind") == "gpu"
+    where = (
+        f"CUDA {env.get('cuda')}, driver {env.get('gpu_driver')}, triton {env.get('triton')}"
+        if gpu
+        else f"{env['cpu_model']}, {env['threads']} threads"
+    )
     lines = [
         f"# Attention mappings on {env.get('device', 'CPU')} ({run_record['date']})",
         "",
         "median ms (ratio to `torch.softmax` in the same mode, same run). "
-        f"commit `{commit_label(env)}`, "
-        f"torch {env['torch']}, {env['cpu_model']}, {env['threads']} threads"
-        + (f" (load average {load[0][0]:.1f} before the run), " if load else ", ")
+        f"commit `{commit_label(env)}`, torch {env['torch']}, {where}"
+        + (f" (load average {load[0][0]:.1f} before the run), " if load and not gpu else ", ")
         + f"{run_record['args']['repeats']} repeats x min_run_time "
         + f"{run_record['args']['min_run_time']} s"
         + (" (--quick)" if run_record["args"]["quick"] else "")
         + ".",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-    ]
-    for method in methods:
-        cells = [method]
-        for shape in shapes:
-            for mode in ("fwd", "fwd+bwd"):
-                r = by_key.get((shape, method, mode))
-                cells.append(
-                    "—"
-                    if r is None
-                    else f"{r['median_ms']:.3g} ({r['ratio_to_torch_softmax']:.1f}x)"
-                )
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
+        "Forward:",
+        "",
+        *_mode_table(run_record, "fwd"),
+        "",
+        "Forward + backward:",
+        "",
+        *_mode_table(run_record, "fwd+bwd"),
+        *_deviation_table(run_record),
         "",
         "float32, rows x d = (batch·heads·queries) x keys, softmax over d; "
         "fwd+bwd = torch.autograd.grad of the output against a fixed random cotangent; "

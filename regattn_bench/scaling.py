@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, FIGURES_DIR
+from regattn_bench.paths import BENCH_RESULTS_DIR, FIGURES_DIR
 
 from .mapping_speed import BASELINE, regattn_methods, timer
 from .run_record import append_run, commit_label, environment

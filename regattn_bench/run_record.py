@@ -8,11 +8,13 @@ import datetime as dt
 import json
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.core.provenance import cpu_model, git_state
+from regattn_bench.errors import ReproError
+from regattn_bench.provenance import cpu_model, git_state
 
 __all__ = ["append_run", "commit_label", "cpu_model", "environment"]
 
@@ -31,6 +33,8 @@ def commit_label(env: dict) -> str:
     str
         e.g. ``"0123abcd...+dirty"``.
     """
+    if env.get("git_declared"):
+        return env["git_commit"] + f" (declared by {DECLARED_COMMIT_ENV}: no .git where it ran)"
     return env["git_commit"] + ("+dirty" if env.get("git_dirty") else "")
 
 
@@ -50,18 +54,20 @@ def environment(before: dict | None = None) -> dict:
     -------
     dict
         date, git_commit, git_dirty, git_diff_sha256, torch, python, cpu_model, threads, cpus,
-        device, device_kind and loadavg_1_5_15_before_after.
+        device, device_kind and loadavg_1_5_15_before_after; on a CUDA machine also cuda (torch's
+        CUDA version), gpu_driver and triton.
 
     Raises
     ------
     ReproError
-        A git command failed: a run never records an unknown commit.
+        A git command failed and $REGATTN_DECLARED_COMMIT names no full commit hash: a run
+        never records an unknown commit.
     """
     load = os.getloadavg()
     cuda = torch.cuda.is_available()
     env = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        **git_state(),
+        **_code_state(),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
@@ -71,10 +77,61 @@ def environment(before: dict | None = None) -> dict:
         "device_kind": "gpu" if cuda else "cpu",
         "loadavg_1_5_15_before_after": [list(load), None],
     }
+    if cuda:
+        env.update(cuda=torch.version.cuda, gpu_driver=_gpu_driver(), triton=_version("triton"))
     if before is not None:
         env["date"] = before["date"]
         env["loadavg_1_5_15_before_after"] = [before["loadavg_1_5_15_before_after"][0], list(load)]
     return env
+
+
+# A copy of the work tree without its .git (the tree sent to a GPU machine) can name the commit
+# it was copied from here; the record then says the commit was declared, not read.
+DECLARED_COMMIT_ENV = "REGATTN_DECLARED_COMMIT"
+
+
+def _code_state() -> dict:
+    """git_state(); where git cannot read the checkout and $REGATTN_DECLARED_COMMIT names a
+    full commit hash, that commit with ``git_declared: True`` and an unknown dirtiness."""
+    try:
+        return git_state()
+    except ReproError as error:
+        declared = os.environ.get(DECLARED_COMMIT_ENV, "")
+        if len(declared) != 40 or not all(c in "0123456789abcdef" for c in declared):
+            if declared:
+                raise ReproError(
+                    f"{DECLARED_COMMIT_ENV}={declared!r} is not a full 40-digit commit hash"
+                ) from error
+            raise
+        return {
+            "git_commit": declared,
+            "git_dirty": None,
+            "git_diff_sha256": None,
+            "git_declared": True,
+        }
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _gpu_driver() -> str | None:
+    """The NVIDIA driver's version, from nvidia-smi (None where it does not run)."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None
 
 
 def append_run(out_dir: Path, stem: str, record: dict, markdown) -> Path:

@@ -1,0 +1,6 @@
+"""The error the benchmarks and the reproduction suite report to their user without a
+traceback."""
+
+
+class ReproError(RuntimeError):
+    """A user-facing failure (bad input, missing data, failed tool); printed without a traceback."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -180,8 +181,11 @@ def timer(fn, x, grad_out, backward, xg=None):
     )
 
 
-def run(shapes, repeats, min_run_time, seed, device):
+def run(shapes, repeats, min_run_time, seed, device, only=None):
     methods, forward_only, notes = _methods(device)
+    if only:  # torch.softmax, the baseline of every ratio, is always timed
+        pattern = re.compile(only)
+        methods = {k: f for k, f in methods.items() if k == BASELINE or pattern.search(k)}
     results = []
     for rows, d in shapes:
         g = torch.Generator().manual_seed(seed)
@@ -307,6 +311,11 @@ def markdown(run_record):
         + f"{run_record['args']['repeats']} repeats x min_run_time "
         + f"{run_record['args']['min_run_time']} s"
         + (" (--quick)" if run_record["args"]["quick"] else "")
+        + (
+            f"; only the methods matching `{run_record['args']['only']}`"
+            if run_record["args"].get("only")
+            else ""
+        )
         + ".",
         "",
         "Forward:",
@@ -353,6 +362,11 @@ def main():
         "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="time only the methods whose name matches this regular expression (and the baseline)",
+    )
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     parser.add_argument(
         "--device",
@@ -371,7 +385,7 @@ def main():
 
     device = args.device
     env = environment()
-    results, notes = run(shapes, args.repeats, args.min_run_time, args.seed, device)
+    results, notes = run(shapes, args.repeats, args.min_run_time, args.seed, device, args.only)
     record = {
         "args": {
             "shapes": shapes,
@@ -380,6 +394,7 @@ def main():
             "quick": args.quick,
             "seed": args.seed,
             "device": device,
+            "only": args.only,
         },
         "env": environment(before=env),
         "notes": notes,

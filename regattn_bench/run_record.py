@@ -34,7 +34,10 @@ def commit_label(env: dict) -> str:
         e.g. ``"0123abcd...+dirty"``.
     """
     if env.get("git_declared"):
-        return env["git_commit"] + f" (declared by {DECLARED_COMMIT_ENV}: no .git where it ran)"
+        return (
+            env["git_commit"]
+            + f" (declared by {DECLARED_COMMIT_ENV}: git could not read the checkout where it ran)"
+        )
     return env["git_commit"] + ("+dirty" if env.get("git_dirty") else "")
 
 

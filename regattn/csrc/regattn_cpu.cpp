@@ -229,7 +229,8 @@ std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, do
 // Per-thread scratch of the sort + pool-adjacent-violators rows.
 template <typename T>
 struct PoolScratch {
-  std::vector<T> a, sum;
+  std::vector<T> a;
+  std::vector<acc_t<T>> sum;
   std::vector<int32_t> order, block;
   std::vector<int64_t> start;
 

@@ -485,15 +485,24 @@ void sort_decreasing(const T* x, int64_t n, T* sorted, int32_t* order) {
   }
 }
 
+// The type that sums of T accumulate in: double for float. oscarmax's prox subtracts weights
+// lam (n-1-k) from sorted scores, so its pooled blocks and the threshold's prefix sums add up
+// to thousands of values of size lam n (409 at lam 0.1, d 4096): summed in float their
+// rounding reached 5e-3, more than the outputs themselves (3.5e-4), where torch's reference
+// (whose cumsum accumulates in double) stays within 6e-6.
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
 // Simplex threshold of values already sorted decreasingly: tau = (sum_{k<K} a_k - 1) / K for
 // the largest K with a_{K-1} > tau (the support is a prefix, so the scan stops at the first
 // failure), i.e. P_simplex(a) = (a - tau)_+.
 template <typename T>
 T simplex_threshold_sorted(const T* a, int64_t n) {
-  T cumsum = 0, tau = a[0] - T(1);
+  acc_t<T> cumsum = 0;
+  T tau = a[0] - T(1);
   for (int64_t k = 0; k < n; ++k) {
     cumsum += a[k];
-    const T t = (cumsum - T(1)) / T(k + 1);
+    const T t = static_cast<T>((cumsum - 1) / static_cast<acc_t<T>>(k + 1));
     if (!(a[k] > t)) break;
     tau = t;
   }
@@ -502,11 +511,11 @@ T simplex_threshold_sorted(const T* a, int64_t n) {
 
 // Projection of `a` (length n) onto the non-increasing cone {v_1 >= ... >= v_n} by
 // pool-adjacent-violators, in place. Blocks are kept as (start, sum) on caller-provided
-// scratch of n entries each; block b's value is sum / length. block_of[i] receives the index
+// scratch of n entries each, the sums in acc_t<T>; block b's value is sum / length. block_of[i] receives the index
 // of i's pooled block. Every block is written from one value, so pooled entries are
 // bit-identical.
 template <typename T>
-void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* sum) {
+void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, acc_t<T>* sum) {
   int64_t top = -1;
   for (int64_t i = 0; i < n; ++i) {
     ++top;
@@ -516,14 +525,14 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* su
     while (top > 0) {
       const int64_t len_top = i + 1 - start[top];
       const int64_t len_prev = start[top] - start[top - 1];
-      if (sum[top] * T(len_prev) <= sum[top - 1] * T(len_top)) break;
+      if (sum[top] * len_prev <= sum[top - 1] * len_top) break;
       sum[top - 1] += sum[top];
       --top;
     }
   }
   for (int64_t b = 0; b <= top; ++b) {
     const int64_t end = b < top ? start[b + 1] : n;
-    const T mean = sum[b] / T(end - start[b]);
+    const T mean = static_cast<T>(sum[b] / static_cast<acc_t<T>>(end - start[b]));
     for (int64_t i = start[b]; i < end; ++i) {
       a[i] = mean;
       block_of[i] = static_cast<int32_t>(b);
@@ -540,7 +549,7 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, T* su
 // `top` of a[k] and block[k] its cluster. Scratch: start, sum (m entries each).
 template <typename T>
 void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, int32_t* order, int32_t* block,
-                              int64_t* start, T* sum) {
+                              int64_t* start, acc_t<T>* sum) {
   sort_decreasing(top, m, a, order);  // ties keep their order: top is in position order
   for (int64_t k = 0; k < m; ++k) a[k] -= lam * T(n - 1 - k);
   pav_nonincreasing(a, block, m, start, sum);
@@ -588,8 +597,10 @@ constexpr int64_t kOscarPruneMin = 64;
 // <= floor, with sum below_sum); cand, cand_pos: the m candidates. Other scratch as
 // oscarmax_row's.
 template <typename T>
-bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t n, T lam, T floor, T below_sum, T* y,
-                     int32_t* group, T* a, int32_t* order, int32_t* block, int64_t* start, T* sum) {
+bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t n, T lam, T floor,
+                     acc_t<T> below_sum, T* y, int32_t* group, T* a, int32_t* order, int32_t* block, int64_t* start,
+                     acc_t<T>* sum) {
+  using A = acc_t<T>;  // the certificate's sums and bounds
   constexpr int kBuckets = 128;
   thread_local std::vector<T> sel;
   thread_local std::vector<int32_t> sel_pos;
@@ -614,7 +625,7 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     const T edge = -T(cut + 1) * width;
     // S = {v > edge}; the rest's histogram by their own buckets (>= cut + 1 up to rounding)
     int32_t rest[kBuckets + 1] = {0};
-    T rest_sum[kBuckets + 1] = {0};
+    A rest_sum[kBuckets + 1] = {0};
     T rest_max = std::numeric_limits<T>::lowest();
     int64_t k = 0;
     for (int64_t j = 0; j < m; ++j) {  // branch-free: the test is unpredictable
@@ -636,27 +647,28 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     if (support == k) continue;  // every value of S on the support: S may be too small
     // M, the first block value of the prox from rank `support` on, over the sorted values
     // w_t from that rank: max_t (w_1 + ... + w_t) / t + lam (t-1)/2, + lam (support - (n-1))
-    T best = std::numeric_limits<T>::lowest(), ub_sum = 0;
+    A best = std::numeric_limits<A>::lowest(), ub_sum = 0;
+    const A half_lam = A(lam) / 2;
     int64_t t_before = 0;
     for (int64_t j = support; j < k; ++j) {  // S's values past the support: known exactly
       ub_sum += sel[order[j]];
       ++t_before;
-      best = std::max(best, ub_sum / T(t_before) + lam * T(t_before - 1) / T(2));
+      best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1));
     }
     // the rest by buckets: bucket_of is monotone in v, so at the end of each bucket the
     // largest rest values are the buckets so far, whose sum is known (up to rounding, in the
     // margin eps); inside a bucket the next value is bounded by the bucket's upper edge
-    auto visit = [&](int64_t c, T upper, T exact) {
+    auto visit = [&](int64_t c, T upper, A exact) {
       if (c == 0) return;
       upper = std::min(upper, rest_max) + eps;
-      best = std::max(best, (ub_sum + upper) / T(t_before + 1) + lam * T(t_before) / T(2));
+      best = std::max(best, (ub_sum + upper) / A(t_before + 1) + half_lam * A(t_before));
       ub_sum += exact;
       t_before += c;
-      best = std::max(best, ub_sum / T(t_before) + lam * T(t_before - 1) / T(2) + eps);
+      best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1) + eps);
     };
     for (int64_t b = cut + 1; b < kBuckets; ++b) visit(rest[b], -T(b) * width, rest_sum[b]);
     visit(n - m, floor, below_sum);
-    const T bound = best + lam * T(support) - lam * T(n - 1);
+    const A bound = best + A(lam) * A(support) - A(lam) * A(n - 1);
     if (!(bound + eps < tau)) continue;
     oscarmax_write(a, k, tau, sel_pos.data(), order, block, y, group, n);
     return true;
@@ -682,10 +694,11 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
 //    v_i > v_max - 1 - lam (n-1): usually a handful of positions, to sort instead of n.
 // `y` and `group` receive n values: the cluster's index on the support, -1 off it (the
 // backward pass reads only the support; the clusters of the zeros are not computed).
-// Scratch of n entries each: cand, a, sum (T); cand_pos, order, block (int32); start (int64).
+// Scratch of n entries each: cand, a (T); sum (acc_t<T>); cand_pos, order, block (int32); start
+// (int64).
 template <typename T>
 void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T scale, T* cand,
-                  int32_t* cand_pos, T* a, int32_t* order, int32_t* block, int64_t* start, T* sum) {
+                  int32_t* cand_pos, T* a, int32_t* order, int32_t* block, int64_t* start, acc_t<T>* sum) {
   // on v = (x - shift) * scale, v_max = 0 (shift is the row's max, scale 1/gamma): prox_P
   // commutes with adding a constant (mappings/oscar.py), and working at v_max = 0 keeps the
   // threshold arithmetic at the size of the scores' spread
@@ -699,11 +712,11 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
     cand_pos[m] = static_cast<int32_t>(i);
     m += v > floor;
   }
-  T below_sum = 0;  // of the values at or below floor, for oscarmax_pruned's certificate (a
+  acc_t<T> below_sum = 0;  // of the values at or below floor, for oscarmax_pruned's certificate (a
   // separate loop, four partial sums: in the one above, its chain of dependent additions
   // slowed short rows)
   if (m > kOscarPruneMin) {
-    T part[4] = {0, 0, 0, 0};
+    acc_t<T> part[4] = {0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
       for (int l = 0; l < 4; ++l) {

@@ -300,14 +300,18 @@ def test_oscarmax_kernel_pruned_sort_on_long_rows_matches_full_prox(d, lam, scal
                 assert same_partition(
                     group_kernel.masked_fill(~on, -1), group_ref.masked_fill(~on, -1)
                 )
-    # the float32 kernel agrees with the float64 one on rows with a small support, those the
-    # pruned path takes (its margins in float32); rows that pool whole (support ~ d) carry the
-    # float32 rounding of sums over the whole row, whatever the path
+    # the float32 kernel agrees with the float64 one on every row, those that pool whole
+    # (support ~ d) included: the prox's values reach spread + lam (n-1), and its block sums
+    # and the threshold's prefix sums accumulate in double (acc_t in csrc/row_algorithms.h),
+    # so the error is a few roundings of that size, not one per summed value (5e-3 at d = 4096
+    # when they summed in float). The supports agree where no value is that close to the edge.
     x, _ = random_case(seed=7 + d, rows=rows, d=d)
     y64, _ = oscarmax_rows(x * scale, None, 1.0, lam)
     y32, _ = oscarmax_rows((x * scale).float(), None, 1.0, lam)
+    spread = (x * scale).amax(-1, keepdim=True) - (x * scale).amin(-1, keepdim=True)
+    atol = 16 * torch.finfo(torch.float32).eps * (1 + spread + lam * (d - 1))
+    assert ((y32.double() - y64).abs() <= atol).all(), (y32.double() - y64).abs().max()
     small = (y64 > 0).sum(-1) < 32
-    torch.testing.assert_close(y32.double()[small], y64[small], rtol=0, atol=2e-5)
     assert torch.equal(y32[small] > 0, y64[small] > 0)
 
 

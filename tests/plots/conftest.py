@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-from attention_fixtures import attention_records, write_jsonl
+from attention_fixtures import attention_records, write_export
 
 from regattn import mappings
 
@@ -18,6 +18,6 @@ def export_of(tmp_path):
 
     def make(name: str, **params) -> Path:
         params = {**mappings.defaults_of(name), **params}
-        return write_jsonl(tmp_path / f"{name}.jsonl", attention_records(name, params))
+        return write_export(tmp_path / f"{name}.jsonl", attention_records(name, params))
 
     return make

@@ -9,11 +9,11 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn.analysis import attention_statistics as statistics_of
-from regattn.analysis import read_export, rows_of_export
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.core.tools import run_logged, tool_path
 from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.decode.attention_format import read_export, rows_of_export
 from regattn_fairseq.experiments.train.fairseq_logs import last_record_with
 from regattn_fairseq.experiments.train.train import TrainedModel
 

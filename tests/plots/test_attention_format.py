@@ -51,9 +51,9 @@ def test_exports_read_back_as_written(tmp_path):
 
 def test_compressed_exports_read_back_and_repeat_their_bytes(tmp_path):
     records = attention_records("oscarmax", mappings.defaults_of("oscarmax"))
-    path = tmp_path / "a.jsonl.gz"
-    attention_format.write_compressed_export(path, records)
-    assert attention_format.read_export(path) == records
-    written = path.read_bytes()
-    attention_format.write_compressed_export(path, records)
-    assert path.read_bytes() == written
+    # the figure sidecars are written under a per-process name, then renamed
+    first, second = tmp_path / "a.jsonl.gz.1.partial", tmp_path / "a.jsonl.gz.2.partial"
+    attention_format.write_compressed_export(first, records)
+    attention_format.write_compressed_export(second, records)
+    assert attention_format.read_export(first.rename(tmp_path / "a.jsonl.gz")) == records
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == second.read_bytes()

@@ -48,7 +48,8 @@ def export_writer(path) -> Iterator[Callable[[dict], None]]:
 
 def write_compressed_export(path, records: Iterable[dict]) -> None:
     """Writes sentence records as a gzip-compressed export whose bytes depend on the records
-    only (keys sorted, no timestamp in the gzip header), so that writing the same sentences
+    only (keys sorted; neither a timestamp nor a file name in the gzip header, since the
+    figure sidecars are written under a per-process name), so that writing the same sentences
     again leaves a committed file unchanged in git.
 
     Parameters
@@ -58,7 +59,7 @@ def write_compressed_export(path, records: Iterable[dict]) -> None:
     records : Iterable[dict]
         sentence records, as `read_export` returns them.
     """
-    with gzip.GzipFile(path, "wb", mtime=0) as handle:
+    with open(path, "wb") as raw, gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as handle:
         for record in records:
             handle.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
 

@@ -11,8 +11,9 @@ One wandb run per training run, in three steps:
    the checkpoint folder, so a resumed training continues the same run. Its identity is
    written to `<run dir>/wandb_run.json`.
 2. fairseq's own wandb hook (`common.wandb_project`, set in configs/runtime/default.yaml)
-   logs the training curves into that run: its `wandb.init(reinit=False)` returns the run the
-   callback started.
+   logs the training curves into that run, which the callback makes it do without calling
+   wandb.init again (`fairseq_adapter.log_progress_into_active_wandb_run`): so a training
+   leaves exactly one run folder, `<run dir>/wandb/offline-run-*` when offline.
 3. `log_results`, after scoring (`runs.result_rows`): the final metrics and attention
    statistics go into the run's summary, by its id.
 

@@ -148,7 +148,7 @@ def export_and_measure_attention(
 ) -> dict:
     """Export the model's attention on every example of `subset` and measure it.
 
-    The export is regattn_fairseq.experiments.export_attention (the beam-search output's
+    The export is regattn_fairseq.experiments.decode.export_attention (the beam-search output's
     attention, or the SNLI hypothesis' attention over the premise); the measures are
     `regattn.analysis.attention_statistics` (sparsity and structure, exact zeros).
 

@@ -16,7 +16,7 @@ source token, and the record adds "continuous" (the options), "density" ({"mu", 
 Gaussian, whose support is the real line) and, when mu and sigma^2 come from the discrete
 attention, "discrete_attention" (its rows, like "attention").
 
-  python scripts/export_attention.py DATA --user-dir regattn_fairseq --path ckpt.pt \
+  python scripts/export_attention.py DATA --user-dir regattn_fairseq --path ckpt.pt \\
       --task translation -s de -t en --gen-subset test --beam 5 --attention-output attn.jsonl
 """
 

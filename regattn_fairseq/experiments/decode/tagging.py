@@ -298,7 +298,7 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
 
 
 def evaluate(model, prepared, name: str, out_dir: Path) -> dict:
-    """runs.evaluate's "entity_f1" scorer: decode evaluation set `name`, score it, measure
+    """`evaluate.evaluate`'s "entity_f1" scorer: decode evaluation set `name`, score it, measure
     the expected tag marginals. Same result keys as the other scorers, and the per-sentence
     entity counts as "items" (the paired bootstrap's data).
 

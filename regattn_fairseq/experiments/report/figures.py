@@ -89,7 +89,7 @@ def plot_attention_figure(
     runs: list[dict] | None = None,
 ) -> list[Path]:
     """One sentence's attention under every mapping of an experiment, side by side
-    (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in
+    (regattn_fairseq.experiments.report.attention_plots): the first sentence of the first export, in
     its order, that every export holds and that is readable (`_readable`); without one, the
     first id every export holds.
 

@@ -34,10 +34,10 @@ its training started from.
 
 writes NAME.json and a figure NAME.png/.pdf of the statistics against the epoch. `--init`
 adds epoch 0: a fresh model built from the run's config and seed as fairseq-train builds it.
-`--bleu EVAL` also decodes
-the evaluation set with each measured checkpoint (beam 5, the reproduction suite's decoding and
-sacrebleu scoring) and records its BLEU. `--checkpoint checkpoint_best.pt` measures that one
-checkpoint of each run (a table's runs keep no per-epoch checkpoints).
+`--bleu EVAL` also decodes the evaluation set with each measured checkpoint (beam 5, the
+reproduction suite's decoding and sacrebleu scoring) and records its BLEU.
+`--checkpoint checkpoint_best.pt` measures that one checkpoint of each run (a table's runs keep
+no per-epoch checkpoints).
 
 RUN_DIR is a run folder of scripts/reproduce.py (its checkpoints/ hold checkpoint<N>.pt).
 """

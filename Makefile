@@ -184,7 +184,8 @@ sweep-gamma: setup ## sparsemax and softmax temperature (gamma) sweep on Multi30
 
 # ---------------------------------------------------------------------------------------------
 # Interpretability (issue #6): figures in the paper's conventions and attention statistics.
-# Code: regattn_fairseq/experiments/report/{mapping_plots,attention_plots}.py, regattn/analysis.py.
+# Code: regattn_fairseq/experiments/report/{mapping_plots,attention_plots}.py, regattn/analysis.py,
+#   regattn_fairseq/experiments/decode/attention_format.py (the exports and their statistics files).
 #   EXPORTS   attention exports of scripts/export_attention.py (JSON lines), one per model
 #   SENTENCE  the sentence id to draw (default: the first one every export has)
 FIGURES_DIR ?= $(if $(RESULTS_DIR),$(RESULTS_DIR)/figures)
@@ -202,4 +203,4 @@ plot-attention: setup ## one sentence's attention, a panel per model -> results/
 
 attention-stats: setup ## zeros, support and equal-weight groups of attention exports -> <export>.stats.json beside each (EXPORTS=...)
 	@test -n "$(EXPORTS)" || { echo 'usage: make attention-stats EXPORTS="softmax.jsonl fusedmax.jsonl ..."'; exit 2; }
-	$(PY) -m regattn.analysis $(EXPORTS)
+	$(PY) -m regattn_fairseq.experiments.decode.attention_format $(EXPORTS)

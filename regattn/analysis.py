@@ -6,7 +6,7 @@ SNLI hypothesis) puts on the unpadded source positions, a probability vector a o
 
 Definitions, for a tolerance `tol` (default 0: the paper's convention of *exact* zeros and
 *exactly* equal weights, which sparsemax, fusedmax and oscarmax produce in float32 and which
-survive the JSON export, since float32 -> Python float is exact):
+survive a JSON round trip, since float32 -> Python float is exact):
 
 - a position i is a **zero** if a_i <= tol; its **support** is the set of the other positions;
 - two weights are **equal** if |a_i - a_j| <= tol (with tol > 0, equality is chained:
@@ -21,24 +21,16 @@ and no clusters. Zeros are never grouped, although they are equal: they are coun
 zero fraction instead.
 
 `attention_statistics` averages these over a set of rows (e.g. every row of every sentence
-of a test-set export). Command line, writing the statistics next to an export of
-scripts/export_attention.py:
-
-    python -m regattn.analysis results/attn/fusedmax.jsonl   # -> fusedmax.stats.json
+of an evaluation set).
 """
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
-import math
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 
 import numpy as np
 
-# A row must sum to 1 within this; exported float32 rows of a few hundred positions do.
+# A row must sum to 1 within this; float32 rows of a few hundred positions do.
 ROW_SUM_TOLERANCE = 1e-3
 
 
@@ -151,8 +143,8 @@ def attention_statistics(rows_of_attention: Iterable, tol: float = 0.0) -> dict:
     ----------
     rows_of_attention : Iterable
         attention rows (lists, numpy vectors or torch tensors), each a
-        probability vector over the unpadded source; e.g. every row of every exported
-        sentence, see `rows_of_export`.
+        probability vector over the unpadded source; e.g. every row of every sentence of
+        an evaluation set.
     tol : float
         weights <= tol are zeros, weights within tol are equal.
 
@@ -236,163 +228,3 @@ def describe_mapping(name: str, params: dict) -> str:
     )
     label = name.replace("_", "-")
     return f"{label} ({settings})" if settings else label
-
-
-def read_export(path) -> list[dict]:
-    """Reads a JSON-lines attention export written by scripts/export_attention.py.
-
-    Parameters
-    ----------
-    path
-        the .jsonl file (or a gzip-compressed one, ``.jsonl.gz``).
-
-    Returns
-    -------
-    list[dict]
-        Its sentence records, {"id", "src_tokens", "tgt_tokens", "attention": [rows],
-        "mapping": {"name", "params", ...}}, in order.
-
-    Raises
-    ------
-    ValueError
-        if a record lacks a field or its rows do not match its source tokens.
-    """
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle if line.strip()]
-    for number, record in enumerate(records, 1):
-        missing = {"id", "src_tokens", "attention", "mapping"} - set(record)
-        if missing:
-            raise ValueError(f"{path}:{number}: export record lacks {', '.join(sorted(missing))}")
-        if any(len(row) != len(record["src_tokens"]) for row in record["attention"]):
-            raise ValueError(
-                f"{path}:{number}: attention rows do not match the "
-                f"{len(record['src_tokens'])} source tokens"
-            )
-    return records
-
-
-def rows_of_export(records: Iterable[dict]) -> Iterator[list]:
-    """Every attention row of every sentence record.
-
-    Parameters
-    ----------
-    records : Iterable[dict]
-        sentence records, as `read_export` returns them.
-
-    Returns
-    -------
-    Iterator[list]
-        An iterator over their attention rows (lists), in order.
-    """
-    for record in records:
-        yield from record["attention"]
-
-
-def mapping_of_export(records: list[dict]) -> dict:
-    """The one mapping description shared by all records of an export.
-
-    Parameters
-    ----------
-    records : list[dict]
-        sentence records, as `read_export` returns them.
-
-    Returns
-    -------
-    dict
-        Their "mapping" dict.
-
-    Raises
-    ------
-    ValueError
-        if the records disagree on it.
-    """
-    descriptions = {json.dumps(record["mapping"], sort_keys=True) for record in records}
-    if len(descriptions) != 1:
-        raise ValueError(f"export mixes {len(descriptions)} attention mappings")
-    return json.loads(descriptions.pop())
-
-
-def statistics_path(export_path) -> Path:
-    """Where the statistics of an export go.
-
-    Parameters
-    ----------
-    export_path
-        e.g. results/attn/fusedmax.jsonl.
-
-    Returns
-    -------
-    Path
-        The path beside it, e.g. results/attn/fusedmax.stats.json.
-    """
-    export_path = Path(export_path)
-    return export_path.with_name(export_path.name.removesuffix(".jsonl") + ".stats.json")
-
-
-def write_export_statistics(export_path, tol: float = 0.0) -> Path:
-    """Computes the statistics of one export file and writes them beside it, with the
-    mapping, the number of sentences and the tolerance used.
-
-    Parameters
-    ----------
-    export_path
-        a JSON-lines export (see `read_export`).
-    tol : float
-        as in `attention_statistics`.
-
-    Returns
-    -------
-    Path
-        The path written (`statistics_path`).
-
-    Raises
-    ------
-    ValueError
-        if the export is malformed, empty or mixes mappings.
-    """
-    records = read_export(export_path)
-    if not records:
-        raise ValueError(f"{export_path} holds no sentences")
-    stats = {
-        "export": Path(export_path).name,
-        "mapping": mapping_of_export(records),
-        "sentences": len(records),
-        "tolerance": tol,
-        **attention_statistics(rows_of_export(records), tol),
-    }
-    out = statistics_path(export_path)
-    out.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-    return out
-
-
-def main(argv=None) -> None:
-    """The command line: writes <export>.stats.json beside each export named in argv.
-
-    Parameters
-    ----------
-    argv
-        the arguments (default: sys.argv[1:]).
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m regattn.analysis",
-        description="Write sparsity/structure statistics of attention exports (JSON lines from "
-        "scripts/export_attention.py) to <export>.stats.json beside each export.",
-    )
-    parser.add_argument("exports", nargs="+", metavar="EXPORT.jsonl")
-    parser.add_argument(
-        "--tol",
-        type=float,
-        default=0.0,
-        help="weights <= tol are zeros and weights within tol are equal "
-        "(default 0: exact, the paper's convention)",
-    )
-    args = parser.parse_args(argv)
-    if not (args.tol >= 0 and math.isfinite(args.tol)):
-        parser.error("--tol must be a finite number >= 0")
-    for export in args.exports:
-        print(write_export_statistics(export, args.tol))
-
-
-if __name__ == "__main__":
-    main()

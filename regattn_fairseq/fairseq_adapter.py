@@ -7,8 +7,9 @@ keeps them honest is tests/plugin/test_stock_equivalence.py: with --attention so
 plugin's models compute what stock fairseq's `lstm` and `transformer` compute (evaluation,
 training mode, beam search), and each function below is exercised there, except the two of
 data-parallel training (`allow_cpu_data_parallel`, `save_parameters_on_every_rank`), which
-tests/experiments/train/test_distributed.py exercises. Run those tests before adding a fairseq
-version to TESTED_FAIRSEQ_VERSIONS.
+tests/experiments/train/test_distributed.py exercises, and the wandb one
+(`log_progress_into_active_wandb_run`), tests/experiments/train/test_tracking.py's. Run those
+tests before adding a fairseq version to TESTED_FAIRSEQ_VERSIONS.
 
 Behaviour relied on without a call to route here: fairseq's `TransformerConfig.from_namespace`
 returns an instance of the config class unchanged, so the `RegattnTransformerConfig` built in
@@ -46,6 +47,7 @@ check_fairseq_version(fairseq.__version__)
 import torch  # noqa: E402  (after the version check, so an untested fairseq fails here first)
 from fairseq import checkpoint_utils  # noqa: E402
 from fairseq.distributed import fsdp_wrap  # noqa: E402
+from fairseq.logging import progress_bar  # noqa: E402
 from fairseq.models import distributed_fairseq_model  # noqa: E402
 from fairseq.models.lstm import AttentionLayer  # noqa: E402
 from fairseq.modules import MultiheadAttention  # noqa: E402
@@ -267,3 +269,33 @@ def save_parameters_on_every_rank(directory: str | Path) -> None:
         return saved
 
     checkpoint_utils.save_checkpoint = save_checkpoint
+
+
+class _WandbProgressIntoActiveRun(progress_bar.WandBProgressBarWrapper):
+    """fairseq's wandb progress-bar wrapper, which logs into the active wandb run where there
+    is one instead of calling wandb.init again (see log_progress_into_active_wandb_run)."""
+
+    def __init__(self, wrapped_bar, wandb_project, run_name=None):
+        if progress_bar.wandb is not None and progress_bar.wandb.run is not None:
+            self.wrapped_bar = wrapped_bar
+        else:
+            super().__init__(wrapped_bar, wandb_project, run_name=run_name)
+
+
+def log_progress_into_active_wandb_run() -> None:
+    """Makes fairseq's wandb hook (`common.wandb_project`) log the training curves into the
+    wandb run already active in the process, without starting another.
+
+    fairseq wraps every progress bar it builds (each epoch's training, each validation) in
+    `progress_bar.WandBProgressBarWrapper`, whose __init__ calls
+    `wandb.init(project=..., reinit=False)`, relying on wandb to hand back the active run.
+    wandb 0.31 does hand it back, but only after creating a new run's folder: every progress
+    bar leaves an empty `wandb/offline-run-*` folder (no run file) beside the real run. The
+    wrapper `progress_bar.progress_bar` builds is replaced, in fairseq's module, by a subclass
+    that skips wandb.init while a run is active; without one (fairseq-train's own
+    --wandb-project) it starts one as fairseq does, which the next progress bars then log into.
+    If fairseq renamed the wrapper this raises AttributeError at plugin import; if it built it
+    elsewhere, the empty folders would come back
+    (tests/experiments/train/test_tracking.py counts them). Idempotent.
+    """
+    progress_bar.WandBProgressBarWrapper = _WandbProgressIntoActiveRun

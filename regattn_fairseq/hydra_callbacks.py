@@ -5,7 +5,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from regattn_fairseq.fairseq_adapter import reset_best_checkpoint_loss
+from regattn_fairseq.fairseq_adapter import (
+    log_progress_into_active_wandb_run,
+    reset_best_checkpoint_loss,
+)
 
 
 class FreshCheckpointBest(Callback):
@@ -33,6 +36,9 @@ class WandbRun(Callback):
         from regattn_fairseq.experiments.train import tracking
 
         tracking.start_training_run(config)
+        # fairseq's hook would otherwise call wandb.init at every progress bar, and each call
+        # leaves an empty run folder even while returning this run
+        log_progress_into_active_wandb_run()
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from regattn_fairseq.experiments.train import tracking

@@ -1,4 +1,4 @@
-"""Session-wide test settings.
+"""Session-wide test settings, and the tiny fairseq data of the trees that train models.
 
 TRITON_INTERPRET=1 runs the Triton kernels in Triton's interpreter on CPU tensors (how they
 are tested without a GPU). Triton reads it when a kernel is decorated, i.e. when
@@ -6,8 +6,31 @@ are tested without a GPU). Triton reads it when a kernel is decorated, i.e. when
 backend test, torch.compile's inductor): so it is set here, before any test module imports
 anything. On a GPU machine, `TRITON_INTERPRET=0 pytest` runs the CUDA tests instead (the
 interpreter tests then skip themselves).
+
+`translation_data` and `snli_data` serve tests/plugin/ and the suite's tests of trained
+checkpoints (tests/experiments/studies/); they import fairseq only when a test asks for them,
+so that the library's tests run where fairseq is not installed (`make test-cuda` on a GPU
+machine).
 """
 
 import os
 
+import pytest
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(scope="session")
+def translation_data(tmp_path_factory):
+    """Tiny binarized src->tgt data (`fairseq_helpers.make_translation_data`)."""
+    from fairseq_helpers import make_translation_data
+
+    return make_translation_data(tmp_path_factory.mktemp("translation"))
+
+
+@pytest.fixture(scope="session")
+def snli_data(tmp_path_factory):
+    """Tiny data of the regattn_snli task (`fairseq_helpers.make_snli_data`)."""
+    from fairseq_helpers import make_snli_data
+
+    return make_snli_data(tmp_path_factory.mktemp("snli"))

@@ -68,7 +68,10 @@ def offline_run(path: Path) -> dict:
 
 
 def offline_runs(run_dir: Path) -> list[dict]:
-    """Every offline run under `run_dir/wandb`, oldest first."""
-    return [
-        offline_run(path) for path in sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))
-    ]
+    """Every offline run under `run_dir/wandb`, oldest first. A run folder without a run file,
+    which a second wandb.init in a process leaves even when it returns the active run, fails
+    the test: each training is one run."""
+    folders = sorted(Path(run_dir).glob("wandb/offline-run-*"))
+    empty = [folder.name for folder in folders if not any(folder.glob("run-*.wandb"))]
+    assert not empty, f"wandb run folders without a run in {run_dir}: {empty}"
+    return [offline_run(path) for folder in folders for path in sorted(folder.glob("run-*.wandb"))]

@@ -5,7 +5,7 @@ beam search compute the same as a full forward pass."""
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
-from plugin_helpers import MODEL_ARGS, build_model, translation_batch
+from fairseq_helpers import MODEL_ARGS, build_model, translation_batch
 
 from regattn_fairseq.fairseq_adapter import decoder_attention
 from regattn_fairseq.modules import AttentionNormalizer

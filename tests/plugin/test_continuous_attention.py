@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 from fairseq import checkpoint_utils
-from plugin_helpers import (
+from fairseq_helpers import (
     BATCH_ARGS,
     COMMON_ARGS,
     MODEL_ARGS,

@@ -3,7 +3,7 @@ bfloat16, so entmax stays defined and its gradients finite however far training 
 
 import pytest
 import torch
-from plugin_helpers import MODEL_ARGS, build_model, translation_batch
+from fairseq_helpers import MODEL_ARGS, build_model, translation_batch
 
 from regattn_fairseq.models.regattn_transformer import RegattnTransformerConfig
 from regattn_fairseq.modules import AttentionNormalizer, attention_spec_from_cfg

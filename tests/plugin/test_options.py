@@ -2,8 +2,8 @@
 construction with a message that names the option."""
 
 import pytest
+from fairseq_helpers import MODEL_ARGS, build_model
 from omegaconf import OmegaConf
-from plugin_helpers import MODEL_ARGS, build_model
 
 from regattn_fairseq.models.regattn_lstm import RegattnLSTMConfig
 from regattn_fairseq.modules import attention_spec_from_cfg

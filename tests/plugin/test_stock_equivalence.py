@@ -9,7 +9,7 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
-from plugin_helpers import (
+from fairseq_helpers import (
     COMMON_ARGS,
     MODEL_ARGS,
     SEQ2SEQ_TRAIN_ARGS,

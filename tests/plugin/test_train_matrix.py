@@ -4,7 +4,7 @@ decode through fairseq-generate's code path with beam 2."""
 
 import pytest
 from fairseq import checkpoint_utils
-from plugin_helpers import (
+from fairseq_helpers import (
     BATCH_ARGS,
     COMMON_ARGS,
     MODEL_ARGS,

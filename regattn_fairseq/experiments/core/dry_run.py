@@ -7,7 +7,7 @@ are the scale's own, so the composed config (and its hash) is the real run's.
 
 Its numbers mean nothing, so it is kept apart from real results everywhere: the prepared data
 and the checkpoints go to folders of their own (a real run never resumes from a dry one), the
-rows carry the caps (``dry_run``) as part of their key, and `results.check_row_kinds` keeps
+rows carry the caps (``dry_run``) as part of their key, and `store.check_row_kinds` keeps
 them out of the committed results folder and out of any raw file that holds real rows.
 """
 

@@ -10,9 +10,9 @@ and no result row is written from it.
 Verification is cheap where it runs often: a file's size is compared every time, its content
 is hashed again only when its size, modification time or inode differ from the last time this
 process hashed it (the first verification of a process hashes everything: when the stamp is
-read). The rows' data fingerprint (`fingerprint`, `rowkeys.data_fingerprint`) is computed
-from the same per-file SHA-256 values, with the formula rows have always used, so that an
-unchanged prepared folder keeps its fingerprint."""
+read). The rows' data fingerprint (`fingerprint`; `fingerprint.data_fingerprint` of a
+folder) is computed from the same per-file SHA-256 values, with the formula rows have always
+used, so that an unchanged prepared folder keeps its fingerprint."""
 
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ def load_gold(definition: TestSet, data_dir: Path) -> Gold:
     definition : TestSet
         the test set.
     data_dir : Path
-        the offline data root (`common.resolve_data_dir`).
+        the offline data root (`config.resolve_data_dir`).
 
     Returns
     -------

@@ -9,11 +9,11 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn.analysis import attention_statistics as statistics_of
-from regattn.analysis import read_export, rows_of_export
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.core.tools import run_logged, tool_path
 from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.decode.attention_format import read_export, rows_of_export
 from regattn_fairseq.experiments.train.fairseq_logs import last_record_with
 from regattn_fairseq.experiments.train.train import TrainedModel
 
@@ -148,7 +148,7 @@ def export_and_measure_attention(
 ) -> dict:
     """Export the model's attention on every example of `subset` and measure it.
 
-    The export is regattn_fairseq.experiments.export_attention (the beam-search output's
+    The export is regattn_fairseq.experiments.decode.export_attention (the beam-search output's
     attention, or the SNLI hypothesis' attention over the premise); the measures are
     `regattn.analysis.attention_statistics` (sparsity and structure, exact zeros).
 

@@ -2,9 +2,9 @@
 """Write each sentence's attention matrix, for plots, from a checkpoint trained with
 `--user-dir regattn_fairseq`.
 
-Takes fairseq-generate's options plus --attention-output FILE (JSON lines):
-  {"id", "src_tokens", "tgt_tokens", "attention": [one row per target token, one column per
-   source token], "mapping": {"name", "params", "device"}}
+Takes fairseq-generate's options plus --attention-output FILE, an attention export
+(`attention_format`: one JSON record per sentence, whose "mapping" is {"name", "params",
+"device"}).
 Seq2seq tasks: the target is the best beam-search hypothesis (--beam ...); its attention is
 recomputed by one teacher-forced pass over the unpadded sentence (for the Transformer, the
 last layer's cross-attention averaged over heads, as fairseq reports it).
@@ -16,18 +16,18 @@ source token, and the record adds "continuous" (the options), "density" ({"mu", 
 Gaussian, whose support is the real line) and, when mu and sigma^2 come from the discrete
 attention, "discrete_attention" (its rows, like "attention").
 
-  python scripts/export_attention.py DATA --user-dir regattn_fairseq --path ckpt.pt \
+  python scripts/export_attention.py DATA --user-dir regattn_fairseq --path ckpt.pt \\
       --task translation -s de -t en --gen-subset test --beam 5 --attention-output attn.jsonl
 """
 
 import ast
-import json
 
 import torch
 from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from regattn.continuous import ContinuousAttention, density_support
+from regattn_fairseq.experiments.decode.attention_format import export_writer
 from regattn_fairseq.fairseq_adapter import decoder_attention
 from regattn_fairseq.modules import AttentionNormalizer
 
@@ -171,7 +171,7 @@ def main(argv=None):
     is_snli = cfg.task._name == "regattn_snli"
     generator = None if is_snli else task.build_generator([model], cfg.generation)
 
-    with open(args.attention_output, "w", encoding="utf-8") as out, torch.no_grad():
+    with export_writer(args.attention_output) as write, torch.no_grad():
         for sample in batches:
             sample = utils.move_to_cuda(sample) if device.type == "cuda" else sample
             records = (
@@ -180,7 +180,7 @@ def main(argv=None):
                 else _seq2seq_records(task, model, generator, sample, device, recorder)
             )
             for record in records:
-                out.write(json.dumps({**record, "mapping": mapping, **continuous_options}) + "\n")
+                write({**record, "mapping": mapping, **continuous_options})
 
 
 if __name__ == "__main__":

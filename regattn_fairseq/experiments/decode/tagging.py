@@ -14,7 +14,6 @@ The per-sentence entity counts (`entity_counts`) let the paired bootstrap
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -25,10 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from regattn.analysis import attention_statistics, read_export, rows_of_export
+from regattn.analysis import attention_statistics
 from regattn.dp import viterbi
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
+from regattn_fairseq.experiments.decode.attention_format import (
+    export_writer,
+    read_export,
+    rows_of_export,
+)
 
 
 def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict:
@@ -255,7 +259,7 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
     dataset = task.load_dataset(subset)
     predictions, sequences = {}, {}
     zeros = allowed = 0
-    with open(export, "w", encoding="utf-8") as out:
+    with export_writer(export) as write:
         for start in range(0, len(dataset), 64):
             ids = range(start, min(start + 64, len(dataset)))
             sample = dataset.collater([dataset[i] for i in ids])
@@ -283,7 +287,7 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
                     "attention": marginals[b, :n].tolist(),
                     "mapping": {"name": f"dp_{reg}", "params": {"gamma": gamma}},
                 }
-                out.write(json.dumps(record) + "\n")
+                write(record)
     order = range(len(dataset))
     sparsity = {
         "tag_sequences": [sequences[i] for i in order],
@@ -294,7 +298,7 @@ def decode_subset(checkpoint: Path, data: Path, subset: str, reg: str, gamma: fl
 
 
 def evaluate(model, prepared, name: str, out_dir: Path) -> dict:
-    """runs.evaluate's "entity_f1" scorer: decode evaluation set `name`, score it, measure
+    """`evaluate.evaluate`'s "entity_f1" scorer: decode evaluation set `name`, score it, measure
     the expected tag marginals. Same result keys as the other scorers, and the per-sentence
     entity counts as "items" (the paired bootstrap's data).
 

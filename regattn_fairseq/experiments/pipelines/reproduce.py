@@ -138,8 +138,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     dry = parser.add_argument_group(
         "dry run",
         "the scale's model, optimizer and schedule on capped data for a few updates, to check "
-        "that its configs run end to end (regattn_fairseq/experiments/dry_run.py); the rows are "
-        "marked and kept apart from real ones, in a --results-dir other than results/",
+        "that its configs run end to end (regattn_fairseq/experiments/core/dry_run.py); the "
+        "rows are marked and kept apart from real ones, in a --results-dir other than results/",
     )
     dry.add_argument(
         "--max-train", type=int, help="at most N training examples (per language: inflection)"
@@ -200,7 +200,7 @@ def _run_dir(
 
 
 def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> list[str]:
-    """The overrides runs.train passes (for the job's key before it trains)."""
+    """The overrides `train.train` passes (for the job's key before it trains)."""
     return [
         *hydra_overrides(experiment, scale, data),
         mapping_override(experiment, mapping),
@@ -211,7 +211,7 @@ def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> 
 
 
 def _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args) -> tuple:
-    """The key (`rowkeys.job_key`) of the rows the job would write, before it trains."""
+    """The key (`keys.job_key`) of the rows the job would write, before it trains."""
     settings = compose_settings(
         experiment.train_config,
         _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
@@ -249,7 +249,7 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
     Parameters
     ----------
     rows : list of dict, optional
-        the table's raw rows (`results.load_rows`), searched for a recorded choice.
+        the table's raw rows (`store.load_rows`), searched for a recorded choice.
 
     Returns
     -------
@@ -407,7 +407,7 @@ def _figure_exports(
     process each replacing the last.
 
     Every such row whose export is on disk gets its figure sidecar
-    (`results.keep_figure_sentences`, committed with the results); a row whose export is gone
+    (`figures.keep_figure_sentences`, committed with the results); a row whose export is gone
     (decoded on another machine) is drawn from its sidecar.
 
     Parameters

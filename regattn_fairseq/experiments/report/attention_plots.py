@@ -39,6 +39,7 @@ from matplotlib.colors import Normalize  # noqa: E402
 from regattn import analysis  # noqa: E402
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.paths import FIGURES_DIR
+from regattn_fairseq.experiments.decode.attention_format import read_export
 
 FORMATS = ("png", "pdf")
 ZERO_COLOUR = "0.72"
@@ -246,7 +247,7 @@ def main(argv=None) -> None:
         "(default 0: exact, the paper's convention)",
     )
     args = parser.parse_args(argv)
-    exports = [analysis.read_export(path) for path in args.exports]
+    exports = [read_export(path) for path in args.exports]
     for path, records in zip(args.exports, exports, strict=True):
         if not records:
             parser.error(f"{path} holds no sentences")

@@ -20,7 +20,7 @@ when it lies outside; otherwise inconclusive.
 
 Before any of that, the numbers must be able to carry a verdict, else it is *inconclusive*:
 every cell involved exists at the scale; every run involved stopped on its validation loss
-(`runs.learning_curve`: ``stop == "patience"``), not on a fixed epoch budget; and the table's
+(`train.learning_curve`: ``stop == "patience"``), not on a fixed epoch budget; and the table's
 reference mapping (softmax, or the table's ``baseline:``) beats the trivial baseline row
 (`baselines`) where the table has one: models below it have not learned the task.
 

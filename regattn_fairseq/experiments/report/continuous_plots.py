@@ -13,8 +13,9 @@ so that its area over a token's cell [(l - 1) / L, l / L] is comparable with the
 - an export of scripts/export_attention.py of a model trained with --attention-domain
   continuous (`--id`, `--row`): the density the model produced and its discrete attention.
 
-    MPLBACKEND=Agg python -m regattn_fairseq.experiments.continuous_plots --example
-    MPLBACKEND=Agg python -m regattn_fairseq.experiments.continuous_plots attn.jsonl --id 3 --row 2
+    MPLBACKEND=Agg python -m regattn_fairseq.experiments.report.continuous_plots --example
+    MPLBACKEND=Agg python -m regattn_fairseq.experiments.report.continuous_plots attn.jsonl \\
+        --id 3 --row 2
 """
 
 from __future__ import annotations

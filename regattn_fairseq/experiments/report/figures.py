@@ -3,14 +3,13 @@ sentence under every mapping of an experiment."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
 from pathlib import Path
 
-from regattn.analysis import read_export
 from regattn_fairseq.experiments.core.labels import mapping_label
+from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
 from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
@@ -59,7 +58,7 @@ def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTE
     Parameters
     ----------
     export : Path
-        the export (`regattn.analysis.read_export`).
+        the export (`attention_format.read_export`).
     sidecar : Path
         where to write it (gzip'd JSON lines, `figure_sidecar_name`).
     count : int
@@ -77,10 +76,7 @@ def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTE
     sidecar.parent.mkdir(parents=True, exist_ok=True)
     # per process: two runs of one table may keep the same sidecar at once (issue #26)
     partial = sidecar.with_name(f"{sidecar.name}.{os.getpid()}.partial")
-    # mtime=0: the same sentences give the same bytes, so a re-run leaves git clean
-    with gzip.GzipFile(partial, "wb", mtime=0) as handle:
-        for record in kept:
-            handle.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+    write_compressed_export(partial, kept)
     partial.replace(sidecar)
     return sidecar
 
@@ -93,7 +89,7 @@ def plot_attention_figure(
     runs: list[dict] | None = None,
 ) -> list[Path]:
     """One sentence's attention under every mapping of an experiment, side by side
-    (regattn_fairseq.experiments.attention_plots): the first sentence of the first export, in
+    (regattn_fairseq.experiments.report.attention_plots): the first sentence of the first export, in
     its order, that every export holds and that is readable (`_readable`); without one, the
     first id every export holds.
 

@@ -1,5 +1,5 @@
 """Whether a table's models had converged: the validation curve each row records
-(`runs.learning_curve`, under ``train.learning_curve``), told in words under the table and drawn
+(`train.learning_curve`, under ``train.learning_curve``), told in words under the table and drawn
 as one learning-curve figure per experiment and scale (validation loss per epoch, a colour per
 mapping, a line per seed, the kept epoch marked)."""
 

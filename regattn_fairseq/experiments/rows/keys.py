@@ -2,7 +2,7 @@
 
 A row's key is (experiment, evaluation, scale, data source, mapping, the mapping's parameters
 γ/λ/p/α, dry-run caps, seed, config hash), the config hash being the SHA-256 of the composed
-training config's settings (`runs.config_settings`: model, optimizer, lr, epochs, batch size;
+training config's settings (`train.config_settings`: model, optimizer, lr, epochs, batch size;
 no paths). Rows that share everything but the config hash belong to the same table cell: the
 cell shows the config of the newest row, and the others are *superseded* (kept in the raw
 history, listed under the table). A dry run's rows (`dry_run.DryRun`: capped data, a few
@@ -24,7 +24,7 @@ def config_sha256(settings: dict) -> str:
     Parameters
     ----------
     settings : dict
-        `runs.config_settings` of the config (or a row's ``train.config``; its ``file``, a
+        `train.config_settings` of the config (or a row's ``train.config``; its ``file``, a
         path, is ignored).
 
     Returns
@@ -177,7 +177,7 @@ def job_key(
     experiment, scale, data_source, mapping : str
         as in the rows.
     settings : dict
-        the composed config's settings (`runs.config_settings`).
+        the composed config's settings (`train.config_settings`).
     seed : int
         the seed.
     dry_run : dict, optional

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn.analysis import read_export
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import prepared_gold
 from regattn_fairseq.experiments.decode import tagging
+from regattn_fairseq.experiments.decode.attention_format import read_export
 from regattn_fairseq.experiments.decode.decode import (
     decode,
     export_and_measure_attention,

@@ -21,22 +21,23 @@ For each attention row (one decoder step over the unpadded source) it records:
 
 Reported per checkpoint: the means over rows, the fraction of rows whose score gradient is
 exactly zero, the *pass ratio* Σ‖∂L/∂s‖ / Σ‖∂L/∂p‖ (how much of the asked-for change gets
-through the mapping), and the validation NLL per target token. For softmax, sparsemax and
-entmax with a fixed alpha the mapping is also checked against an independent implementation
-on every measured row (torch.softmax, the `entmax` package's sparsemax and entmax15 or
-entmax_bisect: the largest differences of p and of ∂L/∂s given the
-model's own ∂L/∂p), and by torch.autograd.gradcheck on a few rows of the first batch.
+through the mapping), and the validation NLL per target token. That the measured rows are the
+mapping's own is tests/experiments/studies/test_attention_gradients.py's to check: softmax,
+sparsemax and entmax against independent implementations (torch.softmax, the `entmax`
+package), on every row of trained checkpoints, p and ∂L/∂s given the model's own ∂L/∂p;
+torch.autograd.gradcheck of the model's normalizer on real rows; and that epoch 0 is the model
+its training started from.
 
-  python -m regattn_fairseq.experiments.attention_gradients RUN_DIR [RUN_DIR ...] \\
+  python -m regattn_fairseq.experiments.studies.attention_gradients RUN_DIR [RUN_DIR ...] \\
       --out results/attention_gradients/NAME.json [--max-sentences 400] [--init] \\
       [--bleu test2016]
 
 writes NAME.json and a figure NAME.png/.pdf of the statistics against the epoch. `--init`
-adds epoch 0: a fresh model built from the run's config and seed as fairseq-train builds it
-(checked against the embedding rows that training never updates). `--bleu EVAL` also decodes
-the evaluation set with each measured checkpoint (beam 5, the reproduction suite's decoding and
-sacrebleu scoring) and records its BLEU. `--checkpoint checkpoint_best.pt` measures that one
-checkpoint of each run (a table's runs keep no per-epoch checkpoints).
+adds epoch 0: a fresh model built from the run's config and seed as fairseq-train builds it.
+`--bleu EVAL` also decodes the evaluation set with each measured checkpoint (beam 5, the
+reproduction suite's decoding and sacrebleu scoring) and records its BLEU.
+`--checkpoint checkpoint_best.pt` measures that one checkpoint of each run (a table's runs keep
+no per-epoch checkpoints).
 
 RUN_DIR is a run folder of scripts/reproduce.py (its checkpoints/ hold checkpoint<N>.pt).
 """
@@ -46,6 +47,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -179,97 +182,48 @@ class _AttentionTap:
             handle.remove()
 
 
-REFERENCE_MAPPINGS = ("softmax", "sparsemax", "entmax")
+@dataclass
+class AttentionRows:
+    """One call of a model's attention normalizer in a teacher-forced batch, as rows.
+
+    `scores`, `probs`, `grad_scores`, `grad_probs` and `mask` are as in `row_statistics`;
+    `module` is the normalizer and `gamma` its temperature.
+    """
+
+    module: torch.nn.Module
+    gamma: float
+    scores: torch.Tensor
+    probs: torch.Tensor
+    grad_scores: torch.Tensor
+    grad_probs: torch.Tensor
+    mask: torch.Tensor | None
+
+    def as_tuple(self) -> tuple:
+        """(scores, probs, grad_scores, grad_probs, mask), `row_statistics`' arguments."""
+        return self.scores, self.probs, self.grad_scores, self.grad_probs, self.mask
 
 
-def _reference_mapping(name: str, z: torch.Tensor, alpha: float | None) -> torch.Tensor:
-    """softmax, sparsemax or alpha-entmax of z by an implementation independent of regattn's
-    (torch.softmax; the `entmax` package's sparsemax, entmax15 and, for another alpha,
-    entmax_bisect)."""
-    if name == "softmax":
-        return torch.softmax(z, dim=-1)
-    import entmax
-
-    if name == "sparsemax" or alpha == 2:
-        return entmax.sparsemax(z, dim=-1)
-    if alpha == 1.5:
-        return entmax.entmax15(z, dim=-1)
-    return entmax.entmax_bisect(z, alpha, dim=-1, n_iter=80)
-
-
-def reference_check(
-    name, gamma, scores, probs, grad_scores, grad_probs, mask, alpha: float | None = None
-) -> dict | None:
-    """The mapping's output and vector-Jacobian product against an independent implementation.
-
-    Parameters
-    ----------
-    name : str
-        the mapping (softmax, sparsemax and entmax with a fixed alpha are checked).
-    gamma : float
-        its temperature.
-    scores, probs, grad_scores, grad_probs, mask
-        as in `row_statistics` (mask may be None).
-    alpha : float, optional
-        entmax's alpha (None: learned, not checked).
+def without_grad_surrogate(model) -> str | None:
+    """Gives a model trained with a surrogate gradient (--attention-grad-surrogate) its
+    mapping's own Jacobian back, so that what would reach its scores without the surrogate is
+    measured.
 
     Returns
     -------
-    dict or None
-        Over the rows the loss depends on: ``forward`` (max |p − p_ref|), ``backward``
-        (max |∂L/∂s − ∂L/∂s_ref| with ∂L/∂s_ref the reference's vector-Jacobian product of the
-        model's own ∂L/∂p), ``grad_scale`` (max |∂L/∂s_ref|) and ``rows``; None for another
-        mapping.
+    str or None
+        The surrogate it was trained with (None: none).
     """
-    if name not in REFERENCE_MAPPINGS or (name == "entmax" and not isinstance(alpha, float)):
-        return None
-    if mask is None:
-        mask = torch.ones_like(probs, dtype=torch.bool)
-    keep = mask.any(dim=-1) & (grad_probs != 0).any(dim=-1)
-    mask = mask[keep]
-    leaf = scores[keep].double().requires_grad_(True)
-    # masked positions far below every score: outside any support, zero weight and gradient
-    z = (leaf / gamma).masked_fill(~mask, -1e6)
-    reference = _reference_mapping(name, z, alpha)
-    reference.backward(grad_probs[keep].double())
-    return {
-        "forward": float((reference.detach() - probs[keep].double()).abs().max()),
-        "backward": float((leaf.grad - grad_scores[keep].double()).abs().max()),
-        "grad_scale": float(leaf.grad.abs().max()),
-        "rows": int(keep.sum()),
-    }
+    surrogate = None
+    for module in model.modules():
+        if getattr(module, "grad_surrogate", None) is not None:
+            surrogate, module.grad_surrogate = module.grad_surrogate, None
+    return surrogate
 
 
-def gradcheck_rows(module, scores, mask, rows: int = 16) -> dict:
-    """torch.autograd.gradcheck of the model's own normalizer on a few real rows, in double.
-
-    Parameters
-    ----------
-    module : AttentionNormalizer
-        the model's normalizer.
-    scores, mask : torch.Tensor
-        (rows, length) scores and mask (None: all positions).
-    rows : int
-        how many rows (the first ones that have a position to attend to).
-
-    Returns
-    -------
-    dict
-        ``{"rows", "passed"}``.
-    """
-    if mask is None:
-        mask = torch.ones_like(scores, dtype=torch.bool)
-    keep = mask.any(dim=-1).nonzero().squeeze(-1)[:rows]
-    leaf = scores[keep].detach().double().requires_grad_(True)
-    sub_mask = mask[keep]
-    passed = torch.autograd.gradcheck(
-        lambda x: module(x, sub_mask), (leaf,), eps=1e-6, atol=1e-5, raise_exception=False
-    )
-    return {"rows": int(keep.numel()), "passed": bool(passed)}
-
-
-def measure_model(model, task, subset: str, max_sentences: int, batch_size: int) -> dict:
-    """Teacher-forced forward and backward of a seq2seq model over `subset`.
+def teacher_forced_batches(
+    model, task, subset: str, max_sentences: int, batch_size: int
+) -> Iterator[tuple[float, int, list[AttentionRows]]]:
+    """Teacher-forced forward and backward of a seq2seq model over `subset`, batch by batch.
 
     Parameters
     ----------
@@ -284,30 +238,19 @@ def measure_model(model, task, subset: str, max_sentences: int, batch_size: int)
     batch_size : int
         sentences per batch.
 
-    Returns
-    -------
-    dict
-        `summarize` of the subset, plus ``mapping``, ``sentences``, ``reference_check``
-        (`reference_check`, the maxima over batches; None for other mappings) and
-        ``gradcheck`` (`gradcheck_rows` on the first batch).
+    Yields
+    ------
+    tuple
+        (summed negative log-likelihood of the batch's target tokens in nats, their number,
+        the `AttentionRows` of every normalizer call of the batch). The normalizers' hooks are
+        removed once the batches are exhausted.
     """
     model = model.eval()
-    # a run trained with a surrogate gradient (--attention-grad-surrogate) is measured with
-    # its mapping's own Jacobian: what would reach its scores without the surrogate
-    surrogate = None
-    for module in model.modules():
-        if getattr(module, "grad_surrogate", None) is not None:
-            surrogate, module.grad_surrogate = module.grad_surrogate, None
     task.load_dataset(subset)
     dataset = task.dataset(subset)
     indices = list(range(min(max_sentences, len(dataset))))
     pad = task.target_dictionary.pad()
-    spec = model.attention_spec
     tap = _AttentionTap(model)
-    totals: dict = {}
-    checked: dict | None = None
-    first_rows = None
-    nll_sum, tokens = 0.0, 0
     try:
         for start in range(0, len(indices), batch_size):
             sample = dataset.collater([dataset[i] for i in indices[start : start + batch_size]])
@@ -318,57 +261,72 @@ def measure_model(model, task, subset: str, max_sentences: int, batch_size: int)
             target = sample["target"]
             nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)[target.ne(pad)].sum()
             nll.backward()
-            nll_sum += float(nll.detach())
-            tokens += int(target.ne(pad).sum())
+            calls = []
             for call in tap.calls:
-                gamma = call["module"].spec.params.get("gamma") or 1.0
                 length = call["scores"].size(-1)
                 mask = call["mask"]
-                rows = (
-                    call["scores"].detach().reshape(-1, length),
-                    call["probs"].detach().reshape(-1, length),
-                    call["grad_scores"].reshape(-1, length),
-                    call["grad_probs"].reshape(-1, length),
-                    None if mask is None else mask.expand_as(call["scores"]).reshape(-1, length),
-                )
-                stats = row_statistics(*rows, gamma)
-                for key, value in stats.items():
-                    totals[key] = totals.get(key, 0) + value
-                check = reference_check(spec.name, gamma, *rows, alpha=spec.params.get("alpha"))
-                if check is not None:
-                    checked = (
-                        check
-                        if checked is None
-                        else {
-                            "forward": max(checked["forward"], check["forward"]),
-                            "backward": max(checked["backward"], check["backward"]),
-                            "grad_scale": max(checked["grad_scale"], check["grad_scale"]),
-                            "rows": checked["rows"] + check["rows"],
-                        }
+                calls.append(
+                    AttentionRows(
+                        module=call["module"],
+                        gamma=call["module"].spec.params.get("gamma") or 1.0,
+                        scores=call["scores"].detach().reshape(-1, length),
+                        probs=call["probs"].detach().reshape(-1, length),
+                        grad_scores=call["grad_scores"].reshape(-1, length),
+                        grad_probs=call["grad_probs"].reshape(-1, length),
+                        mask=None
+                        if mask is None
+                        else mask.expand_as(call["scores"]).reshape(-1, length),
                     )
-                if first_rows is None:
-                    first_rows = (call["module"], rows[0], rows[4])
+                )
+            yield float(nll.detach()), int(target.ne(pad).sum()), calls
     finally:
         tap.remove()
-    # after the tap is gone: gradcheck calls the normalizer, whose hook would record it
-    gradcheck = gradcheck_rows(*first_rows)
+
+
+def measure_model(model, task, subset: str, max_sentences: int, batch_size: int) -> dict:
+    """The gradient statistics of a seq2seq model over `subset` (`teacher_forced_batches`,
+    whose parameters these are), through its mapping's own Jacobian.
+
+    Returns
+    -------
+    dict
+        `summarize` of the subset, plus ``mapping``, ``trained_grad_surrogate``
+        (`without_grad_surrogate`) and ``sentences``.
+    """
+    surrogate = without_grad_surrogate(model)
+    totals: dict = {}
+    nll_sum, tokens = 0.0, 0
+    for batch_nll, batch_tokens, calls in teacher_forced_batches(
+        model, task, subset, max_sentences, batch_size
+    ):
+        nll_sum += batch_nll
+        tokens += batch_tokens
+        for rows in calls:
+            for key, value in row_statistics(*rows.as_tuple(), rows.gamma).items():
+                totals[key] = totals.get(key, 0) + value
     return {
-        "mapping": spec.describe(),
+        "mapping": model.attention_spec.describe(),
         "trained_grad_surrogate": surrogate,
-        "sentences": len(indices),
+        "sentences": min(max_sentences, len(task.dataset(subset))),
         **summarize(totals, nll_sum, tokens),
-        "reference_check": checked,
-        "gradcheck": gradcheck,
     }
+
+
+def load_checkpoint(path: Path):
+    """(model, task) of a seq2seq checkpoint, as fairseq loads it for evaluation."""
+    from fairseq import checkpoint_utils
+
+    import regattn_fairseq  # noqa: F401  (registers the models and task)
+
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)])
+    return models[0], task
 
 
 def measure_checkpoint(path: Path, subset: str, max_sentences: int, batch_size: int) -> dict:
     """`measure_model` of a seq2seq checkpoint, plus its ``epoch``."""
     from fairseq import checkpoint_utils
 
-    import regattn_fairseq  # noqa: F401  (registers the models and task)
-
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)])
+    model, task = load_checkpoint(path)
     epoch = _EPOCH_CHECKPOINT.search(path.name)
     if epoch is None:  # checkpoint_best.pt, checkpoint_last.pt: the epoch it was saved after
         iterator = checkpoint_utils.load_checkpoint_to_cpu(str(path))["extra_state"][
@@ -380,56 +338,35 @@ def measure_checkpoint(path: Path, subset: str, max_sentences: int, batch_size: 
         epoch = int(epoch.group(1))
     return {
         "epoch": epoch,
-        **measure_model(models[0], task, subset, max_sentences, batch_size),
+        **measure_model(model, task, subset, max_sentences, batch_size),
     }
 
 
 def initial_model(path: Path):
     """The model a run started from: built from `path`'s config and seed in fairseq-train's
-    order (seed, task, model), with a check against `path`'s embedding rows of the symbols
-    training never sees (fairseq's ``madeupword`` padding of the dictionaries: they get no
-    gradient, so Adam leaves them at their initial values).
+    order (seed, task, model).
 
     Returns
     -------
     tuple
-        (model, task, cfg, check) with check ``{"rows", "max_abs_diff"}`` (rows 0: nothing to
-        check against).
+        (model, task).
     """
     import numpy as np
     from fairseq import checkpoint_utils, tasks, utils
 
     import regattn_fairseq  # noqa: F401  (registers the models and task)
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
-    cfg = state["cfg"]
+    cfg = checkpoint_utils.load_checkpoint_to_cpu(str(path))["cfg"]
     np.random.seed(cfg.common.seed)
     utils.set_torch_seed(cfg.common.seed)
     task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    trained = state["model"]
-    rows, diff = 0, 0.0
-    for name, dictionary in (
-        ("encoder.embed_tokens.weight", task.source_dictionary),
-        ("decoder.embed_tokens.weight", task.target_dictionary),
-    ):
-        unused = [i for i, symbol in enumerate(dictionary.symbols) if symbol.startswith("madeup")]
-        if not unused or name not in trained:
-            continue
-        fresh = model.state_dict()[name][unused]
-        diff = max(diff, float((fresh - trained[name][unused].to(fresh.dtype)).abs().max()))
-        rows += len(unused)
-    return model, task, cfg, {"rows": rows, "max_abs_diff": diff}
+    return task.build_model(cfg.model), task
 
 
 def measure_initial(path: Path, subset: str, max_sentences: int, batch_size: int) -> dict:
     """`measure_model` of the model the run of checkpoint `path` started from (epoch 0)."""
-    model, task, _cfg, check = initial_model(path)
-    return {
-        "epoch": 0,
-        "init_check": check,
-        **measure_model(model, task, subset, max_sentences, batch_size),
-    }
+    model, task = initial_model(path)
+    return {"epoch": 0, **measure_model(model, task, subset, max_sentences, batch_size)}
 
 
 def checkpoint_bleu(path: Path, evaluation: str, out_dir: Path, beam: int = 5) -> dict:
@@ -665,7 +602,7 @@ def main(argv: list[str] | None = None) -> None:
         args.out,
         {
             "what": "attention gradient statistics per epoch (regattn_fairseq/experiments/"
-            "attention_gradients.py)",
+            "studies/attention_gradients.py)",
             "subset": args.subset,
             "max_sentences": args.max_sentences,
             "provenance": provenance(),

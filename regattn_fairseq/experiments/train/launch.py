@@ -128,7 +128,7 @@ class Launch:
         Parameters
         ----------
         train_command : list[str]
-            the fairseq-hydra-train command line (`runs.train_command`).
+            the fairseq-hydra-train command line (`train.train_command`).
 
         Returns
         -------

@@ -11,9 +11,10 @@ One wandb run per training run, in three steps:
    the checkpoint folder, so a resumed training continues the same run. Its identity is
    written to `<run dir>/wandb_run.json`.
 2. fairseq's own wandb hook (`common.wandb_project`, set in configs/runtime/default.yaml)
-   logs the training curves into that run: its `wandb.init(reinit=False)` returns the run the
-   callback started.
-3. `log_results`, after scoring (`runs.result_rows`): the final metrics and attention
+   logs the training curves into that run, which the callback makes it do without calling
+   wandb.init again (`fairseq_adapter.log_progress_into_active_wandb_run`): so a training
+   leaves exactly one run folder, `<run dir>/wandb/offline-run-*` when offline.
+3. `log_results`, after scoring (`build.result_rows`): the final metrics and attention
    statistics go into the run's summary, by its id.
 
 Everything wandb writes goes under `<run dir>/wandb/` (WANDB_DIR and its cache folders), the
@@ -189,7 +190,7 @@ def log_results(save_dir: Path, rows: list[dict]) -> None:
     save_dir : Path
         the run's checkpoint folder (its parent holds `wandb_run.json`).
     rows : list[dict]
-        the scored result rows (`runs.result_rows`), one per evaluation set.
+        the scored result rows (`build.result_rows`), one per evaluation set.
 
     Notes
     -----

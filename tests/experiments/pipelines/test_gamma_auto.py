@@ -231,7 +231,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     """A table run one mapping per process: the figure of the last one holds every cell set up
     the same way (γ auto here), from its export, or from its committed figure sidecar where the
     export is gone (decoded on another machine)."""
-    from regattn.analysis import read_export
+    from regattn_fairseq.experiments.decode.attention_format import read_export
 
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]

@@ -4,7 +4,6 @@ between equal neighbours, marked oscarmax clusters)."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import matplotlib.image
 import matplotlib.pyplot as plt
@@ -15,10 +14,9 @@ from attention_fixtures import attention_records
 from matplotlib.colors import Normalize
 
 from regattn import mappings
+from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.report import attention_plots as plot_attention
 from regattn_fairseq.experiments.report import mapping_plots as plot_mappings
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def assert_drawn(path):

@@ -1,15 +1,15 @@
-"""Attention exports in the format of scripts/export_attention.py, made from the real mappings."""
+"""Attention exports (experiments/decode/attention_format.py) made from the real mappings."""
 
-import json
 from pathlib import Path
 
 import torch
 
 from regattn import mappings
+from regattn_fairseq.experiments.decode.attention_format import export_writer
 
 
 def attention_records(name: str, params: dict, sentences: int = 3, seed: int = 0) -> list[dict]:
-    """Sentence records as scripts/export_attention.py writes them, with the attention of
+    """Sentence records as the attention export holds them, with the attention of
     mapping `name` applied to random-walk scores (neighbouring scores close, so that fusedmax
     and oscarmax form groups) in float32, as a model computes it."""
     generator = torch.Generator().manual_seed(seed)
@@ -31,6 +31,8 @@ def attention_records(name: str, params: dict, sentences: int = 3, seed: int = 0
     return records
 
 
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+def write_export(path: Path, records: list[dict]) -> Path:
+    with export_writer(path) as write:
+        for record in records:
+            write(record)
     return path

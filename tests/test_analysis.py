@@ -1,12 +1,9 @@
 """regattn.analysis: zeros, support, runs and clusters on hand-made attention rows
-whose answers are counted by hand, plus the export CLI."""
-
-import json
+whose answers are counted by hand, and on rows of the real mappings."""
 
 import numpy as np
 import pytest
 import torch
-from attention_fixtures import attention_records, write_jsonl
 
 from regattn import analysis, mappings
 
@@ -62,8 +59,9 @@ def test_softmax_rows_have_no_zeros_and_no_groups():
 
 @pytest.mark.parametrize("name, params", [("fusedmax", {"lam": 0.3}), ("oscarmax", {"lam": 0.1})])
 def test_every_run_of_a_real_mapping_lies_in_one_cluster(name, params):
-    records = attention_records(name, {**mappings.defaults_of(name), **params}, sentences=4)
-    rows = list(analysis.rows_of_export(records))
+    # random-walk scores: neighbours close, so that fusedmax and oscarmax form groups
+    steps = 0.4 * torch.randn(30, 12, generator=torch.Generator().manual_seed(0))
+    rows = mappings.build(name, **{**mappings.defaults_of(name), **params})(steps.cumsum(-1))
     found_groups = False
     for row in rows:
         clusters = [set(c) for c in analysis.equal_weight_clusters(row)]
@@ -105,35 +103,6 @@ def test_rows_may_be_lists_arrays_or_tensors():
 def test_rows_that_are_not_distributions_are_errors(rows, message):
     with pytest.raises(ValueError, match=message):
         analysis.attention_statistics(rows)
-
-
-def test_cli_writes_statistics_beside_the_export(tmp_path):
-    params = mappings.defaults_of("fusedmax")
-    records = attention_records("fusedmax", params)
-    export = write_jsonl(tmp_path / "fusedmax.jsonl", records)
-    analysis.main([str(export)])
-    written = json.loads((tmp_path / "fusedmax.stats.json").read_text())
-    expected = analysis.attention_statistics(analysis.rows_of_export(records))
-    assert written == {
-        "export": "fusedmax.jsonl",
-        "sentences": len(records),
-        "tolerance": 0.0,
-        "mapping": {"name": "fusedmax", "params": params, "device": "cpu"},
-        **expected,
-    }
-    assert written["rows"] == sum(len(record["attention"]) for record in records)
-
-
-def test_exports_mixing_mappings_or_misshapen_are_rejected(tmp_path):
-    mixed = attention_records("softmax", {"gamma": 1.0}) + attention_records(
-        "sparsemax", {"gamma": 1.0}
-    )
-    with pytest.raises(ValueError, match="mixes 2 attention mappings"):
-        analysis.write_export_statistics(write_jsonl(tmp_path / "mixed.jsonl", mixed))
-    short_source = attention_records("softmax", {"gamma": 1.0})
-    short_source[1]["src_tokens"].pop()
-    with pytest.raises(ValueError, match=r"short\.jsonl:2: attention rows do not match"):
-        analysis.read_export(write_jsonl(tmp_path / "short.jsonl", short_source))
 
 
 def test_describe_mapping_uses_the_papers_names_and_symbols():

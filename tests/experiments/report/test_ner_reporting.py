@@ -191,7 +191,7 @@ def _tag_export(path, reg: str) -> str:
 
 
 def test_marginals_figure_says_tag_marginals_and_picks_a_sentence_with_an_entity(tmp_path):
-    from regattn.analysis import read_export
+    from regattn_fairseq.experiments.decode.attention_format import read_export
 
     exports = [_tag_export(tmp_path / f"{reg}.jsonl", reg) for reg in ("entropy", "l2")]
     paths = plot_attention_figure(tmp_path / "figures", "ner_spanish_smoke_attention", exports)

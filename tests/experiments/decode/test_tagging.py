@@ -1,4 +1,5 @@
-"""Sparsity of the smoothed Viterbi's marginals (experiments/decode/tagging.py): the count of tag
+"""The NER tagger's evaluation (experiments/decode/tagging.py): seqeval's entity F1 on a hand
+example (conlleval rules); the sparsity of the smoothed Viterbi's marginals: the count of tag
 sequences with nonzero mass against a brute-force enumeration of every path with its
 probability as the product of the local max_Omega weights, a hand-made support with a known
 count, the entropy's K^n, l2 with a small gamma on a single sequence (the Viterbi path), and
@@ -13,6 +14,7 @@ import torch
 
 from regattn.dp import viterbi, viterbi_decode
 from regattn_fairseq.experiments.decode.tagging import (
+    entity_scores,
     sequence_statistics,
     tag_marginals,
     tag_sequence_counts,
@@ -160,3 +162,15 @@ def test_sequence_statistics():
         sequence_statistics([1, 0])
     with pytest.raises(ValueError, match="count >= 1"):
         sequence_statistics([])
+
+
+def test_seqeval_entity_f1_hand_example():
+    # gold entities: PER(0-1), LOC(3), ORG(5); predicted: PER(0-1) correct, LOC(3) as MISC
+    # (wrong type), ORG missed, a spurious PER(6). correct 1, predicted 3, gold 3:
+    # P = 1/3, R = 1/3, F1 = 1/3.
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "O"]]
+    pred = [["B-PER", "I-PER", "O", "B-MISC"], ["O", "O", "B-PER"]]
+    scores = entity_scores(gold, pred)
+    assert scores == {"f1": 33.33, "precision": 33.33, "recall": 33.33}
+    # conlleval rules (seqeval's default mode): an I- after O starts an entity
+    assert entity_scores([["O", "B-PER", "I-PER"]], [["O", "I-PER", "I-PER"]])["f1"] == 100.0

@@ -1,9 +1,12 @@
-"""Helpers of the plugin tests: model and data settings, fairseq's command-line entry points run
-in-process (the fixtures that generate the data are in conftest.py)."""
+"""Helpers of the tests that train tiny fairseq models (tests/plugin/, and the suite's tests of
+trained checkpoints): model and data settings, tiny generated data, fairseq's command-line entry
+points run in-process. The session fixtures `translation_data` and `snli_data`
+(tests/conftest.py) build the data once."""
 
 import json
 import logging
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +19,7 @@ from fairseq_cli import train as train_cli
 
 from regattn_fairseq.fairseq_adapter import reset_best_checkpoint_loss
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "regattn_fairseq")
 BIN = Path(sys.executable).parent
 VOCAB = [f"w{i}" for i in range(12)]
@@ -208,3 +211,89 @@ def translation_batch(task, split="test", size=4):
     task.load_dataset(split)
     dataset = task.dataset(split)
     return dataset.collater([dataset[i] for i in range(size)])
+
+
+def make_translation_data(root: Path) -> Path:
+    """Binarized src->tgt data under `root` where the target is the source with each word
+    renamed: learnable in a few updates, and it needs attention. Returns its bin folder."""
+    raw, rng = root / "raw", random.Random(0)
+    raw.mkdir()
+    for split, n in (("train", 64), ("valid", 8), ("test", 6)):
+        src = [[rng.choice(VOCAB) for _ in range(rng.randint(3, 8))] for _ in range(n)]
+        write_lines(raw / f"{split}.src", [" ".join(s) for s in src])
+        write_lines(raw / f"{split}.tgt", [" ".join(w.replace("w", "v") for w in s) for s in src])
+    preprocess(
+        [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(raw / "train"),
+            "--validpref",
+            str(raw / "valid"),
+            "--testpref",
+            str(raw / "test"),
+            "--destdir",
+            str(root / "bin"),
+            "--joined-dictionary",
+            "--workers",
+            "1",
+        ]
+    )
+    return root / "bin"
+
+
+def make_snli_data(root: Path) -> Path:
+    """The layout the regattn_snli task reads, under `root`; the label depends on the premise.
+    Returns its bin folder."""
+    raw, rng = root / "raw", random.Random(0)
+    raw.mkdir()
+    labels = ("entailment", "neutral", "contradiction")
+    for split, n in (("train", 48), ("valid", 8), ("test", 8)):
+        premises, hypotheses, gold = [], [], []
+        for _ in range(n):
+            premise = [rng.choice(VOCAB) for _ in range(rng.randint(3, 8))]
+            label = rng.randrange(3)
+            word = premise[0] if label == 0 else rng.choice(VOCAB)
+            hypothesis = [word, ("maybe", "yes", "no")[label], rng.choice(VOCAB)]
+            premises.append(" ".join(premise))
+            hypotheses.append(" ".join(hypothesis))
+            gold.append(labels[label])
+        write_lines(raw / f"{split}.premise", premises)
+        write_lines(raw / f"{split}.hypothesis", hypotheses)
+        (root / "bin" / "label").mkdir(parents=True, exist_ok=True)
+        write_lines(root / "bin" / "label" / f"{split}.label", gold)
+    preprocess(
+        [
+            "--only-source",
+            "--trainpref",
+            str(raw / "train.premise"),
+            "--validpref",
+            str(raw / "valid.premise"),
+            "--testpref",
+            str(raw / "test.premise"),
+            "--destdir",
+            str(root / "bin" / "input0"),
+            "--workers",
+            "1",
+        ]
+    )
+    preprocess(
+        [
+            "--only-source",
+            "--trainpref",
+            str(raw / "train.hypothesis"),
+            "--validpref",
+            str(raw / "valid.hypothesis"),
+            "--testpref",
+            str(raw / "test.hypothesis"),
+            "--srcdict",
+            str(root / "bin" / "input0" / "dict.txt"),
+            "--destdir",
+            str(root / "bin" / "input1"),
+            "--workers",
+            "1",
+        ]
+    )
+    return root / "bin"

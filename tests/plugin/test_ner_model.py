@@ -1,6 +1,6 @@
-"""NER plumbing: IOB2 -> IOBES conversion, the theta convention of regattn_ner (gold paths
-score correctly), the DP loss against a brute-force CRF negative log-likelihood, Viterbi
-decoding, seqeval scoring on a hand example, and a tiny model + loss + decode step."""
+"""The NER tagger of the plugin: the theta convention of regattn_ner (gold paths score
+correctly), the DP loss against a brute-force CRF negative log-likelihood, Viterbi decoding,
+and a tiny model + loss + decode step."""
 
 import itertools
 import math
@@ -10,35 +10,7 @@ import torch
 
 from regattn.dp import viterbi_decode
 from regattn_fairseq.criterions.regattn_ner_dp import dp_loss
-from regattn_fairseq.experiments.data.builders.ner import iob2_to_iobes, iobes_to_iob2, read_conll
-from regattn_fairseq.experiments.decode.tagging import entity_scores
 from regattn_fairseq.models.regattn_ner import path_score, potentials
-
-
-def test_iob2_to_iobes_hand_example():
-    iob2 = ["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "O", "B-ORG", "I-MISC"]
-    iobes = ["B-PER", "I-PER", "E-PER", "O", "S-LOC", "B-LOC", "E-LOC", "O", "S-ORG", "S-MISC"]
-    assert iob2_to_iobes(iob2) == iobes
-    # back to IOB2: identical, except that the I-MISC which began an entity is now B-MISC
-    assert iobes_to_iob2(iobes) == [*iob2[:-1], "B-MISC"]
-    assert iob2_to_iobes(["I-PER", "I-PER"]) == ["B-PER", "E-PER"]  # IOB1-style start
-
-
-def test_read_conll_drops_docstart_and_splits_sentences():
-    lines = ["-DOCSTART- -DOCSTART- O", "", "De Art O", "Morgen N B-ORG", "", "", "Jan N B-PER"]
-    assert read_conll(lines) == [(["De", "Morgen"], ["O", "B-ORG"]), (["Jan"], ["B-PER"])]
-
-
-def test_seqeval_entity_f1_hand_example():
-    # gold entities: PER(0-1), LOC(3), ORG(5); predicted: PER(0-1) correct, LOC(3) as MISC
-    # (wrong type), ORG missed, a spurious PER(6). correct 1, predicted 3, gold 3:
-    # P = 1/3, R = 1/3, F1 = 1/3.
-    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "O"]]
-    pred = [["B-PER", "I-PER", "O", "B-MISC"], ["O", "O", "B-PER"]]
-    scores = entity_scores(gold, pred)
-    assert scores == {"f1": 33.33, "precision": 33.33, "recall": 33.33}
-    # conlleval rules (seqeval's default mode): an I- after O starts an entity
-    assert entity_scores([["O", "B-PER", "I-PER"]], [["O", "I-PER", "I-PER"]])["f1"] == 100.0
 
 
 def _random_crf(batch=2, steps=4, tags=3, seed=0):

@@ -37,6 +37,7 @@ from regattn_fairseq.experiments.core.provenance import (
 )
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_data_arguments,
     add_run_arguments,
@@ -389,7 +390,7 @@ def _recorded_gamma_choice(
         )
         extra = [*args.override, f"model.attention_gamma={gamma}"]
         key = _job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
-        if finished_rows(rows, key, list(experiment.evaluations)):
+        if finished_rows(rows, key, list(experiment_test_sets(experiment))):
             return selection, row["run_id"]
     return None
 
@@ -431,7 +432,7 @@ def _figure_exports(
         the run it shows (`_figure_run`).
     """
     fixed = None if args.gamma in (None, "auto") else float(args.gamma)
-    first_evaluation = next(iter(experiment.evaluations))
+    first_evaluation = next(iter(experiment_test_sets(experiment)))
     shown, _ = split_current(rows)
     panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
     for row in shown:
@@ -486,7 +487,7 @@ def run_baselines(
         folder = _run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
         with run_lock(folder, f"{experiment.name} {label}"):
             rows = load_rows(results_dir, spec.table)
-            done = finished_rows(rows, key, list(experiment.evaluations))
+            done = finished_rows(rows, key, list(experiment_test_sets(experiment)))
             if done and not rescore:
                 print(
                     f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",
@@ -649,9 +650,9 @@ def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
     """Drop from the experiment the evaluation sets its data lacks, saying so: a hub
     stand-in lacks the evaluation sets the hub does not have (DUC 2004)."""
     available = data.manifest["evaluations"]
-    left_out = [name for name in experiment.evaluations if name not in available]
-    for name in left_out:
-        del experiment.evaluations[name]
+    test_sets = experiment_test_sets(experiment)
+    left_out = [name for name in test_sets if name not in available]
+    experiment.test_sets = [t.name for name, t in test_sets.items() if name not in left_out]
     if left_out:
         print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
 
@@ -725,7 +726,7 @@ def _run_job(
     # one writer per run folder, held to the rows (run_lock): a second process waits here,
     # then finds the job finished
     with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
-        done = finished_rows(table.rows(), key, list(experiment.evaluations))
+        done = finished_rows(table.rows(), key, list(experiment_test_sets(experiment)))
         if done and not (args.rescore or args.retrain):
             print(
                 f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "

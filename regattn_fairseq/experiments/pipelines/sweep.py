@@ -28,6 +28,7 @@ from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, ch
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.core.tools import run_logged
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_data_arguments,
     add_run_arguments,
@@ -214,7 +215,7 @@ def run() -> None:
         for job in todo:
             held.enter_context(run_lock(multirun.folder / job_name(job), f"sweep {job_name(job)}"))
         existing = load_rows(results_dir, spec.table)
-        evaluations = list(multirun.experiment.evaluations)
+        evaluations = list(experiment_test_sets(multirun.experiment))
         # a job the sweep waited for may have been finished by it
         todo = [
             job
@@ -302,7 +303,7 @@ def _jobs_to_run(multirun: Multirun, keys: dict, rows: list[dict], rescore: bool
     """The jobs to train and score: a job whose rows exist (same key, same config) is not
     run again unless `rescore` (each one skipped says so)."""
     todo = []
-    evaluations = list(multirun.experiment.evaluations)
+    evaluations = list(experiment_test_sets(multirun.experiment))
     for job in multirun.jobs:
         key = keys[job_name(job)]
         done = finished_rows(rows, key, evaluations)

@@ -747,27 +747,16 @@ def _run_job(
 def _train_job(
     table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, run_dir
 ):
-    """Train one seed of a mapping (`train.train`), from scratch with --retrain; a seed that
-    chose γ was trained by `choose_gamma`, and is collected, never trained twice.
+    """Train one seed of a mapping (`train.train`), from scratch with --retrain.
 
     Returns
     -------
     TrainedModel or None
         The model; None on a machine other than the first of a multi-machine launch.
     """
-    args = table.args
-    if setup.selection is not None and seed in setup.selection["seeds"]:
-        # trained (or retrained) by choose_gamma: collect it, never train twice
-        return train(
-            experiment,
-            table.scale,
-            setup.mapping,
-            seed,
-            data,
-            run_dir,
-            setup.overrides,
-            args.launch,
-        )
+    # a seed that chose γ was trained (or retrained) by choose_gamma: collect it, never train
+    # twice
+    chose_gamma = setup.selection is not None and seed in setup.selection["seeds"]
     return _train_fresh(
         experiment,
         table.scale,
@@ -776,8 +765,8 @@ def _train_job(
         data,
         run_dir,
         setup.overrides,
-        args.retrain,
-        args.launch,
+        table.args.retrain and not chose_gamma,
+        table.args.launch,
     )
 
 

@@ -21,6 +21,10 @@ TRAIN_CONFIGS = {
     "ner": "ner",
 }
 ATTENTION_NAME = {"entmax15": "entmax", "entmax_learned": "entmax"}
+# the tables' and sweeps' specs
+ORCHESTRATION_SPECS = sorted((CONFIG_DIR / "reproduce").glob("*.yaml")) + sorted(
+    (CONFIG_DIR / "sweep").glob("*.yaml")
+)
 
 
 def compose_all(
@@ -107,12 +111,7 @@ def test_paper_scale_uses_the_paper_optimizer():
     )
 
 
-@pytest.mark.parametrize(
-    "spec_file",
-    sorted((CONFIG_DIR / "reproduce").glob("*.yaml"))
-    + sorted((CONFIG_DIR / "sweep").glob("*.yaml")),
-    ids=lambda p: p.stem,
-)
+@pytest.mark.parametrize("spec_file", ORCHESTRATION_SPECS, ids=lambda p: p.stem)
 def test_orchestration_specs_point_at_existing_configs(spec_file):
     spec = OmegaConf.load(spec_file)
     experiments = spec.experiments if "experiments" in spec else [spec.experiment]
@@ -137,12 +136,7 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
             assert set(values) <= set(spec.metrics[evaluation])
 
 
-@pytest.mark.parametrize(
-    "spec_file",
-    sorted((CONFIG_DIR / "reproduce").glob("*.yaml"))
-    + sorted((CONFIG_DIR / "sweep").glob("*.yaml")),
-    ids=lambda p: p.stem,
-)
+@pytest.mark.parametrize("spec_file", ORCHESTRATION_SPECS, ids=lambda p: p.stem)
 def test_every_experiment_names_test_sets_of_its_dataset(spec_file):
     # a test set of another dataset or setting would score the experiment with its metric
     spec = OmegaConf.load(spec_file)

@@ -45,7 +45,7 @@ def test_every_dataset_and_test_set_has_its_builder():
     for spec in specs.values():
         assert builder_for(spec.kind)
     for test_set in TEST_SETS.values():
-        assert test_set.dataset in specs and test_set.scorer in METRICS
+        assert test_set.dataset in specs and test_set.metric in METRICS
 
 
 def test_a_registered_metric_scores_and_resamples(monkeypatch):

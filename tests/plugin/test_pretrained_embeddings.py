@@ -271,7 +271,7 @@ def test_result_rows_copy_the_record(tmp_path, monkeypatch):
     prepared = PreparedData(
         tmp_path, {"source": "offline", "variant": "v", "description": "d", "inputs": {}}
     )
-    experiment = OmegaConf.create({"name": "snli", "evaluations": {"test": "accuracy"}})
+    experiment = OmegaConf.create({"name": "snli", "test_sets": ["snli"]})
 
     def rows():
         return build.result_rows(

@@ -40,7 +40,14 @@ from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.core.config import check_scale, data_root, load_config
 from regattn_fairseq.experiments.core.tools import package_version
 from regattn_fairseq.experiments.core.files import sha256_file, write_json
-from regattn_fairseq.experiments.data.sources import LOCAL_PREFIX, ONLINE_PREFIX, Inputs, plan_source, resolve_local_dir
+from regattn_fairseq.experiments.data.sources import (
+    LOCAL_PREFIX,
+    ONLINE_PREFIX,
+    Inputs,
+    SourcePlan,
+    plan_source,
+    resolve_local_dir,
+)
 from regattn_fairseq.experiments.core.dry_run import caps_label
 from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR
 
@@ -228,6 +235,61 @@ def _build_lock(root: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@dataclass(frozen=True)
+class _DataBuild:
+    """One prepared-data folder: what it is built from and where (the steps of `prepare`).
+
+    Attributes
+    ----------
+    dataset, scale, variant : str
+        the spec's name, the scale, and the data's name (``<dataset>-<setting>`` where the
+        options choose a setting).
+    spec, opts : DictConfig
+        the dataset spec and the composed, capped options.
+    caps : dict
+        a dry run's caps (in the folder's name and the data's description).
+    plan : SourcePlan
+        where the data comes from.
+    builder : ModuleType
+        the kind's builder.
+    data_dir : Path
+        the offline data root.
+    local_dir : Path or None
+        the LOCAL_DATA folder (source ``local`` only).
+    root : Path
+        the folder.
+    key_inputs : dict
+        everything the data depends on but the input files (`cache_key_inputs`).
+    """
+
+    dataset: str
+    scale: str
+    variant: str
+    spec: DictConfig
+    opts: DictConfig
+    caps: dict
+    plan: SourcePlan
+    builder: ModuleType
+    data_dir: Path
+    local_dir: Path | None
+    root: Path
+    key_inputs: dict
+
+    @property
+    def stamp_path(self) -> Path:
+        return self.root / "stamp.json"
+
+    @property
+    def options_key(self) -> str:
+        """The cache key (`cache_key`), recorded in the stamp."""
+        return _digest(self.key_inputs)
+
+    @property
+    def what(self) -> str:
+        """The data as the log lines name it: ``<variant> (<scale>, <source>)``."""
+        return f"{self.variant} ({self.scale}, {self.plan.label})"
+
+
 def prepare(
     dataset: str,
     scale: str,
@@ -276,10 +338,74 @@ def prepare(
     ReproError
         unknown dataset, scale, source or kind; missing data; a failed tool.
     """
+    build = _planned_build(dataset, scale, data_dir, source, work_dir, overrides, caps, local_dir)
+    # Two runs that need the same data (two mappings started side by side) must not build it
+    # into the same folder at once: the second waits, then finds the first one's stamp.
+    with _build_lock(build.root):
+        stamp = json.loads(build.stamp_path.read_text()) if build.stamp_path.is_file() else None
+        reason = _rebuild_reason(build, stamp)
+        if reason is None:
+            print(f"[prepare] {build.what} is up to date: {build.root}", flush=True)
+            return PreparedData(build.root, stamp["manifest"])
+        return _build(build, reason)
+
+
+def _planned_build(
+    dataset: str,
+    scale: str,
+    data_dir,
+    source: str | None,
+    work_dir: Path,
+    overrides: dict | None,
+    caps: dict | None,
+    local_dir,
+) -> _DataBuild:
+    """What `prepare` builds and where (its arguments), decided before anything is read: the
+    scale's options with the overrides and caps, the builder, the source, the folder and the
+    cache key.
+
+    Raises
+    ------
+    ReproError
+        unknown dataset, scale, source or kind; a cap no option takes; offline copies missing
+        where no source stands in for them.
+    """
     check_scale(scale)
     spec = load_config("prepare", dataset)
-    opts = OmegaConf.merge(spec.scales[scale], overrides or {})
     caps = dict(caps or {})
+    opts = _capped_options(spec, dataset, scale, overrides, caps)
+    builder = builder_for(spec.kind)
+    data_dir = data_root(data_dir)
+    plan = plan_source(spec, opts, source, data_dir, local_dir)
+    variant = f"{dataset}-{opts.setting}" if opts.get("setting") else dataset
+    folder = f"{scale}-{plan.label}{caps_label('capped', caps)}"
+    return _DataBuild(
+        dataset=dataset,
+        scale=scale,
+        variant=variant,
+        spec=spec,
+        opts=opts,
+        caps=caps,
+        plan=plan,
+        builder=builder,
+        data_dir=data_dir,
+        local_dir=resolve_local_dir(local_dir) if plan.source == "local" else None,
+        root=Path(work_dir).resolve() / "data" / variant / folder,
+        key_inputs=cache_key_inputs(spec, opts, plan.label),
+    )
+
+
+def _capped_options(
+    spec: DictConfig, dataset: str, scale: str, overrides: dict | None, caps: dict
+) -> DictConfig:
+    """The scale's options with the caller's overrides, each cap lowering its option.
+
+    Raises
+    ------
+    ReproError
+        a cap names no option of the scale.
+    """
+    opts = OmegaConf.merge(spec.scales[scale], overrides or {})
     for name, cap in caps.items():
         if name not in opts:
             raise ReproError(
@@ -287,74 +413,69 @@ def prepare(
                 f"(options: {', '.join(opts)})"
             )
         opts[name] = cap if opts[name] is None else min(int(opts[name]), cap)
-    builder = builder_for(spec.kind)
-    data_dir = data_root(data_dir)
-    plan = plan_source(spec, opts, source, data_dir, local_dir)
-    local_dir = resolve_local_dir(local_dir) if plan.source == "local" else None
-    source = plan.label
-    variant = f"{dataset}-{opts.setting}" if opts.get("setting") else dataset
-    root = (
-        Path(work_dir).resolve()
-        / "data"
-        / variant
-        / f"{scale}-{source}{caps_label('capped', caps)}"
-    )
-    stamp_path = root / "stamp.json"
-    key_inputs = cache_key_inputs(spec, opts, source)
-    options_key = _digest(key_inputs)
-    # Two runs that need the same data (two mappings started side by side) must not build it
-    # into the same folder at once: the second waits, then finds the first one's stamp.
-    with _build_lock(root):
-        reason = "no stamp"
-        if stamp_path.is_file():
-            stamp = json.loads(stamp_path.read_text())
-            # the produced files against their checksums first (issue #26): a damaged file is
-            # rebuilt, or named when its inputs are gone, before the stamp's inputs are judged
-            reason = checksums.stamp_damage(root, stamp, data_dir, local_dir) or _stale_reason(
-                stamp, options_key, key_inputs, data_dir, local_dir
-            )
-            if reason is None:
-                print(f"[prepare] {variant} ({scale}, {source}) is up to date: {root}", flush=True)
-                return PreparedData(root, stamp["manifest"])
+    return opts
 
-        print(f"[prepare] building {variant} ({scale}, {source}) in {root} ({reason})", flush=True)
-        cli.at(f"preparing {variant} ({scale}, {source}) in {root}")
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        print(f"[prepare] {plan.summary}", flush=True)
-        inputs = Inputs(
-            data_dir,
-            plan.source,
-            spec,
-            local_dir=local_dir,
-            stand_in_train=opts.stand_in_train if plan.stand_in else None,
-        )
-        evaluations = builder.build(inputs, opts, root)
-        # a stand-in's sizes and origin are its plan's, not the scale's note (the offline data)
-        note = plan.summary if plan.stand_in else opts.note
-        manifest = {
-            "dataset": dataset,
-            "variant": variant,
-            "scale": scale,
-            "source": source,
-            "description": f"{spec.description} [{source}; {note}{_caps_note(caps)}]",
-            "evaluations": evaluations,
-            "inputs": inputs.files,
-            # what the build produced, verified before every use (issue #26)
-            checksums.STAMP_KEY: checksums.record(root / "bin"),
-        }
-        write_json(
-            stamp_path,
-            {
-                "options_key": options_key,
-                "data_dir": str(data_dir),
-                "local_dir": local_dir and str(local_dir),
-                "manifest": manifest,
-                "key_inputs": key_inputs,
-            },
-        )
-        return PreparedData(root, manifest)
+
+def _rebuild_reason(build: _DataBuild, stamp: dict | None) -> str | None:
+    """Why the folder is built (again): no stamp, a damaged file or a stale stamp; None
+    when its stamp is current."""
+    if stamp is None:
+        return "no stamp"
+    # the produced files against their checksums first (issue #26): a damaged file is
+    # rebuilt, or named when its inputs are gone, before the stamp's inputs are judged
+    damage = checksums.stamp_damage(build.root, stamp, build.data_dir, build.local_dir)
+    return damage or _stale_reason(
+        stamp, build.options_key, build.key_inputs, build.data_dir, build.local_dir
+    )
+
+
+def _build(build: _DataBuild, reason: str) -> PreparedData:
+    """Build the folder from scratch and stamp it."""
+    root, plan = build.root, build.plan
+    print(f"[prepare] building {build.what} in {root} ({reason})", flush=True)
+    cli.at(f"preparing {build.what} in {root}")
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    print(f"[prepare] {plan.summary}", flush=True)
+    inputs = Inputs(
+        build.data_dir,
+        plan.source,
+        build.spec,
+        local_dir=build.local_dir,
+        stand_in_train=build.opts.stand_in_train if plan.stand_in else None,
+    )
+    manifest = _manifest(build, inputs, build.builder.build(inputs, build.opts, root))
+    write_json(
+        build.stamp_path,
+        {
+            "options_key": build.options_key,
+            "data_dir": str(build.data_dir),
+            "local_dir": build.local_dir and str(build.local_dir),
+            "manifest": manifest,
+            "key_inputs": build.key_inputs,
+        },
+    )
+    return PreparedData(root, manifest)
+
+
+def _manifest(build: _DataBuild, inputs: Inputs, evaluations: dict) -> dict:
+    """What the built folder holds: the data's names and description, its evaluation sets,
+    the inputs read and the checksums of what the build produced."""
+    source = build.plan.label
+    # a stand-in's sizes and origin are its plan's, not the scale's note (the offline data)
+    note = build.plan.summary if build.plan.stand_in else build.opts.note
+    return {
+        "dataset": build.dataset,
+        "variant": build.variant,
+        "scale": build.scale,
+        "source": source,
+        "description": f"{build.spec.description} [{source}; {note}{_caps_note(build.caps)}]",
+        "evaluations": evaluations,
+        "inputs": inputs.files,
+        # what the build produced, verified before every use (issue #26)
+        checksums.STAMP_KEY: checksums.record(build.root / "bin"),
+    }
 
 
 def describe_sources(

@@ -339,41 +339,69 @@ def plan_source(
     source = requested or opts.source
     if source not in SOURCES:
         raise ReproError(f"unknown data source {source!r}; choose one of {', '.join(SOURCES)}")
-    name = spec.name
-    if source == "local":
-        if spec.get("local") is not None:
-            root = resolve_local_dir(local_dir)
-            return SourcePlan(
-                "local", False, f"{name}: local, official layout under {root}{_sizes(opts)}"
-            )
-        source = "offline"
-        note = " (no local layout: its offline copy is complete)"
-    elif source == "online" and not ((spec.get("online") or {}).get("splits")):
-        source = "offline"
-        note = " (nothing to take from the hub: its offline copy is complete)"
-    else:
-        note = ""
+    if source == "local" and spec.get("local") is not None:
+        root = resolve_local_dir(local_dir)
+        return SourcePlan(
+            "local", False, f"{spec.name}: local, official layout under {root}{_sizes(opts)}"
+        )
+    source, note = _source_with_something_to_read(spec, source)
     missing = [p for p in offline_files(spec, source) if not (data_dir / p).exists()]
     if not missing:
-        detail = (
-            f"train from {_hub_location(spec.online)[2]}, the rest from {data_dir}"
-            if source == "online"
-            else str(data_dir)
-        )
-        return SourcePlan(
-            source, False, f"{name}: {source}{note} ({detail}): {opts.note}{_sizes(opts)}"
-        )
-    if data_dir.is_dir():
-        absent_copies = f"{data_dir / missing[0]} is missing ({len(missing)} files missing)"
-    else:
-        absent_copies = f"DATA_DIR {data_dir} does not exist"
+        return _offline_copies_plan(spec, opts, source, note, data_dir)
+    absent_copies = _absent_copies(data_dir, missing)
     if requested is not None:
         raise ReproError(
-            f"{name}: DATA_SOURCE={requested}{note} reads the offline copies, but "
+            f"{spec.name}: DATA_SOURCE={requested}{note} reads the offline copies, but "
             f"{absent_copies}; point DATA_DIR at them, or leave DATA_SOURCE unset to let the hub "
             f"stand in for them"
         )
-    online = spec.get("online")
+    return _stand_in_plan(spec, opts, data_dir, absent_copies)
+
+
+def _source_with_something_to_read(spec: DictConfig, source: str) -> tuple[str, str]:
+    """The source a build reads, and the note on why: ``local`` and ``online`` fall back to
+    ``offline`` where the spec has no local layout or no hub splits (its offline copy is
+    complete); any other source is read as asked, with no note."""
+    if source == "local":
+        return "offline", " (no local layout: its offline copy is complete)"
+    if source == "online" and not ((spec.get("online") or {}).get("splits")):
+        return "offline", " (nothing to take from the hub: its offline copy is complete)"
+    return source, ""
+
+
+def _offline_copies_plan(
+    spec: DictConfig, opts: DictConfig, source: str, note: str, data_dir: Path
+) -> SourcePlan:
+    """The plan when every offline copy the build reads is under the data root (``online``:
+    train from the hub, the rest offline)."""
+    detail = (
+        f"train from {_hub_location(spec.online)[2]}, the rest from {data_dir}"
+        if source == "online"
+        else str(data_dir)
+    )
+    return SourcePlan(
+        source, False, f"{spec.name}: {source}{note} ({detail}): {opts.note}{_sizes(opts)}"
+    )
+
+
+def _absent_copies(data_dir: Path, missing: list[str]) -> str:
+    """What is missing of the offline copies: the data root, or its first missing file."""
+    if data_dir.is_dir():
+        return f"{data_dir / missing[0]} is missing ({len(missing)} files missing)"
+    return f"DATA_DIR {data_dir} does not exist"
+
+
+def _stand_in_plan(
+    spec: DictConfig, opts: DictConfig, data_dir: Path, absent_copies: str
+) -> SourcePlan:
+    """The hub standing in for the missing offline copies (see `plan_source`).
+
+    Raises
+    ------
+    ReproError
+        the spec has no hub source, or none at this scale (no ``stand_in_train``).
+    """
+    name, online = spec.name, spec.get("online")
     if online is None or opts.get("stand_in_train") is None:
         hub = "no hub source" if online is None else "no hub source at this scale"
         local = (
@@ -387,24 +415,28 @@ def plan_source(
             f"({hub} is configured in configs/prepare/{name}.yaml); point DATA_DIR (make) / "
             f"--data-dir at the offline data{local}"
         )
-    if opts.stand_in_train == WHOLE_SPLITS:
-        setting = opts.get("setting")
-        splits = [s for s in online.stand_in if setting is None or s.startswith(f"{setting}_")]
-        taken = f"the hub's whole splits {splits}: {opts.note}"
-    else:
-        evaluations = list((spec.get("evaluations") or {}).keys())
-        on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]
-        absent = [e for e in evaluations if e not in on_hub]
-        taken = (
-            f"train {int(opts.stand_in_train):,} pairs sampled from the hub's train split (seed "
-            f"{STAND_IN_SEED}), evaluation sets {on_hub or 'none'} from the hub"
-            + (f", {absent} not on the hub (left out)" if absent else "")
-        )
     summary = (
         f"{name}: hub {_hub_location(online)[2]} standing in for the offline copies missing "
-        f"under {data_dir}: {taken}{_sizes(opts)}"
+        f"under {data_dir}: {_taken_from_the_hub(spec, opts)}{_sizes(opts)}"
     )
     return SourcePlan("online", True, summary)
+
+
+def _taken_from_the_hub(spec: DictConfig, opts: DictConfig) -> str:
+    """What a stand-in reads from the hub: its whole splits (``stand_in_train: all``), or a
+    sample of its train split and the evaluation sets it has."""
+    if opts.stand_in_train == WHOLE_SPLITS:
+        setting = opts.get("setting")
+        splits = [s for s in spec.online.stand_in if setting is None or s.startswith(f"{setting}_")]
+        return f"the hub's whole splits {splits}: {opts.note}"
+    evaluations = list((spec.get("evaluations") or {}).keys())
+    on_hub = [e for e in evaluations if hub_split_pattern(spec, e) is not None]
+    absent = [e for e in evaluations if e not in on_hub]
+    return (
+        f"train {int(opts.stand_in_train):,} pairs sampled from the hub's train split (seed "
+        f"{STAND_IN_SEED}), evaluation sets {on_hub or 'none'} from the hub"
+        + (f", {absent} not on the hub (left out)" if absent else "")
+    )
 
 
 class Inputs:

@@ -1,11 +1,16 @@
-"""The suite's evaluation sets by name, read from the offline data root with the references
-processed as the result tables score them.
+"""The suite's evaluation sets by name, each with the metric it is scored with, read from the
+offline data root with the references processed as the result tables score them.
+
+A test set is the one place that names its metric: the experiments of the tables and sweeps
+(configs/reproduce/*.yaml, configs/sweep/*.yaml) name their test sets (``test_sets:``), and
+`experiment_test_sets` gives each its declaration here.
 
 Names are ``<corpus>`` for a corpus scored on one set and ``<corpus>-<set>`` otherwise. The
 files are those of configs/prepare/<dataset>.yaml, whole (the tables' paper scale): the
 reference processing follows the dataset builders (translation: detokenised when distributed
 tokenised, lowercased when the pipeline is; summarization: as distributed, since ROUGE
-lowercases; inflection: every language with data for the setting, the gold test forms).
+lowercases; inflection: every language with data for the setting, the gold test forms; NER:
+the gold IOB2 tags of the language's test file).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn_fairseq.experiments.data.builders.inflection import decode_target, encode_target
+from regattn_fairseq.experiments.data.builders.ner import read_conll
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.data.sources import Inputs
@@ -29,25 +35,30 @@ class TestSet:
     Attributes
     ----------
     name : str
-        the name `scripts/score.py` takes.
+        the name `scripts/score.py` and the experiments' ``test_sets:`` take.
     dataset : str
         its spec, configs/prepare/<dataset>.yaml.
-    split : str
-        the evaluation set in that spec (or the inflection setting).
-    scorer : str
-        ``rouge_recall``, ``rouge_f1``, ``bleu``, ``accuracy`` or ``exact_match`` (as the
-        tables' configs/reproduce/*.yaml name them).
+    evaluation : str
+        its name in the prepared data and in the result rows (``evaluation``): an evaluation
+        set of the spec, or the builder's name for it (inflection: ``test``; NER:
+        ``<language>_test``).
+    metric : str
+        the metric it is scored with (a key of `score.metrics.METRICS`).
     description : str
         one line for ``--help``.
+    setting : str or None
+        the dataset's setting it belongs to (``dataset_options.setting``: the inflection
+        training setting, the NER language); None for a dataset without settings.
     """
 
     __test__ = False  # a data class, not a pytest test class
 
     name: str
     dataset: str
-    split: str
-    scorer: str
+    evaluation: str
+    metric: str
     description: str
+    setting: str | None = None
 
 
 @dataclass
@@ -123,16 +134,34 @@ TEST_SETS = {
         TestSet(
             "inflection-medium",
             "sigmorphon",
-            "medium",
+            "test",
             "exact_match",
             "SIGMORPHON 2018 task 1 gold test, all languages with medium train data: exact match",
+            setting="medium",
         ),
         TestSet(
             "inflection-high",
             "sigmorphon",
-            "high",
+            "test",
             "exact_match",
             "SIGMORPHON 2018 task 1 gold test, all languages with high train data: exact match",
+            setting="high",
+        ),
+        TestSet(
+            "conll2002-spanish",
+            "conll2002",
+            "spanish_test",
+            "entity_f1",
+            "CoNLL-2002 Spanish test (testb): 1,517 sentences, entity-level F1 (NER table)",
+            setting="spanish",
+        ),
+        TestSet(
+            "conll2002-dutch",
+            "conll2002",
+            "dutch_test",
+            "entity_f1",
+            "CoNLL-2002 Dutch test (testb): 5,195 sentences, entity-level F1 (NER table)",
+            setting="dutch",
         ),
     )
 }
@@ -162,6 +191,28 @@ def find_test_set(name: str) -> TestSet:
         raise ReproError(f"unknown test set {name!r}; known: {', '.join(TEST_SETS)}") from None
 
 
+def experiment_test_sets(experiment: DictConfig) -> dict[str, TestSet]:
+    """The test sets an experiment scores, by their names in its rows (`TestSet.evaluation`).
+
+    Parameters
+    ----------
+    experiment : DictConfig
+        an experiment of configs/reproduce/*.yaml or configs/sweep/*.yaml: its ``test_sets``
+        lists `TEST_SETS` names.
+
+    Returns
+    -------
+    dict
+        evaluation-set name -> test set, in the experiment's order.
+
+    Raises
+    ------
+    ReproError
+        an unknown test set.
+    """
+    return {t.evaluation: t for t in map(find_test_set, experiment.test_sets)}
+
+
 def load_gold(definition: TestSet, data_dir: Path) -> Gold:
     """Read a test set's references from the data root, processed as the tables score them.
 
@@ -189,14 +240,15 @@ def load_gold(definition: TestSet, data_dir: Path) -> Gold:
         "translation": _translation,
         "snli": _snli,
         "inflection": _inflection,
+        "ner": _ner,
     }[spec.kind]
-    gold = loader(inputs, spec, definition.split)
+    gold = loader(inputs, spec, definition)
     gold.files = sorted(inputs.files)
     return gold
 
 
-def _summarization(inputs: Inputs, spec: DictConfig, split: str) -> Gold:
-    files = spec.evaluations[split]
+def _summarization(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
+    files = spec.evaluations[definition.evaluation]
     columns = [inputs.lines(path) for path in files.refs]
     return Gold(
         [list(refs) for refs in zip(*columns, strict=True)],
@@ -205,8 +257,8 @@ def _summarization(inputs: Inputs, spec: DictConfig, split: str) -> Gold:
     )
 
 
-def _translation(inputs: Inputs, spec: DictConfig, split: str) -> Gold:
-    files = spec.evaluations[split]
+def _translation(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
+    files = spec.evaluations[definition.evaluation]
     references = inputs.lines(files.tgt)
     if files.get("tokenized"):
         references = [moses_detokenize(x, spec.tgt) for x in references]
@@ -215,14 +267,15 @@ def _translation(inputs: Inputs, spec: DictConfig, split: str) -> Gold:
     return Gold([[x] for x in references], [], detokenize=spec.tgt)
 
 
-def _snli(inputs: Inputs, spec: DictConfig, split: str) -> Gold:
-    return Gold([[x.strip()] for x in inputs.lines(spec.offline[split].label)], [])
+def _snli(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
+    labels = inputs.lines(spec.offline[definition.evaluation].label)
+    return Gold([[x.strip()] for x in labels], [])
 
 
-def _inflection(inputs: Inputs, spec: DictConfig, setting: str) -> Gold:
+def _inflection(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
     table = [line.split("\t") for line in inputs.lines(spec.offline.languages_table)]
     header, rows = table[0], table[1:]
-    column = header.index(f"train-{setting}")
+    column = header.index(f"train-{definition.setting}")
     references, languages = [], []
     for row in rows:
         if row[column].strip() in ("", "0", "-"):
@@ -234,6 +287,12 @@ def _inflection(inputs: Inputs, spec: DictConfig, setting: str) -> Gold:
                 references.append([decode_target(encode_target(form))])
                 languages.append(row[0])
     return Gold(references, [], languages=languages)
+
+
+def _ner(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
+    # the tags as the builder's reference file holds them (refs/test.iob2): a sentence a line
+    sentences = read_conll(inputs.lines(spec.offline[definition.setting].test))
+    return Gold([[" ".join(tags)] for _, tags in sentences], [])
 
 
 def prepared_gold(evaluation: dict) -> Gold:

@@ -14,7 +14,10 @@ interrupted run resumes from its last checkpoint; delete it to train from scratc
 import argparse
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+
+from omegaconf import DictConfig
 
 from regattn_fairseq.experiments.core.cli import (
     OneLineParser,
@@ -33,7 +36,8 @@ from regattn_fairseq.experiments.core.provenance import (
     provenance,
 )
 from regattn_fairseq.experiments.core.run_lock import run_lock
-from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
+from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_data_arguments,
     add_run_arguments,
@@ -386,7 +390,7 @@ def _recorded_gamma_choice(
         )
         extra = [*args.override, f"model.attention_gamma={gamma}"]
         key = _job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
-        if finished_rows(rows, key, list(experiment.evaluations)):
+        if finished_rows(rows, key, list(experiment_test_sets(experiment))):
             return selection, row["run_id"]
     return None
 
@@ -428,7 +432,7 @@ def _figure_exports(
         the run it shows (`_figure_run`).
     """
     fixed = None if args.gamma in (None, "auto") else float(args.gamma)
-    first_evaluation = next(iter(experiment.evaluations))
+    first_evaluation = next(iter(experiment_test_sets(experiment)))
     shown, _ = split_current(rows)
     panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
     for row in shown:
@@ -483,7 +487,7 @@ def run_baselines(
         folder = _run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
         with run_lock(folder, f"{experiment.name} {label}"):
             rows = load_rows(results_dir, spec.table)
-            done = finished_rows(rows, key, list(experiment.evaluations))
+            done = finished_rows(rows, key, list(experiment_test_sets(experiment)))
             if done and not rescore:
                 print(
                     f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",
@@ -505,12 +509,100 @@ def run_baselines(
         print(f"[results] {experiment.name} {label}: {scores}", flush=True)
 
 
+@dataclass(frozen=True)
+class TableRun:
+    """One invocation of a table: what `run`'s steps share.
+
+    Attributes
+    ----------
+    spec : DictConfig
+        the table (configs/reproduce/<table>.yaml).
+    args : argparse.Namespace
+        the checked arguments (`parse_args`).
+    seeds : list of int
+        the seeds to train.
+    mappings : list of str
+        the mappings to train.
+    work_dir, results_dir : Path
+        where the runs and the rows go.
+    """
+
+    spec: DictConfig
+    args: argparse.Namespace
+    seeds: list[int]
+    mappings: list[str]
+    work_dir: Path
+    results_dir: Path
+
+    @property
+    def scale(self) -> str:
+        return self.args.scale
+
+    def rows(self) -> list[dict]:
+        """The table's raw rows as they are now."""
+        return load_rows(self.results_dir, self.spec.table)
+
+
+@dataclass(frozen=True)
+class MappingSetup:
+    """How one mapping of the table is trained.
+
+    Attributes
+    ----------
+    mapping : str
+        the mapping.
+    gamma : float or None
+        its temperature γ (None: its config's).
+    selection : dict or None
+        GAMMA=auto's record of the γ choice (`choose_gamma`).
+    overrides : list of str
+        every training run's extra overrides (--override's, then γ's).
+    """
+
+    mapping: str
+    gamma: float | None
+    selection: dict | None
+    overrides: list[str]
+
+
 def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     use_threads(args.threads)
     spec = load_config("reproduce", args.table)
+    experiments = [e for e in spec.experiments if args.scale in e.scales]
+    table = plan_table_run(spec, experiments, args)
+    # Prepare every dataset before training anything: missing data fails in seconds.
+    prepared = {e.name: _prepare(table, e) for e in experiments}
+    for experiment in experiments:
+        _leave_out_missing_evaluations(experiment, prepared[experiment.name])
+    if not args.dry_run.active:  # a dry run's capped data would make a meaningless baseline
+        for experiment in experiments:
+            run_baselines(
+                spec,
+                experiment,
+                table.scale,
+                prepared[experiment.name],
+                table.work_dir,
+                table.results_dir,
+                args.rescore,
+            )
+    if args.baselines_only:
+        return
+    for experiment in experiments:
+        _run_experiment(table, experiment, prepared[experiment.name])
+
+
+def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace) -> TableRun:
+    """Check every argument before any data is read (issue #26), print where the data comes
+    from, and settle the seeds, mappings and folders of the run.
+
+    Raises
+    ------
+    ReproError
+        a bad argument or mapping option, a dirty tree at a scale that needs a clean one, or
+        a results folder whose rows are of the other kind (dry or real).
+    """
     scale = args.scale
-    experiments = [e for e in spec.experiments if scale in e.scales]
     # every argument, the mappings' parameters included, before any data is read (issue #26)
     check_table(spec, experiments, args, GAMMA_MAPPINGS)
     # the first line says where the data comes from (hub stand-in included) and its sizes
@@ -529,7 +621,6 @@ def run(argv: list[str] | None = None) -> None:
     )
     # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
-    rescore = args.rescore
     seeds = args.seeds or list(spec.seeds[scale])
     mappings = list(args.mappings or spec.mappings)
     for experiment in experiments:
@@ -537,140 +628,199 @@ def run(argv: list[str] | None = None) -> None:
     work_dir = args.work_dir.resolve()
     results_dir = run_results_dir(args)
     check_row_kinds(results_dir, spec.table, args.dry_run.active)  # before any training
+    return TableRun(spec, args, seeds, mappings, work_dir, results_dir)
 
-    # Prepare every dataset before training anything: missing data fails in seconds.
-    prepared = {
-        e.name: prepare(
-            e.dataset,
-            scale,
-            data_dir=args.data_dir,
-            source=args.source,
-            work_dir=work_dir,
-            overrides=e.get("dataset_options"),
-            caps=args.dry_run.data_caps(),
-            local_dir=args.local_data,
-        )
-        for e in experiments
-    }
-    for experiment in experiments:
-        # a hub stand-in lacks the evaluation sets the hub does not have (DUC 2004)
-        available = prepared[experiment.name].manifest["evaluations"]
-        left_out = [name for name in experiment.evaluations if name not in available]
-        for name in left_out:
-            del experiment.evaluations[name]
-        if left_out:
-            print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
-    if not args.dry_run.active:  # a dry run's capped data would make a meaningless baseline
-        for experiment in experiments:
-            run_baselines(
-                spec, experiment, scale, prepared[experiment.name], work_dir, results_dir, rescore
-            )
-    if args.baselines_only:
-        return
-    for experiment in experiments:
-        data = prepared[experiment.name]
-        exports = []  # first evaluation set, first seed: one panel per mapping in the figure
-        for mapping in mappings:
-            selection, gamma, extra = None, None, list(args.override)
-            if args.gamma and mapping not in GAMMA_MAPPINGS:
-                print(f"[gamma] {mapping} has no temperature γ: trained at its default")
-            elif args.gamma == "auto":
-                selection = choose_gamma(
-                    spec,
-                    experiment,
-                    scale,
-                    mapping,
-                    seeds,
-                    data,
-                    work_dir,
-                    args,
-                    load_rows(results_dir, spec.table),
-                )
-                gamma = selection["chosen"]
-            elif args.gamma:
-                gamma = float(args.gamma)
-            if gamma is not None and mapping in GAMMA_MAPPINGS:
-                extra.append(f"model.attention_gamma={gamma}")
-            for seed in seeds:
-                run_dir = _run_dir(
-                    work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
-                )
-                key = _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args)
-                # one writer per run folder, held to the rows (run_lock): a second process
-                # waits here, then finds the job finished
-                with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
-                    done = finished_rows(
-                        load_rows(results_dir, spec.table), key, list(experiment.evaluations)
-                    )
-                    if done and not (rescore or args.retrain):
-                        print(
-                            f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
-                            f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
-                            f"--retrain to run it again",
-                            flush=True,
-                        )
-                        if seed == seeds[0] and done[0].get("attention", {}).get("export"):
-                            exports.append(Path(done[0]["attention"]["export"]))
-                        continue
-                    if selection is not None and seed in selection["seeds"]:
-                        # trained (or retrained) by choose_gamma: collect it, never train twice
-                        model = train(
-                            experiment, scale, mapping, seed, data, run_dir, extra, args.launch
-                        )
-                    else:
-                        model = _train_fresh(
-                            experiment,
-                            scale,
-                            mapping,
-                            seed,
-                            data,
-                            run_dir,
-                            extra,
-                            args.retrain,
-                            args.launch,
-                        )
-                    if model is None:  # another machine than the first: it scores
-                        continue
-                    rows = result_rows(
-                        spec.table,
-                        experiment,
-                        scale,
-                        mapping,
-                        seed,
-                        data,
-                        model,
-                        spec.decode,
-                        run_dir / "decode",
-                        uuid.uuid4().hex[:12],
-                        results_dir=results_dir,
-                        gamma_selection=selection,
-                        dry_run=args.dry_run.record(),
-                    )
-                    table_file = write_outputs(
-                        results_dir, spec, rows, again=rescore or args.retrain
-                    )
-                    scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
-                    print(f"[results] {mapping} seed {seed}: {scores} -> {table_file}", flush=True)
-                    if seed == seeds[0]:
-                        exports.append(Path(rows[0]["attention"]["export"]))
-        exports = _figure_exports(
-            exports,
-            load_rows(results_dir, spec.table),
+
+def _prepare(table: TableRun, experiment) -> PreparedData:
+    """The experiment's data at the run's scale (`data.prepare.prepare`)."""
+    args = table.args
+    return prepare(
+        experiment.dataset,
+        table.scale,
+        data_dir=args.data_dir,
+        source=args.source,
+        work_dir=table.work_dir,
+        overrides=experiment.get("dataset_options"),
+        caps=args.dry_run.data_caps(),
+        local_dir=args.local_data,
+    )
+
+
+def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
+    """Drop from the experiment the evaluation sets its data lacks, saying so: a hub
+    stand-in lacks the evaluation sets the hub does not have (DUC 2004)."""
+    available = data.manifest["evaluations"]
+    test_sets = experiment_test_sets(experiment)
+    left_out = [name for name in test_sets if name not in available]
+    experiment.test_sets = [t.name for name, t in test_sets.items() if name not in left_out]
+    if left_out:
+        print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
+
+
+def _run_experiment(table: TableRun, experiment, data: PreparedData) -> None:
+    """Train and score every mapping and seed of an experiment, then draw its attention
+    figure."""
+    exports = []  # first evaluation set, first seed: one panel per mapping in the figure
+    for mapping in table.mappings:
+        setup = _mapping_setup(table, experiment, data, mapping)
+        for seed in table.seeds:
+            export = _run_job(table, experiment, data, setup, seed)
+            if export is not None:
+                exports.append(export)
+    _draw_attention_figure(table, experiment, exports)
+
+
+def _mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str) -> MappingSetup:
+    """How `mapping` is trained: at the γ chosen on validation (--gamma auto), at a fixed γ
+    (--gamma <number>), or at its config's (no --gamma, or a mapping with no temperature)."""
+    args = table.args
+    selection, gamma, overrides = None, None, list(args.override)
+    if args.gamma and mapping not in GAMMA_MAPPINGS:
+        print(f"[gamma] {mapping} has no temperature γ: trained at its default")
+    elif args.gamma == "auto":
+        selection = choose_gamma(
+            table.spec,
             experiment,
-            scale,
-            seeds[0],
+            table.scale,
+            mapping,
+            table.seeds,
+            data,
+            table.work_dir,
             args,
-            results_dir,
+            table.rows(),
         )
-        if exports:
-            figure = plot_attention_figure(
-                results_dir / "figures",
-                f"{spec.table}_{experiment.name}_{scale}{args.dry_run.folder_suffix()}"
-                f"{_gamma_suffix(args.gamma)}_attention",
-                [path for path, _ in exports],
-                runs=[run for _, run in exports],
+        gamma = selection["chosen"]
+    elif args.gamma:
+        gamma = float(args.gamma)
+    if gamma is not None:  # only a mapping of GAMMA_MAPPINGS gets one
+        overrides.append(f"model.attention_gamma={gamma}")
+    return MappingSetup(mapping, gamma, selection, overrides)
+
+
+def _run_job(
+    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int
+) -> Path | None:
+    """Train and score one seed of a mapping, unless its rows exist (--rescore, --retrain: run
+    it again).
+
+    Returns
+    -------
+    Path or None
+        The attention export of its first evaluation set when `seed` is the first seed (a
+        panel of the figure) and it has one.
+    """
+    args, mapping = table.args, setup.mapping
+    run_dir = _run_dir(
+        table.work_dir,
+        table.spec,
+        experiment,
+        table.scale,
+        data,
+        mapping,
+        seed,
+        setup.gamma,
+        args.dry_run,
+    )
+    key = _job_key(experiment, table.scale, data, mapping, seed, run_dir, setup.overrides, args)
+    first_seed = seed == table.seeds[0]
+    # one writer per run folder, held to the rows (run_lock): a second process waits here,
+    # then finds the job finished
+    with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
+        done = finished_rows(table.rows(), key, list(experiment_test_sets(experiment)))
+        if done and not (args.rescore or args.retrain):
+            print(
+                f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
+                f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
+                f"--retrain to run it again",
+                flush=True,
             )
-            print(f"[figure] {figure[0]}", flush=True)
+            if first_seed and done[0].get("attention", {}).get("export"):
+                return Path(done[0]["attention"]["export"])
+            return None
+        model = _train_job(table, experiment, data, setup, seed, run_dir)
+        if model is None:  # another machine than the first: it scores
+            return None
+        rows = _score_job(table, experiment, data, setup, seed, model, run_dir)
+        return Path(rows[0]["attention"]["export"]) if first_seed else None
+
+
+def _train_job(
+    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, run_dir
+):
+    """Train one seed of a mapping (`train.train`), from scratch with --retrain.
+
+    Returns
+    -------
+    TrainedModel or None
+        The model; None on a machine other than the first of a multi-machine launch.
+    """
+    # a seed that chose γ was trained (or retrained) by choose_gamma: collect it, never train
+    # twice
+    chose_gamma = setup.selection is not None and seed in setup.selection["seeds"]
+    return _train_fresh(
+        experiment,
+        table.scale,
+        setup.mapping,
+        seed,
+        data,
+        run_dir,
+        setup.overrides,
+        table.args.retrain and not chose_gamma,
+        table.args.launch,
+    )
+
+
+def _score_job(
+    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, model, run_dir
+) -> list:
+    """Score a trained model on every evaluation set and write its rows (the table
+    regenerated).
+
+    Returns
+    -------
+    list of ResultRow
+        Its rows, one per evaluation set.
+    """
+    args = table.args
+    rows = result_rows(
+        table.spec.table,
+        experiment,
+        table.scale,
+        setup.mapping,
+        seed,
+        data,
+        model,
+        table.spec.decode,
+        run_dir / "decode",
+        uuid.uuid4().hex[:12],
+        results_dir=table.results_dir,
+        gamma_selection=setup.selection,
+        dry_run=args.dry_run.record(),
+    )
+    table_file = write_outputs(
+        table.results_dir, table.spec, rows, again=args.rescore or args.retrain
+    )
+    scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
+    print(f"[results] {setup.mapping} seed {seed}: {scores} -> {table_file}", flush=True)
+    return rows
+
+
+def _draw_attention_figure(table: TableRun, experiment, exports: list[Path]) -> None:
+    """The experiment's attention figure: one panel per mapping (`_figure_exports`), drawn
+    when there is at least one."""
+    args = table.args
+    panels = _figure_exports(
+        exports, table.rows(), experiment, table.scale, table.seeds[0], args, table.results_dir
+    )
+    if panels:
+        figure = plot_attention_figure(
+            table.results_dir / "figures",
+            f"{table.spec.table}_{experiment.name}_{table.scale}{args.dry_run.folder_suffix()}"
+            f"{_gamma_suffix(args.gamma)}_attention",
+            [path for path, _ in panels],
+            runs=[run for _, run in panels],
+        )
+        print(f"[figure] {figure[0]}", flush=True)
 
 
 def main() -> None:

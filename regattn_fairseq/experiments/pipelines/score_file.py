@@ -120,7 +120,7 @@ def score_output(
     RougePerlError
         the official script failed.
     """
-    metric = find_metric(find_test_set(name).scorer)
+    metric = find_metric(find_test_set(name).metric)
     if metric.name == "bleu" and tokenized:
         outputs = metric.from_decoder(outputs, gold)
     elif metric.name == "exact_match":
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         outputs = read_output(args.output, len(gold.references))
         perl_dir = (
             find_rouge_perl(args.rouge_perl)
-            if find_metric(find_test_set(args.test_set).scorer).rouge_measure
+            if find_metric(find_test_set(args.test_set).metric).rouge_measure
             else None
         )
         result = score_output(args.test_set, outputs, gold, args.tokenized, perl_dir)

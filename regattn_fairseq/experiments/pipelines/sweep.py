@@ -15,8 +15,10 @@ import argparse
 import itertools
 import uuid
 from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
 from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
@@ -25,7 +27,8 @@ from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.core.tools import run_logged
-from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
+from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_data_arguments,
     add_run_arguments,
@@ -134,6 +137,48 @@ def job_name(job: dict) -> str:
     return ",".join(sorted(f"{key}={value}" for key, value in job.items()))
 
 
+@dataclass(frozen=True)
+class Multirun:
+    """A sweep's Hydra multirun at one scale.
+
+    Attributes
+    ----------
+    sweep : DictConfig
+        the sweep (configs/sweep/<sweep>.yaml).
+    scale : str
+        the scale.
+    prepared : PreparedData
+        the experiment's data.
+    folder : Path
+        the sweep's folder, one subfolder per job (`job_name`).
+    fixed : list of str
+        the overrides every job shares, the checkpoint folder (anchored in Hydra's job folder)
+        last.
+    overrides : list of str
+        the multirun's overrides: the fixed ones, the swept values, Hydra's sweep folders and
+        the launcher.
+    jobs : list of dict
+        each job's swept values (parameter -> value), in the grid's order.
+    """
+
+    sweep: DictConfig
+    scale: str
+    prepared: PreparedData
+    folder: Path
+    fixed: list[str]
+    overrides: list[str]
+    jobs: list[dict]
+
+    @property
+    def params(self) -> DictConfig:
+        """The swept parameters at this scale, each with its values."""
+        return self.sweep.params[self.scale]
+
+    @property
+    def experiment(self) -> DictConfig:
+        return self.sweep.experiment
+
+
 def run() -> None:
     args = parse_args()
     use_threads(args.threads)
@@ -152,9 +197,53 @@ def run() -> None:
         flush=True,
     )
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env())
-    rescore = args.rescore
+    check_mappings(sweep.params[scale].attention)
+    multirun = plan_multirun(sweep, scale, args)
+    print(
+        f"[sweep] {sweep.name} ({scale}): {dict(multirun.params)} -> {multirun.folder}", flush=True
+    )
+    spec = table_spec(sweep)
+    results_dir = run_results_dir(args)
+    keys = {job_name(job): _job_key(multirun, job) for job in multirun.jobs}
+    todo = _jobs_to_run(multirun, keys, load_rows(results_dir, spec.table), args.rescore)
+    if not todo:
+        print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
+        return
+    # one writer per job folder, held to the rows (run_lock): an identical sweep started
+    # meanwhile waits, then finds the jobs finished
+    with ExitStack() as held:
+        for job in todo:
+            held.enter_context(run_lock(multirun.folder / job_name(job), f"sweep {job_name(job)}"))
+        existing = load_rows(results_dir, spec.table)
+        evaluations = list(experiment_test_sets(multirun.experiment))
+        # a job the sweep waited for may have been finished by it
+        todo = [
+            job
+            for job in todo
+            if args.rescore or not finished_rows(existing, keys[job_name(job)], evaluations)
+        ]
+        if not todo:
+            print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
+            return
+        if not _train(multirun, args):  # another machine than the first: it scores
+            return
+        for job in todo:
+            _score_job(multirun, job, spec, results_dir, args.rescore)
+    plot = plot_sweep(results_dir, spec, sweep, scale)
+    print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
+
+
+def plan_multirun(sweep: DictConfig, scale: str, args: argparse.Namespace) -> Multirun:
+    """Prepare the sweep's data and lay out its multirun: the jobs of the grid (the cartesian
+    product of the scale's `params`) and the overrides that train them, each in the folder
+    its swept values name.
+
+    Raises
+    ------
+    ReproError
+        the data cannot be prepared.
+    """
     params = sweep.params[scale]
-    check_mappings(params.attention)
     work_dir = args.work_dir.resolve()
     experiment = sweep.experiment
     prepared = prepare(
@@ -165,10 +254,9 @@ def run() -> None:
         work_dir=work_dir,
         local_dir=args.local_data,
     )
-    sweep_dir = (
+    folder = (
         work_dir / "checkpoints" / f"sweep_{sweep.name}" / f"{scale}-{prepared.manifest['source']}"
     )
-
     fixed = [
         *hydra_overrides(experiment, scale, prepared),
         *args.launch.overrides(),
@@ -178,7 +266,7 @@ def run() -> None:
     overrides = [
         *fixed,
         *(f"{key}={','.join(str(v) for v in values)}" for key, values in params.items()),
-        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.sweep.dir={folder}",
         # each job's directory is named by its swept values (Hydra's override_dirname of the
         # overrides not excluded here, i.e. the swept ones): see job_name
         "hydra.sweep.subdir=${hydra.job.override_dirname}",
@@ -188,28 +276,37 @@ def run() -> None:
     jobs = [
         dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())
     ]
-    print(f"[sweep] {sweep.name} ({scale}): {dict(params)} -> {sweep_dir}", flush=True)
-    spec = table_spec(sweep)
-    results_dir = run_results_dir(args)
-    existing = load_rows(results_dir, spec.table)
-    todo, keys = [], {}
-    for job in jobs:  # a job whose rows exist (same key, same config) is not run again
-        cfg = compose_config(
-            experiment.train_config,
-            [*fixed[:-1], *(f"{key}={value}" for key, value in job.items())],
-        )
-        settings = config_settings(cfg)
-        key = job_key(
-            experiment.name,
-            scale,
-            prepared.manifest["source"],
-            job["attention"],
-            settings,
-            int(cfg.common.seed),
-            sweep_params={key: str(value) for key, value in job.items()},
-        )
-        keys[job_name(job)] = key
-        done = finished_rows(existing, key, list(experiment.evaluations))
+    return Multirun(sweep, scale, prepared, folder, fixed, overrides, jobs)
+
+
+def _job_key(multirun: Multirun, job: dict) -> tuple:
+    """The key (`rows.keys.job_key`) of the rows a job would write, before it trains: its
+    config composed with the fixed overrides (but the checkpoint folder, which names Hydra's
+    job folder) and its swept values."""
+    experiment = multirun.experiment
+    cfg = compose_config(
+        experiment.train_config,
+        [*multirun.fixed[:-1], *(f"{key}={value}" for key, value in job.items())],
+    )
+    return job_key(
+        experiment.name,
+        multirun.scale,
+        multirun.prepared.manifest["source"],
+        job["attention"],
+        config_settings(cfg),
+        int(cfg.common.seed),
+        sweep_params={key: str(value) for key, value in job.items()},
+    )
+
+
+def _jobs_to_run(multirun: Multirun, keys: dict, rows: list[dict], rescore: bool) -> list[dict]:
+    """The jobs to train and score: a job whose rows exist (same key, same config) is not
+    run again unless `rescore` (each one skipped says so)."""
+    todo = []
+    evaluations = list(experiment_test_sets(multirun.experiment))
+    for job in multirun.jobs:
+        key = keys[job_name(job)]
+        done = finished_rows(rows, key, evaluations)
         if done and not rescore:
             print(
                 f"[skip] {job_name(job)}: finished (config {key[-1]}, run {done[0]['run_id']}); "
@@ -218,72 +315,74 @@ def run() -> None:
             )
         else:
             todo.append(job)
-    if not todo:
-        print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
-        return
-    # one writer per job folder, held to the rows (run_lock): an identical sweep started
-    # meanwhile waits, then finds the jobs finished
-    with ExitStack() as held:
-        for job in todo:
-            held.enter_context(run_lock(sweep_dir / job_name(job), f"sweep {job_name(job)}"))
-        existing = load_rows(results_dir, spec.table)
-        evaluations = list(experiment.evaluations)
-        # a job the sweep waited for may have been finished by it
-        todo = [
-            job
-            for job in todo
-            if rescore or not finished_rows(existing, keys[job_name(job)], evaluations)
-        ]
-        if not todo:
-            print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
-            return
-        for job in jobs:  # the code that trains each job, recorded once (a resumed job keeps it)
-            record_training_start(sweep_dir / job_name(job))
-        if args.launcher == "basic":  # a submitit launcher's jobs run on other machines
-            args.launch.check_visible_gpus()
-        run_logged(
-            args.launch.command(train_command(experiment, overrides, multirun=True)),
-            sweep_dir / "multirun.log",
-        )
-        if not args.launch.scores:  # another machine than the first: it scores
-            return
+    return todo
 
-        for job in todo:
-            job_dir = sweep_dir / job_name(job)
-            if not (job_dir / ".hydra").is_dir():
-                raise ReproError(
-                    f"the multirun wrote no job directory {job_dir} "
-                    f"(log: {sweep_dir / 'multirun.log'})"
-                )
-            job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
-            swept = dict(
-                item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in params
-            )
-            model = collect_trained(
-                job_dir,
-                job_dir,
-                job_dir / "checkpoints",
-                job_dir / "hydra_train.log",
-                list(job_overrides),
-            )
-            rows = result_rows(
-                spec.table,
-                experiment,
-                scale,
-                swept["attention"],
-                int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
-                prepared,
-                model,
-                sweep.decode,
-                job_dir / "decode",
-                uuid.uuid4().hex[:12],
-                sweep_params=swept,
-                results_dir=results_dir,
-            )
-            write_outputs(results_dir, spec, rows, again=rescore)
-            print(f"[results] {job_name(swept)}: {rows[0]['metrics']}", flush=True)
-    plot = plot_sweep(results_dir, spec, sweep, scale)
-    print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
+
+def _train(multirun: Multirun, args: argparse.Namespace) -> bool:
+    """Train every job of the grid in one ``fairseq-hydra-train --multirun`` (a finished job
+    stops at once, an interrupted one resumes).
+
+    Returns
+    -------
+    bool
+        This machine scores the jobs (the first one of a multi-machine launch).
+
+    Raises
+    ------
+    ReproError
+        the multirun failed (its log is named).
+    """
+    # the code that trains each job, recorded once (a resumed job keeps it)
+    for job in multirun.jobs:
+        record_training_start(multirun.folder / job_name(job))
+    if args.launcher == "basic":  # a submitit launcher's jobs run on other machines
+        args.launch.check_visible_gpus()
+    run_logged(
+        args.launch.command(train_command(multirun.experiment, multirun.overrides, multirun=True)),
+        multirun.folder / "multirun.log",
+    )
+    return args.launch.scores
+
+
+def _score_job(
+    multirun: Multirun, job: dict, spec: DictConfig, results_dir: Path, rescore: bool
+) -> None:
+    """Score a trained job and write its rows (the table regenerated).
+
+    Raises
+    ------
+    ReproError
+        the multirun wrote no folder for the job, or a tool failed.
+    """
+    job_dir = multirun.folder / job_name(job)
+    if not (job_dir / ".hydra").is_dir():
+        raise ReproError(
+            f"the multirun wrote no job directory {job_dir} "
+            f"(log: {multirun.folder / 'multirun.log'})"
+        )
+    job_overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
+    swept = dict(
+        item.split("=", 1) for item in job_overrides if item.split("=", 1)[0] in multirun.params
+    )
+    model = collect_trained(
+        job_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides)
+    )
+    rows = result_rows(
+        spec.table,
+        multirun.experiment,
+        multirun.scale,
+        swept["attention"],
+        int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
+        multirun.prepared,
+        model,
+        multirun.sweep.decode,
+        job_dir / "decode",
+        uuid.uuid4().hex[:12],
+        sweep_params=swept,
+        results_dir=results_dir,
+    )
+    write_outputs(results_dir, spec, rows, again=rescore)
+    print(f"[results] {job_name(swept)}: {rows[0]['metrics']}", flush=True)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 
 
 def table_specs() -> dict:
@@ -28,7 +29,7 @@ def table_specs() -> dict:
 
 def table_spec(sweep) -> OmegaConf:
     """The sweep seen as a result table (rows keyed by mapping and swept value)."""
-    evaluations = list(sweep.experiment.evaluations)
+    evaluations = list(experiment_test_sets(sweep.experiment))
     return OmegaConf.create(
         {
             "table": f"sweep_{sweep.name}",

@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.claims import judge, representative_cells
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
@@ -82,7 +83,7 @@ def summary_lines(
         rows = load_rows(results_dir, table)
         headline = spec.get("headline") or {}
         for experiment in spec.experiments:
-            for evaluation in experiment.evaluations:
+            for evaluation in experiment_test_sets(experiment):
                 metric = headline.get(evaluation) or spec.metrics[evaluation][0]
                 cells = representative_cells(rows, experiment.name, scale, evaluation)
                 if not cells:

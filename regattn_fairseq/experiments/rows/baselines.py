@@ -42,7 +42,7 @@ from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
 from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.sources import read_text_lines
-from regattn_fairseq.experiments.data.test_sets import prepared_gold
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets, prepared_gold
 from regattn_fairseq.experiments.data.text_processing import moses_detokenize
 from regattn_fairseq.experiments.rows.keys import config_sha256
 from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
@@ -275,7 +275,7 @@ def baseline_rows(
     table, scale : str
         the table and the scale.
     experiment : DictConfig
-        the experiment (name, evaluations: name -> scorer).
+        the experiment (name, test sets: `data.test_sets.experiment_test_sets`).
     name : str
         the baseline (a key of `BASELINES`).
     prepared : PreparedData
@@ -296,11 +296,11 @@ def baseline_rows(
     config = baseline_config(name)
     fingerprint = data_fingerprint(prepared.bin_dir)
     rows = []
-    for evaluation_name, scorer in experiment.evaluations.items():
+    for evaluation_name, test_set in experiment_test_sets(experiment).items():
         evaluation = prepared.evaluation(evaluation_name)
         started = time.perf_counter()
         outputs, settings = chosen.outputs(prepared, evaluation_name, evaluation)
-        scored = metric(scorer).score(outputs, prepared_gold(evaluation))
+        scored = metric(test_set.metric).score(outputs, prepared_gold(evaluation))
         items = None
         if results_dir is not None and scored.items:
             items = write_items(results_dir, run_id, evaluation_name, scored.items)

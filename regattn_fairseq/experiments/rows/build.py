@@ -10,6 +10,7 @@ from regattn_fairseq.experiments.core import cli
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.rows.keys import config_sha256
 from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
 from regattn_fairseq.experiments.score.evaluate import evaluate
@@ -42,7 +43,7 @@ def result_rows(
     table : str
         the result table.
     experiment : DictConfig
-        the experiment (name, evaluations).
+        the experiment (name, test sets: `data.test_sets.experiment_test_sets`).
     scale : str
         the scale.
     mapping : str
@@ -86,8 +87,8 @@ def result_rows(
     # that of the recorded checksums, which the files were just found to match
     fingerprint = checksums.verify(prepared)
     cli.at(f"scoring {experiment.name} {mapping} seed {seed} ({out_dir})")
-    for name, scorer in experiment.evaluations.items():
-        result = evaluate(model, prepared, name, scorer, decode_cfg, out_dir)
+    for name, test_set in experiment_test_sets(experiment).items():
+        result = evaluate(model, prepared, name, test_set.metric, decode_cfg, out_dir)
         items = None
         if results_dir is not None and result.get("items"):
             items = write_items(results_dir, run_id, name, result["items"])

@@ -1,12 +1,13 @@
 """The metric registry: every metric the suite scores with, declared once.
 
-A metric is named by an experiment's evaluation sets (``evaluations: {test: accuracy}`` in
-configs/reproduce/*.yaml and configs/sweep/*.yaml) and by the test sets of `scripts/score.py`
-(`data.test_sets.TEST_SETS`). Its declaration says how the model's outputs are obtained
-(`Metric.decode`), how fairseq's output becomes the text it scores (`Metric.from_decoder`),
-how it scores aligned outputs against a test set's references (metrics, signature and the
-per-item values a paired bootstrap resamples: `Metric.score`), and which bootstrap statistic
-those values have (`Metric.item_kind`, a key of `significance.ITEM_KINDS`).
+A metric is named by the test sets (`data.test_sets.TEST_SETS`), the one place that says
+which metric scores an evaluation set: the experiments of configs/reproduce/*.yaml and
+configs/sweep/*.yaml name their test sets, `scripts/score.py` takes one. Its declaration says
+how the model's outputs are obtained (`Metric.decode`), how fairseq's output becomes the text
+it scores (`Metric.from_decoder`), how it scores aligned outputs against a test set's
+references (metrics, signature and the per-item values a paired bootstrap resamples:
+`Metric.score`), and which bootstrap statistic those values have (`Metric.item_kind`, a key of
+`significance.ITEM_KINDS`).
 
 Adding a metric: a scorer in `scorers`, an entry here, and, if its per-item values resample
 differently from the kinds there, an `ItemKind` in `significance` (docs/extending.md).
@@ -53,7 +54,7 @@ class Metric:
     Attributes
     ----------
     name : str
-        as experiments and test sets name it.
+        as test sets name it (`data.test_sets.TestSet.metric`).
     decode : str
         how the model's outputs are obtained: ``generate`` (beam search, fairseq-generate),
         ``classify`` (fairseq-validate; the SNLI classifier) or ``tag`` (the NER tagger's

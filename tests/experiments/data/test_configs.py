@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.config import MAPPINGS, SCALES, group_options
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.tables import STATISTICS_VIEWS
 
 TRAIN_CONFIGS = {
@@ -20,6 +21,10 @@ TRAIN_CONFIGS = {
     "ner": "ner",
 }
 ATTENTION_NAME = {"entmax15": "entmax", "entmax_learned": "entmax"}
+# the tables' and sweeps' specs
+ORCHESTRATION_SPECS = sorted((CONFIG_DIR / "reproduce").glob("*.yaml")) + sorted(
+    (CONFIG_DIR / "sweep").glob("*.yaml")
+)
 
 
 def compose_all(
@@ -106,12 +111,7 @@ def test_paper_scale_uses_the_paper_optimizer():
     )
 
 
-@pytest.mark.parametrize(
-    "spec_file",
-    sorted((CONFIG_DIR / "reproduce").glob("*.yaml"))
-    + sorted((CONFIG_DIR / "sweep").glob("*.yaml")),
-    ids=lambda p: p.stem,
-)
+@pytest.mark.parametrize("spec_file", ORCHESTRATION_SPECS, ids=lambda p: p.stem)
 def test_orchestration_specs_point_at_existing_configs(spec_file):
     spec = OmegaConf.load(spec_file)
     experiments = spec.experiments if "experiments" in spec else [spec.experiment]
@@ -134,6 +134,16 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
         assert set(by_mapping) <= set(spec.mappings)
         for values in by_mapping.values():
             assert set(values) <= set(spec.metrics[evaluation])
+
+
+@pytest.mark.parametrize("spec_file", ORCHESTRATION_SPECS, ids=lambda p: p.stem)
+def test_every_experiment_names_test_sets_of_its_dataset(spec_file):
+    # a test set of another dataset or setting would score the experiment with its metric
+    spec = OmegaConf.load(spec_file)
+    for experiment in spec.experiments if "experiments" in spec else [spec.experiment]:
+        setting = (experiment.get("dataset_options") or {}).get("setting")
+        for test_set in experiment_test_sets(experiment).values():
+            assert (test_set.dataset, test_set.setting) == (experiment.dataset, setting)
 
 
 @pytest.mark.parametrize("config_name", sorted(TRAIN_CONFIGS))

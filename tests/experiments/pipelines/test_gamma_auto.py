@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from regattn import mappings
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import reproduce
 from regattn_fairseq.experiments.train import train as runs
 
@@ -157,7 +158,7 @@ def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selec
             "train": {"config": settings},
             "gamma_selection": selection,
         }
-        for evaluation in experiment.evaluations
+        for evaluation in experiment_test_sets(experiment)
     ]
 
 
@@ -235,7 +236,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
 
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
-    evaluation = next(iter(experiment.evaluations))
+    evaluation = next(iter(experiment_test_sets(experiment)))
     args = reproduce.parse_args(["inflection", "--gamma", "auto"])
     results = tmp_path / "results"
 

@@ -115,7 +115,7 @@ def test_no_training_and_no_row_from_damaged_data(tmp_path, monkeypatch):
     with pytest.raises(data_checksums.DamagedData, match=rf"bin/{path.name}: content differs"):
         runs.train(experiment, "smoke", "softmax", 1, prepared, tmp_path / "run", [])
     model = runs.TrainedModel(tmp_path / "c.pt", {}, None, None, None, tmp_path / "none")
-    experiment = OmegaConf.create({"name": "toy", "evaluations": {"test": "exact_match"}})
+    experiment = OmegaConf.create({"name": "toy", "test_sets": ["inflection-medium"]})
     with pytest.raises(data_checksums.DamagedData, match="run the same command again"):
         row_build.result_rows(
             "t", experiment, "smoke", "softmax", 1, prepared, model, {}, tmp_path, "r"

@@ -39,11 +39,11 @@ def _summaries(tmp_path: Path) -> PreparedData:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "dict.article.txt").write_text("a 1\n")
     evaluations = {
-        "giga": {"subset": "test", "refs": [ref], "truncate_bytes": None},
-        "duc": {"subset": "test", "refs": [ref], "truncate_bytes": 9},
+        "gigaword": {"subset": "test", "refs": [ref], "truncate_bytes": None},
+        "duc2004": {"subset": "test", "refs": [ref], "truncate_bytes": 9},
     }
-    _write(raw / "duc.article", articles)
-    _write(raw / "giga.article", articles)
+    _write(raw / "duc2004.article", articles)
+    _write(raw / "gigaword.article", articles)
     manifest = {
         "dataset": "gigaword_duc",
         "source": "offline",
@@ -57,11 +57,11 @@ def _summaries(tmp_path: Path) -> PreparedData:
 
 def test_lead_takes_n_words_chosen_on_validation_or_the_whole_article_for_a_byte_limit(tmp_path):
     data = _summaries(tmp_path)
-    outputs, settings = baselines.lead_outputs(data, "giga", data.evaluation("giga"))
+    outputs, settings = baselines.lead_outputs(data, "gigaword", data.evaluation("gigaword"))
     assert settings["words_chosen_on_validation"] == 3
     assert outputs[0] == "w0 a b"
     # with -b the scorer cuts the whole article at the byte limit: the first bytes are the lead
-    outputs, settings = baselines.lead_outputs(data, "duc", data.evaluation("duc"))
+    outputs, settings = baselines.lead_outputs(data, "duc2004", data.evaluation("duc2004"))
     assert outputs[1] == "w1 a b c d e f g h i j k" and "9 bytes" in settings["lead"]
 
 
@@ -93,20 +93,20 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
             "table": "table2",
             "title": "t",
             "paper_source": "p",
-            "metrics": {"giga": ["rouge1", "rougeL"], "duc": ["rouge1"]},
+            "metrics": {"gigaword": ["rouge1", "rougeL"], "duc2004": ["rouge1"]},
             "mappings": ["softmax"],
         }
     )
     experiment = OmegaConf.create(
         {
             "name": "summarization",
-            "evaluations": {"giga": "rouge_f1", "duc": "rouge_recall"},
+            "test_sets": ["gigaword", "duc2004"],
             "baselines": ["lead"],
         }
     )
     reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     rows = load_rows(results_dir, "table2")
-    assert [r["evaluation"] for r in rows] == ["giga", "duc"]
+    assert [r["evaluation"] for r in rows] == ["gigaword", "duc2004"]
     giga = rows[0]
     # the lead of 3 words equals each reference: ROUGE F1 100
     assert giga["metrics"]["rouge1"] == 100.0 and giga["mapping"] == "baseline: lead"

@@ -1,29 +1,41 @@
-"""The metric registry: every metric an experiment or a test set names is declared there,
-with a bootstrap statistic for its per-item values, and scores perfect outputs as 100."""
+"""The metric registry: every metric a test set names is declared there, with a bootstrap
+statistic for its per-item values, and scores perfect outputs as 100; every experiment of the
+tables and sweeps scores test sets, each resolving to a registered metric."""
 
 import pytest
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
-from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold, experiment_test_sets
 from regattn_fairseq.experiments.score import significance
 from regattn_fairseq.experiments.score.metrics import METRICS, metric
 
 
-def named_metrics() -> set[str]:
-    """Every metric the tables' and sweeps' experiments name."""
-    names = set()
+def experiments() -> list:
+    """Every experiment of the tables' and sweeps' configs, as (config file, experiment)."""
+    found = []
     for path in sorted((CONFIG_DIR / "reproduce").glob("*.yaml")):
-        for experiment in OmegaConf.load(path).experiments:
-            names.update(experiment.evaluations.values())
+        found += [(f"reproduce/{path.stem}", e) for e in OmegaConf.load(path).experiments]
     for path in sorted((CONFIG_DIR / "sweep").glob("*.yaml")):
-        names.update(OmegaConf.load(path).experiment.evaluations.values())
-    return names
+        found.append((f"sweep/{path.stem}", OmegaConf.load(path).experiment))
+    return found
 
 
-def test_every_named_metric_is_registered_with_a_statistic():
-    assert named_metrics() | {t.scorer for t in TEST_SETS.values()} <= set(METRICS)
+@pytest.mark.parametrize(
+    "config, experiment", experiments(), ids=lambda x: x if isinstance(x, str) else x.name
+)
+def test_every_test_set_of_a_table_resolves_to_a_registered_metric(config, experiment):
+    # the test set names the metric, the experiment only the test sets: no second declaration
+    assert "evaluations" not in experiment, f"configs/{config}.yaml names metrics of its own"
+    test_sets = experiment_test_sets(experiment)
+    assert test_sets and len(test_sets) == len(experiment.test_sets)
+    for test_set in test_sets.values():
+        assert metric(test_set.metric).name == test_set.metric
+
+
+def test_every_registered_metric_has_a_statistic():
+    assert {t.metric for t in TEST_SETS.values()} <= set(METRICS)
     for declared in METRICS.values():
         assert declared.item_kind in significance.ITEM_KINDS
         assert declared.decode in ("generate", "classify", "tag")

@@ -21,6 +21,8 @@ SIZES = {
     "multi30k-test2016": 1000,
     "iwslt14-test": 6750,
     "wmt16-newstest2016": 1999,
+    "conll2002-spanish": 1517,
+    "conll2002-dutch": 5195,
 }
 
 
@@ -52,6 +54,7 @@ def test_each_test_set_resolves(golds, name):
         ("inflection-medium", "accuracy"),
         ("gigaword", "rouge1"),
         ("gigaword", "rougeL"),
+        ("conll2002-spanish", "f1"),
     ],
 )
 def test_perfect_output_scores_100(golds, tmp_path, capsys, name, metric):

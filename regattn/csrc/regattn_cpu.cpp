@@ -432,7 +432,7 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
-                             sq_pnorm_max_row(in, out, n, g, pp, shift, scratch<scalar_t>(d));
+                             sq_pnorm_max_row(in, out, n, g, pp, shift, scratch<scalar_t>(d + kPad));
                            });
   });
   return y;

@@ -918,8 +918,10 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
 // tau lies in [x_max - gamma, x_max):
 // phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Newton from the lower end,
 // bisecting when a step leaves the bracket; only values above x_max - gamma can be in the
-// support, so the iterations run over those (`candidates`, scratch of n entries). For the
-// paper's p = 1.5 (q = 2) the powers are products, with no call to pow.
+// support, so the iterations run over those (`candidates`, scratch of n + kPad entries). For
+// the paper's p = 1.5 (q = 2) the powers are products, with no call to pow, and each
+// Newton step sums over the padded candidates in two vectors of lanes with masks, as
+// entmax15_newton (a branch per candidate, taken unpredictably, cost more than the sums).
 template <typename T>
 void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* candidates) {
   const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
@@ -931,16 +933,40 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
     candidates[m] = v;
     m += v > -gamma;
   }
+  const int64_t padded = pad_lowest(candidates, m);
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {};
   T lo = -gamma, hi = T(0), tau = lo;
   for (int iter = 0; iter < 200; ++iter) {
     T a_qm1 = 0, a_q = 0, a_qp1 = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      const T d = candidates[i] - tau;
-      if (d > T(0)) {
-        const T pw = q_is_two ? d : std::pow(d, q - T(1));
-        a_qm1 += pw;
-        a_q += pw * d;
-        a_qp1 += pw * d * d;
+    if (q_is_two) {
+      V s1[2] = {zero, zero}, s2[2] = {zero, zero}, s3[2] = {zero, zero};
+      for (int64_t j = 0; j < padded; j += 2 * W) {
+        for (int h = 0; h < 2; ++h) {
+          const V d = load16(candidates + j + h * W) - tau;
+          const V d_on = d > zero ? d : zero;
+          const V d2 = d_on * d_on;
+          s1[h] += d_on;
+          s2[h] += d2;
+          s3[h] += d2 * d_on;
+        }
+      }
+      const V s1v = s1[0] + s1[1], s2v = s2[0] + s2[1], s3v = s3[0] + s3[1];
+      for (int64_t l = 0; l < W; ++l) {
+        a_qm1 += s1v[l];
+        a_q += s2v[l];
+        a_qp1 += s3v[l];
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) {
+        const T d = candidates[i] - tau;
+        if (d > T(0)) {
+          const T pw = std::pow(d, q - T(1));
+          a_qm1 += pw;
+          a_q += pw * d;
+          a_qp1 += pw * d * d;
+        }
       }
     }
     const T phi = std::log(a_q) - c * std::log(a_qp1) - log_gamma;
@@ -953,12 +979,18 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
     if (next == tau || !(hi > lo)) break;  // converged to float resolution
     tau = next;
   }
-  T sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T d = (x[i] - shift) - tau;
-    y[i] = d > T(0) ? (q_is_two ? d * d : std::pow(d, q)) : T(0);
-    sum += y[i];
+  if (q_is_two) {
+    for (int64_t i = 0; i < n; ++i) {
+      const T d = positive_part((x[i] - shift) - tau);
+      y[i] = d * d;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const T d = (x[i] - shift) - tau;
+      y[i] = d > T(0) ? std::pow(d, q) : T(0);
+    }
   }
+  const T sum = row_sum(y, n);
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
 }
 
@@ -969,68 +1001,119 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
 //   w = cw b,  b = y^{p-1} = y / a,  cw^2 = gamma (2-p) ||y||_p^{2-2p}.
 // Then D^{-1} w = cw y / C and w.D^{-1} w = cw^2 sum(y^p) / C, so Sherman-Morrison gives
 //   M^{-1} u = (a u - k y (y.u)) / C,  k = cw^2 / (C + cw^2 sum(y^p)),
-// and J v = M^{-1} v - dtau M^{-1} 1 with dtau = 1.M^{-1} v / 1.M^{-1} 1: a handful of sums.
-// For the paper's p = 1.5, a = sqrt(y), with no call to pow per entry.
+// and J v = M^{-1} v - dtau M^{-1} 1 with dtau = 1.M^{-1} v / 1.M^{-1} 1: a handful of sums,
+// taken in vectors of lanes (as running sums they were chains of dependent additions). For
+// the paper's p = 1.5, a = sqrt(y), with no call to pow per entry; per row, one pow:
+// ||y||_p^{2-2p} = ||y||_p^{2-p} / sum(y^p).
 template <typename T>
 void sq_pnorm_max_jvp_row(const T* y, const T* v, T* out, int64_t n, T gamma, T p) {
-  const bool p_is_three_halves = p == T(1.5);
+  if (p == T(1.5)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(y[i]);  // 0 off the support
+  } else {
+    // 0 off the support (where pow(0, 0) would give 1 for p = 2)
+    for (int64_t i = 0; i < n; ++i) out[i] = y[i] > T(0) ? std::pow(y[i], T(2) - p) : T(0);
+  }
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {};
+  V yp = zero, sa = zero, sav = zero, sy = zero, syv = zero;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const V yi = load16(y + i), a = load16(out + i), vi = load16(v + i);
+    yp += yi > zero ? yi * (yi / a) : zero;  // y^p = y b
+    sa += a;
+    sav += a * vi;
+    sy += yi;
+    syv += yi * vi;
+  }
   T s_yp = 0, s_a = 0, s_av = 0, s_y = 0, s_yv = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T yi = y[i];
-    T a = T(0);  // 0 off the support (where pow(0, 0) would give 1 for p = 2)
-    if (yi > T(0)) a = p_is_three_halves ? std::sqrt(yi) : std::pow(yi, T(2) - p);
-    out[i] = a;
-    s_yp += yi > T(0) ? yi * (yi / a) : T(0);  // y^p = y b
+  for (int64_t l = 0; l < W; ++l) {
+    s_yp += yp[l];
+    s_a += sa[l];
+    s_av += sav[l];
+    s_y += sy[l];
+    s_yv += syv[l];
+  }
+  for (; i < n; ++i) {
+    const T yi = y[i], a = out[i];
+    s_yp += yi > T(0) ? yi * (yi / a) : T(0);
     s_a += a;
     s_av += a * v[i];
     s_y += yi;
     s_yv += yi * v[i];
   }
-  const T norm = std::pow(s_yp, T(1) / p);
-  const T c = gamma * (p - T(1)) * std::pow(norm, T(2) - p);
-  const T cw2 = gamma * (T(2) - p) * std::pow(norm, T(2) - T(2) * p);
+  const T norm_2mp = std::pow(s_yp, (T(2) - p) / p);  // ||y||_p^{2-p}
+  const T c = gamma * (p - T(1)) * norm_2mp;
+  const T cw2 = gamma * (T(2) - p) * norm_2mp / s_yp;
   const T k = cw2 / (c + cw2 * s_yp);
   const T sum_minv_v = s_av - k * s_y * s_yv;
   const T sum_minv_1 = s_a - k * s_y * s_y;
   const T dtau = sum_minv_v / sum_minv_1;
   const T rank_one = k * (s_yv - dtau * s_y);
-  for (int64_t i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - dtau) - rank_one * y[i]) / c;
+  for (i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - dtau) - rank_one * y[i]) / c;
+}
+
+// sum_i w_i g_i and sum_i w_i over x[0, n), in two vectors of lanes each, for the reason given
+// at row_sum: as two running sums they were chains of dependent additions that took most of
+// the backward passes' time.
+template <typename T>
+inline void weighted_sums(const T* w, const T* g, int64_t n, T& wg, T& w_sum) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  wg = w_sum = 0;
+  int64_t i = 0;
+  if (n >= 2 * W) {
+    const V zero = {};
+    V p0 = zero, p1 = zero, s0 = zero, s1 = zero;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const V w0 = load16(w + i), w1 = load16(w + i + W);
+      p0 += w0 * load16(g + i);
+      p1 += w1 * load16(g + i + W);
+      s0 += w0;
+      s1 += w1;
+    }
+    p0 += p1;
+    s0 += s1;
+    for (int64_t l = 0; l < W; ++l) {
+      wg += p0[l];
+      w_sum += s0[l];
+    }
+  }
+  for (; i < n; ++i) {
+    wg += w[i] * g[i];
+    w_sum += w[i];
+  }
 }
 
 // Backward of the sparse mappings, J^T g for one row (all their Jacobians are symmetric):
 // on the support (y > 0), with weights w_i (1 for the simplex projection, y_i^{2-alpha} for
-// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere.
+// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere. The weights go
+// to `out` first, then weighted_jvp_row finishes in place.
 enum class SupportWeight { kOne, kSqrt, kPow };  // w = 1, sqrt(y), y^{2-alpha}
+
+template <typename T>
+void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n);
 
 template <typename T, SupportWeight kWeight>
 void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha) {
-  T wg = 0, w_sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    T w;
     if constexpr (kWeight == SupportWeight::kOne) {
-      w = T(y[i] > T(0));
+      out[i] = T(y[i] > T(0));
     } else if constexpr (kWeight == SupportWeight::kSqrt) {
-      w = std::sqrt(y[i]);  // 0 off the support
+      out[i] = std::sqrt(y[i]);  // 0 off the support
     } else {
-      w = y[i] > T(0) ? std::pow(y[i], T(2) - alpha) : T(0);
+      out[i] = y[i] > T(0) ? std::pow(y[i], T(2) - alpha) : T(0);
     }
-    out[i] = w;
-    wg += w * g[i];
-    w_sum += w;
   }
-  const T mean = wg / w_sum;
-  for (int64_t i = 0; i < n; ++i) out[i] *= g[i] - mean;
+  weighted_jvp_row(out, g, out, n);
 }
 
 // The same with the weights given (w >= 0, 0 off the support), as alpha-entmax's forward
-// pass computes them: no call to pow here.
+// pass computes them: no call to pow here. `out` may be `w`.
 template <typename T>
 void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
-  T wg = 0, w_sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    wg += w[i] * g[i];
-    w_sum += w[i];
-  }
+  T wg, w_sum;
+  weighted_sums(w, g, n, wg, w_sum);
   const T mean = wg / w_sum;
   for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (g[i] - mean);
 }

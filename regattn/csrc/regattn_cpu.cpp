@@ -661,10 +661,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "use_avx2_powers",
       [](bool enable) {
-        regattn::avx2_powers_enabled() = enable && regattn::avx2_powers_available();
-        return regattn::avx2_powers_available();
+        regattn::avx2_enabled() = enable && regattn::avx2_available();
+        return regattn::avx2_available();
       },
-      "use AVX2 powers in alpha-entmax (float32) when the CPU has them (default); returns whether it has");
+      "use the AVX2 paths of the float32 kernels (alpha-entmax's powers, the rows' compaction) "
+      "when the CPU has them (default); returns whether it has");
 }
 
 // The same kernels as dispatcher operators regattn::<name> (CPU kernels here; the fake/meta

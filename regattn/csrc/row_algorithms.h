@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "avx2_powers.h"
+#include "avx2_rows.h"
 
 namespace regattn {
 
@@ -150,36 +150,16 @@ int64_t pad_lowest(T* a, int64_t m) {
   return padded;
 }
 
-// Euclidean projection onto the simplex of v = (z - shift) * scale, y = (v - tau)_+ with
-// sum(y) = 1; `shift` is the row's max (so v_max = 0 and every threshold below is computed on
-// numbers of the size of the scores' spread, not of their magnitude: the projection commutes
-// with adding a constant) and `scale` is 1/gamma. Since y_max <= 1, tau >= v_max - 1 = -1, so
-// only values above -1 can be in the support: we gather those into `candidates` (scratch of
-// n + kPad entries) and run Michelot's active-set iteration on them: tau only grows and the active
-// set only shrinks, so it stops at the exact threshold after a few passes over the (usually
-// short) candidate list, with no sort.
-// The loops below are written without data-dependent branches (compaction by advancing the
-// write index with a comparison): on attention rows the comparisons are unpredictable and
-// branch mispredictions, not arithmetic, would dominate.
+// Michelot's passes over the candidates (`padded` entries, see pad_lowest), in two vectors
+// of lanes with masks instead of compaction: the scalar loop that compacted the list on each
+// pass was a chain of dependent additions (about half the time of the whole kernel on 30-50
+// wide rows); here a pass over the usual 10-20 candidates is a few vector operations. Each
+// pass sums the candidates above tau, and tau = (sum - 1) / count; it stops when the set does
+// not change (tau is then its exact threshold) or, by rounding, tau no longer grows. tau only
+// grows and the set only shrinks, and count >= 1: v_max > tau because tau = (sum of k values
+// - 1)/k < their mean <= v_max. The sums' order differs from a running sum (rounding only).
 template <typename T>
-void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candidates) {
-  // the compaction's only loop-carried dependency is the write index (one add per entry)
-  int64_t active = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T vi = (z[i] - shift) * scale;
-    candidates[active] = vi;
-    active += vi > T(-1);
-  }
-  // Michelot's passes over the candidates, padded with lowest() (never above a threshold) to
-  // whole pairs of vectors, in two vectors of lanes with masks instead of compaction: the
-  // scalar loop that compacted the list on each pass was a chain of dependent additions
-  // (about half the time of the whole kernel on 30-50 wide rows); here a pass over the
-  // usual 10-20 candidates is a few vector operations. Each pass sums the candidates above
-  // tau, and tau = (sum - 1) / count; it stops when the set does not change (tau is then its
-  // exact threshold) or, by rounding, tau no longer grows. tau only grows and the set only
-  // shrinks, and count >= 1: v_max > tau because tau = (sum of k values - 1)/k < their mean
-  // <= v_max. The sums' order differs from a running sum (rounding only).
-  const int64_t padded = pad_lowest(candidates, active);
+T michelot_threshold(const T* candidates, int64_t padded) {
   using V = vec16_t<T>;
   constexpr int64_t W = kLanes<T>;
   const V zero = {}, one = zero + T(1);
@@ -207,6 +187,90 @@ void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candi
     if (!(next > tau)) break;
     tau = next;
     count_before = count;
+  }
+  return tau;
+}
+
+// The simplex threshold of at most 2 vectors of candidates (`c`, padded with lowest(), see
+// pad_lowest), with no sort and no iteration: candidate i is in the support iff
+// 1 + k_i c_i > S_i, with k_i the number of candidates >= c_i and S_i their sum (the sorted
+// test 1 + k z_(k) > z_(1) + ... + z_(k), which holds exactly for k up to the support's size,
+// read at the last rank of c_i's ties); then tau = (sum of the support - 1) / its size. The
+// k_i and S_i of all lanes come from one broadcast and compare per candidate: on the usual
+// 5-8 candidates of 30-50 wide rows, a fixed sequence of vector operations where Michelot's
+// passes are a chain of dependent reductions and divisions, three or four deep. A padding
+// lane has k = 2W and S of order lowest(), so it fails the test.
+template <typename T>
+T simplex_threshold_pairwise(const T* c) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {}, one = zero + T(1);
+  const V a = load16(c), b = load16(c + W);
+  V ka = zero, kb = zero, sa = zero, sb = zero;
+  for (int64_t j = 0; j < 2 * W; ++j) {
+    const V t = zero + c[j];
+    const auto at_least_a = t >= a, at_least_b = t >= b;
+    ka += at_least_a ? one : zero;
+    kb += at_least_b ? one : zero;
+    sa += at_least_a ? t : zero;
+    sb += at_least_b ? t : zero;
+  }
+  const auto in_a = one + ka * a > sa, in_b = one + kb * b > sb;
+  const V sum = (in_a ? a : zero) + (in_b ? b : zero), count = (in_a ? one : zero) + (in_b ? one : zero);
+  T total = 0, size = 0;
+  for (int64_t l = 0; l < W; ++l) {
+    total += sum[l];
+    size += count[l];
+  }
+  return (total - T(1)) / size;
+}
+
+// Writes v_i = (x_i - shift) * scale for the i with v_i > floor, in order, to out[0, k) and
+// their positions to pos[0, k) (index[i], or i where index is null), each optional, and
+// returns k: how the row algorithms gather the few values that can reach the support. out
+// and pos hold n entries and may be x and index (in place). Branch-free: every value is
+// stored and the write index advances by the comparison (on attention rows the comparison
+// is unpredictable, and a branch on it would mispredict). Float rows take 8 AVX2 lanes where
+// the CPU has them (compact_above_avx2: about a third of this loop's time).
+template <typename T>
+int64_t compact_above(const T* x, const int32_t* index, int64_t n, T shift, T scale, T floor, T* out, int32_t* pos) {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx2_enabled().load(std::memory_order_relaxed)) {
+      return compact_above_avx2(x, index, n, shift, scale, floor, out, pos);
+    }
+  }
+#endif
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = (x[i] - shift) * scale;
+    const int32_t at = index ? index[i] : static_cast<int32_t>(i);
+    if (out) out[k] = v;
+    if (pos) pos[k] = at;
+    k += v > floor;
+  }
+  return k;
+}
+
+// Euclidean projection onto the simplex of v = (z - shift) * scale, y = (v - tau)_+ with
+// sum(y) = 1; `shift` is the row's max (so v_max = 0 and every threshold below is computed on
+// numbers of the size of the scores' spread, not of their magnitude: the projection commutes
+// with adding a constant) and `scale` is 1/gamma. Since y_max <= 1, tau >= v_max - 1 = -1, so
+// only values above -1 can be in the support: we gather those into `candidates` (scratch of
+// n + kPad entries, compact_above) and find the threshold of that (usually short) list with
+// no sort: by all pairwise comparisons when it fits two vectors (simplex_threshold_pairwise),
+// else by Michelot's active-set iteration (michelot_threshold). No loop here branches on the
+// data: on attention rows the comparisons are unpredictable and branch mispredictions, not
+// arithmetic, would dominate.
+template <typename T>
+void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candidates) {
+  const int64_t active = compact_above(z, nullptr, n, shift, scale, T(-1), candidates, static_cast<int32_t*>(nullptr));
+  const int64_t padded = pad_lowest(candidates, active);
+  T tau;
+  if (padded == 2 * kLanes<T>) {
+    tau = simplex_threshold_pairwise(candidates);
+  } else {
+    tau = michelot_threshold(candidates, padded);
   }
   for (int64_t i = 0; i < n; ++i) y[i] = std::max((z[i] - shift) * scale - tau, T(0));
 }
@@ -337,7 +401,7 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch
   auto holds = [&](int64_t e) { return jump[e] * (z[e + 1] - z[e]) > T(0); };
   int32_t* failing = s.failing.data();
   int64_t failures = 0;
-  for (int64_t e = 0; e + 1 < n; ++e) {  // branch-free compaction, as in project_simplex_row
+  for (int64_t e = 0; e + 1 < n; ++e) {  // branch-free compaction, as in compact_above
     failing[failures] = static_cast<int32_t>(e);
     failures += !holds(e);
   }
@@ -692,13 +756,7 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
   const T reach = T(1) + lam * T(n - 1);
   // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
   const T floor = -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    const T v = (x[i] - shift) * scale;
-    cand[m] = v;
-    cand_pos[m] = static_cast<int32_t>(i);
-    m += v > floor;
-  }
+  const int64_t m = compact_above(x, nullptr, n, shift, scale, floor, cand, cand_pos);
   T below_sum = 0;  // of the values at or below floor, for oscarmax_pruned's certificate (a
   // separate loop, four partial sums: in the one above, its chain of dependent additions
   // slowed short rows)
@@ -780,13 +838,9 @@ void entmax15_newton(const T* candidates, int64_t padded, T& tau) {
 // below tau*, F being convex) shrinks it. No sort: a few passes over the candidates.
 template <typename T>
 void entmax15_row(const T* x, T* y, int64_t n, T shift, T* candidates) {
-  // v = (x - shift) / 2 with shift the row's max, so v_max = 0 (see project_simplex_row)
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    const T v = (x[i] - shift) / T(2);
-    candidates[m] = v;
-    m += v > T(-1);
-  }
+  // v = (x - shift) / 2 with shift the row's max, so v_max = 0 (see project_simplex_row);
+  // times 1/2 is exactly over 2
+  const int64_t m = compact_above(x, nullptr, n, shift, T(0.5), T(-1), candidates, static_cast<int32_t*>(nullptr));
   T tau = T(-1);
   entmax15_newton(candidates, pad_lowest(candidates, m), tau);
   for (int64_t i = 0; i < n; ++i) {
@@ -801,7 +855,7 @@ template <typename T>
 bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r, T& s_rm1) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
-    if (avx2_powers_enabled().load(std::memory_order_relaxed)) {
+    if (avx2_enabled().load(std::memory_order_relaxed)) {
       power_sums_avx2(active, a, r, power, s_rp1, s_r, s_rm1);
       return true;
     }
@@ -832,13 +886,7 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
                        T* active, int32_t* active_position, T* weight = nullptr) {
   const T am1 = alpha - T(1), q = T(1) / am1;
   // z = (x - shift) (alpha - 1) with shift the row's max: z_max = 0 (see project_simplex_row)
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T c = (x[i] - shift) * am1;
-    candidates[m] = c;
-    position[m] = static_cast<int32_t>(i);
-    m += c > T(-1);
-  }
+  int64_t m = compact_above(x, nullptr, n, shift, am1, T(-1), candidates, position);
   T lo = T(-1), hi = -std::pow(T(n), -am1);
   T tau = lo;
   // Each pass first lists the support at tau, d = z - tau > 0 (`active`, with positions), by
@@ -848,20 +896,9 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   // was at the final tau (the usual exit), which saves the output pass its calls to pow.
   int64_t a = 0;
   auto list_active = [&]() {
-    int64_t kept = 0;
-    a = 0;
-    for (int64_t j = 0; j < m; ++j) {
-      // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
-      const T c = candidates[j], d = c - tau;
-      const int32_t pos = position[j];
-      candidates[kept] = c;
-      position[kept] = pos;
-      kept += c > lo;
-      active[a] = d;
-      active_position[a] = pos;
-      a += d > T(0);
-    }
-    m = kept;
+    // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
+    m = compact_above(candidates, position, m, T(0), T(1), lo, candidates, position);
+    a = compact_above(candidates, position, m, tau, T(1), T(0), active, active_position);
   };
   bool power_at_tau = false;
   for (int iter = 0; iter < 100 && hi > lo; ++iter) {
@@ -897,8 +934,7 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
     list_active();
     for (int64_t k = 0; k < a; ++k) power[k] = std::pow(active[k], q);
   }
-  T sum = 0;
-  for (int64_t k = 0; k < a; ++k) sum += power[k];
+  const T sum = row_sum(power, a);
   std::fill(y, y + n, T(0));
   for (int64_t k = 0; k < a; ++k) y[active_position[k]] = power[k] / sum;
   if (weight) {
@@ -927,12 +963,7 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
   const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
   const bool q_is_two = q == T(2);
   // on x - shift, shift the row's max (see project_simplex_row): x_max = 0
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x[i] - shift;
-    candidates[m] = v;
-    m += v > -gamma;
-  }
+  const int64_t m = compact_above(x, nullptr, n, shift, T(1), -gamma, candidates, static_cast<int32_t*>(nullptr));
   const int64_t padded = pad_lowest(candidates, m);
   using V = vec16_t<T>;
   constexpr int64_t W = kLanes<T>;
@@ -1127,12 +1158,8 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 template <typename T>
 void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
                              T* acc, T* count) {
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    out[i] = T(0);
-    support[m] = static_cast<int32_t>(i);
-    m += y[i] > T(0);
-  }
+  std::fill(out, out + n, T(0));
+  const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
   T g_sum = 0;
   for (int64_t j = 0; j < m; ++j) {
     const int32_t i = support[j];

@@ -631,14 +631,14 @@ constexpr int64_t kOscarPruneMin = 64;
 // oscarmax on long rows, sorting only the values that can reach the support. With lam (n-1)
 // large (0.01 x 399 at d = 400), oscarmax_row's bound v > v_max - 1 - lam (n-1) admits almost
 // the whole row, whose sort (and pool-adjacent-violators pass) cost 10-20 softmaxes. Here the
-// prox runs on the top `want` values only (S = {v > F}, F a cut chosen from a histogram of the
-// candidates), and a certificate decides whether that is the whole row's answer:
+// prox runs on the top `want` values only (S, the candidates of a histogram's buckets up to a
+// cut), and a certificate decides whether that is the whole row's answer:
 //  - pool-adjacent-violators is a left-to-right stack; its state after the top |S| sorted
 //    values is the same in the run over S and in the run over the whole row. The rest of the
-//    row (ranks |S|.., every value <= F) then merges into S's blocks only if the first block
+//    row (ranks |S|.., every value below S's) then merges into S's blocks only if the first block
 //    of the rest, whose value is M = max_t mean(a_|S| .. a_|S|+t-1), exceeds S's last block
-//    value L. We bound M from above from a histogram of the rest (counts and exact sums per
-//    bucket, the largest rest value): with
+//    value L. We bound M from above from the histogram of the rest (counts, exact sums and
+//    largest values per bucket): with
 //    a_k = v_[k] - lam (n-1-k), mean(a_|S| .. a_|S|+t-1) <= UB_t / t + lam (t-1)/2
 //    - lam (n-1-|S|), UB_t the bound on the sum of the t largest rest values. Within a
 //    bucket, UB_t / t + lam (t-1)/2 is convex in t, so its maximum is at the bucket's ends.
@@ -656,41 +656,43 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
                      int32_t* group, T* a, int32_t* order, int32_t* block, int64_t* start, T* sum) {
   constexpr int kBuckets = 128;
   thread_local std::vector<T> sel;
-  thread_local std::vector<int32_t> sel_pos;
+  thread_local std::vector<int32_t> sel_pos, bucket;
   if ((int64_t)sel.size() < m) {
     sel.resize(m);
     sel_pos.resize(m);
+    bucket.resize(m);
   }
-  const T width = -floor / T(kBuckets), inv_width = T(kBuckets) / -floor;  // bucket b: v in [-(b+1) width, -b width]
+  const T inv_width = T(kBuckets) / -floor;  // bucket b: v in [floor (b+1) / kBuckets, floor b / kBuckets]
   const T eps = T(64) * std::numeric_limits<T>::epsilon() * (T(1) - floor);
-  auto bucket_of = [&](T v) {
-    const int64_t b = static_cast<int64_t>(-v * inv_width);
-    return b < 0 ? int64_t(0) : (b >= kBuckets ? int64_t(kBuckets - 1) : b);
-  };
+  // each candidate's bucket, monotone in v (a larger value never gets a larger bucket), in one
+  // pass that the compiler vectorizes (clamped before the conversion); then each bucket's
+  // count, exact sum and largest value in one more, which serve both attempts below
+  int32_t* b_of = bucket.data();
+  for (int64_t j = 0; j < m; ++j) {
+    b_of[j] = static_cast<int32_t>(std::min(std::max(-cand[j] * inv_width, T(0)), T(kBuckets - 1)));
+  }
   int32_t count[kBuckets] = {0};
-  for (int64_t j = 0; j < m; ++j) ++count[bucket_of(cand[j])];
+  T b_sum[kBuckets] = {0}, b_max[kBuckets];
+  std::fill(b_max, b_max + kBuckets, std::numeric_limits<T>::lowest());
+  for (int64_t j = 0; j < m; ++j) {
+    const int32_t b = b_of[j];
+    const T v = cand[j], top = b_max[b];
+    ++count[b];
+    b_sum[b] += v;
+    b_max[b] = v > top ? v : top;  // stored either way: a conditional store was a branch
+  }
   int64_t want = 8;
   for (int attempt = 0; attempt < 2; ++attempt, want *= 4) {
-    // the cut: the lower edge of the first bucket at which the count above reaches `want`
+    // the cut: the first bucket at which the count up to it reaches `want`
     int64_t above = 0, cut = 0;
     while (cut < kBuckets - 1 && above + count[cut] < want) above += count[cut++];
     if (cut >= kBuckets - 2) return false;  // nearly everything: no gain
-    const T edge = -T(cut + 1) * width;
-    // S = {v > edge}; the rest's histogram by their own buckets (>= cut + 1 up to rounding)
-    int32_t rest[kBuckets + 1] = {0};
-    T rest_sum[kBuckets + 1] = {0};
-    T rest_max = std::numeric_limits<T>::lowest();
+    // S: the candidates of buckets up to the cut, the largest ones (buckets are monotone)
     int64_t k = 0;
     for (int64_t j = 0; j < m; ++j) {  // branch-free: the test is unpredictable
-      const T v = cand[j];
-      const bool in = v > edge;
-      sel[k] = v;
+      sel[k] = cand[j];
       sel_pos[k] = cand_pos[j];
-      k += in;
-      const int64_t b = in ? int64_t(kBuckets) : std::max(bucket_of(v), cut + 1);  // kBuckets: S's
-      ++rest[b];
-      rest_sum[b] += v;
-      rest_max = std::max(rest_max, in ? std::numeric_limits<T>::lowest() : v);
+      k += b_of[j] <= cut;
     }
     if (k < 2 || k == m) return false;
     prox_pairwise_max_sorted(sel.data(), k, n, lam, a, order, block, start, sum);
@@ -707,19 +709,19 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
       ++t_before;
       best = std::max(best, ub_sum / T(t_before) + lam * T(t_before - 1) / T(2));
     }
-    // the rest by buckets: bucket_of is monotone in v, so at the end of each bucket the
+    // the rest by buckets: buckets are monotone in v, so at the end of each bucket the
     // largest rest values are the buckets so far, whose sum is known (up to rounding, in the
-    // margin eps); inside a bucket the next value is bounded by the bucket's upper edge
+    // margin eps); inside a bucket the next value is bounded by the bucket's largest value.
+    // With no branch on empty buckets (taken unpredictably): an empty one's largest value is
+    // lowest(), which adds nothing to `best`, and its end repeats the bucket before it.
     auto visit = [&](int64_t c, T upper, T exact) {
-      if (c == 0) return;
-      upper = std::min(upper, rest_max) + eps;
-      best = std::max(best, (ub_sum + upper) / T(t_before + 1) + lam * T(t_before) / T(2));
+      best = std::max(best, (ub_sum + (upper + eps)) / T(t_before + 1) + lam * T(t_before) / T(2));
       ub_sum += exact;
       t_before += c;
       best = std::max(best, ub_sum / T(t_before) + lam * T(t_before - 1) / T(2) + eps);
     };
-    for (int64_t b = cut + 1; b < kBuckets; ++b) visit(rest[b], -T(b) * width, rest_sum[b]);
-    visit(n - m, floor, below_sum);
+    for (int64_t b = cut + 1; b < kBuckets; ++b) visit(count[b], b_max[b], b_sum[b]);
+    if (n > m) visit(n - m, floor, below_sum);
     const T bound = best + lam * T(support) - lam * T(n - 1);
     if (!(bound + eps < tau)) continue;
     oscarmax_write(a, k, tau, sel_pos.data(), order, block, y, group, n);

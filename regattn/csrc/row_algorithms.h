@@ -891,7 +891,11 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   const T am1 = alpha - T(1), q = T(1) / am1;
   // z = (x - shift) (alpha - 1) with shift the row's max: z_max = 0 (see project_simplex_row)
   int64_t m = compact_above(x, nullptr, n, shift, am1, T(-1), candidates, position);
-  T lo = T(-1), hi = -std::pow(T(n), -am1);
+  // The bracket's upper end -n^{1-alpha} costs a pow that the usual climb from lo never
+  // needs: hi starts at z_max = 0 (F = -1 there) and is tightened at the first step that
+  // leaves the bracket.
+  T lo = T(-1), hi = T(0);
+  bool hi_tight = false;
   T tau = lo;
   // Each pass first lists the support at tau, d = z - tau > 0 (`active`, with positions), by
   // branch-free compaction, then takes the powers over that list with no branch: about half
@@ -899,9 +903,12 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   // mispredict half the time. power[k] = active[k]^q, kept from the last pass when that pass
   // was at the final tau (the usual exit), which saves the output pass its calls to pow.
   int64_t a = 0;
+  T dropped = T(-1);  // every candidate lies above it
   auto list_active = [&]() {
     // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
-    m = compact_above(candidates, position, m, T(0), T(1), lo, candidates, position);
+    // (when lo has moved: it stays at -1 while the first steps climb from there)
+    if (lo > dropped) m = compact_above(candidates, position, m, T(0), T(1), lo, candidates, position);
+    dropped = lo;
     a = compact_above(candidates, position, m, tau, T(1), T(0), active, active_position);
   };
   bool power_at_tau = false;
@@ -919,17 +926,23 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
       }
     }
     power_at_tau = true;
+    // f = F(tau) is only known to a few ulps: past |f| <= 8 eps, Newton wanders and bisection
+    // crawls. Tested on s_q = (1 + f)^q, |s_q - 1| <= 8 q eps to first order, so that the
+    // usual last pass (at the root) takes no pow
+    if (std::abs(s_q - T(1)) <= T(8) * q * std::numeric_limits<T>::epsilon()) break;
     const T norm = std::pow(s_q, T(1) / q);
     const T f = norm - T(1);
-    // f is only known to a few ulps: past that, Newton wanders and bisection crawls
-    if (std::abs(f) <= T(8) * std::numeric_limits<T>::epsilon()) break;
     if (f > T(0)) lo = tau; else hi = tau;
     // F' = -s_qm1 s_q^{1/q - 1} = -s_qm1 norm / s_q,  F'' = (q-1) norm / s_q (s_qm2 - s_qm1^2 / s_q)
     const T d1 = -s_qm1 * norm / s_q;
     const T d2 = (q - T(1)) * norm / s_q * (s_qm2 - s_qm1 * s_qm1 / s_q);
     const T halley = T(2) * d1 * d1 - f * d2;  // denominator; Newton where it is not > 0 (or NaN)
     T next = halley > T(0) ? tau - T(2) * f * d1 / halley : tau - f / d1;
-    if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
+    if (!(next > lo && next < hi)) {
+      if (!hi_tight) hi = std::min(hi, -std::pow(T(n), -am1));
+      hi_tight = true;
+      next = (lo + hi) / T(2);
+    }
     if (next == tau) break;  // converged to float resolution
     tau = next;
     power_at_tau = false;
@@ -943,7 +956,12 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   for (int64_t k = 0; k < a; ++k) y[active_position[k]] = power[k] / sum;
   if (weight) {
     std::fill(weight, weight + n, T(0));
-    const T scale = std::pow(sum, alpha - T(2));
+    // sum^{alpha-2}: at the usual exit sum is 1 to a few ulps, where its expansion to second
+    // order in sum - 1 is exact to rounding (the next term is below eps^{3/2}), with no pow
+    const T delta = sum - T(1);
+    const T scale = std::abs(delta) <= std::sqrt(std::numeric_limits<T>::epsilon())
+                        ? T(1) + (alpha - T(2)) * delta * (T(1) + (alpha - T(3)) / T(2) * delta)
+                        : std::pow(sum, alpha - T(2));
     for (int64_t k = 0; k < a; ++k) {
       const int32_t i = active_position[k];
       if (y[i] > T(0)) weight[i] = power[k] / active[k] * scale;

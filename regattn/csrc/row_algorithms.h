@@ -689,12 +689,14 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     int64_t above = 0, cut = 0;
     while (cut < kBuckets - 1 && above + count[cut] < want) above += count[cut++];
     if (cut >= kBuckets - 2) return false;  // nearly everything: no gain
-    // S: the candidates of buckets up to the cut, the largest ones (buckets are monotone)
-    int64_t k = 0;
-    for (int64_t j = 0; j < m; ++j) {  // branch-free: the test is unpredictable
-      sel[k] = cand[j];
-      sel_pos[k] = cand_pos[j];
-      k += b_of[j] <= cut;
+    // S: the candidates of buckets up to the cut, the largest ones (buckets are monotone):
+    // those with -v inv_width < cut + 1 (cut + 1 < kBuckets - 1: the clamp does not reach
+    // it), listed by compact_above as v inv_width > -(cut + 1), the same product negated
+    int32_t* picked = sel_pos.data();
+    const int64_t k = compact_above(cand, nullptr, m, T(0), inv_width, -T(cut + 1), static_cast<T*>(nullptr), picked);
+    for (int64_t j = 0; j < k; ++j) {
+      sel[j] = cand[picked[j]];
+      picked[j] = cand_pos[picked[j]];
     }
     if (k < 2 || k == m) return false;
     prox_pairwise_max_sorted(sel.data(), k, n, lam, a, order, block, start, sum);

@@ -976,12 +976,14 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
 // phi(tau) = log A_q - (2-p)/p log A_{q+1} - log gamma, A_k = sum_i (x_i - tau)_+^k
 // (the KKT condition sum(u) = gamma ||u||_p^{2-p} in logs), on x shifted to x_max = 0.
 // tau lies in [x_max - gamma, x_max):
-// phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Newton from the lower end,
-// bisecting when a step leaves the bracket; only values above x_max - gamma can be in the
-// support, so the iterations run over those (`candidates`, scratch of n + kPad entries). For
-// the paper's p = 1.5 (q = 2) the powers are products, with no call to pow, and each
-// Newton step sums over the padded candidates in two vectors of lanes with masks, as
-// entmax15_newton (a branch per candidate, taken unpredictably, cost more than the sums).
+// phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Halley steps from the
+// lower end (Newton where Halley's denominator is not positive; one pass fewer than Newton's
+// usual four or five, for one more sum, A_{q-2}), bisecting when a step leaves the bracket;
+// only values above x_max - gamma can be in the support, so the iterations run over those
+// (`candidates`, scratch of n + kPad entries). For the paper's p = 1.5 (q = 2) the powers are
+// products, with no call to pow (A_0 is the count of active values), and each step sums over
+// the padded candidates in two vectors of lanes with masks, as entmax15_newton (a branch per
+// candidate, taken unpredictably, cost more than the sums).
 template <typename T>
 void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* candidates) {
   const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
@@ -994,21 +996,25 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
   const V zero = {};
   T lo = -gamma, hi = T(0), tau = lo;
   for (int iter = 0; iter < 200; ++iter) {
-    T a_qm1 = 0, a_q = 0, a_qp1 = 0;
+    T a_qm2 = 0, a_qm1 = 0, a_q = 0, a_qp1 = 0;
     if (q_is_two) {
-      V s1[2] = {zero, zero}, s2[2] = {zero, zero}, s3[2] = {zero, zero};
+      const V one = zero + T(1);
+      V s0[2] = {zero, zero}, s1[2] = {zero, zero}, s2[2] = {zero, zero}, s3[2] = {zero, zero};
       for (int64_t j = 0; j < padded; j += 2 * W) {
         for (int h = 0; h < 2; ++h) {
           const V d = load16(candidates + j + h * W) - tau;
-          const V d_on = d > zero ? d : zero;
+          const auto on = d > zero;
+          const V d_on = on ? d : zero;
           const V d2 = d_on * d_on;
+          s0[h] += on ? one : zero;
           s1[h] += d_on;
           s2[h] += d2;
           s3[h] += d2 * d_on;
         }
       }
-      const V s1v = s1[0] + s1[1], s2v = s2[0] + s2[1], s3v = s3[0] + s3[1];
+      const V s0v = s0[0] + s0[1], s1v = s1[0] + s1[1], s2v = s2[0] + s2[1], s3v = s3[0] + s3[1];
       for (int64_t l = 0; l < W; ++l) {
+        a_qm2 += s0v[l];
         a_qm1 += s1v[l];
         a_q += s2v[l];
         a_qp1 += s3v[l];
@@ -1018,6 +1024,7 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
         const T d = candidates[i] - tau;
         if (d > T(0)) {
           const T pw = std::pow(d, q - T(1));
+          a_qm2 += pw / d;
           a_qm1 += pw;
           a_q += pw * d;
           a_qp1 += pw * d * d;
@@ -1028,8 +1035,16 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
     // phi is only known to a few ulps: past that, Newton wanders and bisection crawls
     if (std::abs(phi) <= T(8) * std::numeric_limits<T>::epsilon()) break;
     if (phi > T(0)) lo = tau; else hi = tau;
-    const T dphi = -q * a_qm1 / a_q + q * (T(2) - p) * a_q / a_qp1;
-    T next = dphi < T(0) ? tau - phi / dphi : (lo + hi) / T(2);
+    // with A_k' = -k A_{k-1}: phi' = -q u + r v, u = A_{q-1} / A_q, v = A_q / A_{q+1},
+    // r = q (2-p), and phi'' = -q u' + r v'
+    const T u = a_qm1 / a_q, v = a_q / a_qp1, r = q * (T(2) - p);
+    const T dphi = -q * u + r * v;
+    const T du = (q * a_qm1 * a_qm1 - (q - T(1)) * a_qm2 * a_q) / (a_q * a_q);
+    const T dv = ((q + T(1)) * a_q * a_q - q * a_qm1 * a_qp1) / (a_qp1 * a_qp1);
+    const T halley = T(2) * dphi * dphi - phi * (-q * du + r * dv);  // Newton where not > 0
+    T next = !(dphi < T(0))  ? (lo + hi) / T(2)
+             : halley > T(0) ? tau - T(2) * phi * dphi / halley
+                             : tau - phi / dphi;
     if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
     if (next == tau || !(hi > lo)) break;  // converged to float resolution
     tau = next;

@@ -191,31 +191,38 @@ T michelot_threshold(const T* candidates, int64_t padded) {
   return tau;
 }
 
-// The simplex threshold of at most 2 vectors of candidates (`c`, padded with lowest(), see
-// pad_lowest), with no sort and no iteration: candidate i is in the support iff
+// The simplex threshold of m <= 2W candidates (`c`, padded with lowest() to two vectors of
+// lanes, see pad_lowest), with no sort and no iteration: candidate i is in the support iff
 // 1 + k_i c_i > S_i, with k_i the number of candidates >= c_i and S_i their sum (the sorted
 // test 1 + k z_(k) > z_(1) + ... + z_(k), which holds exactly for k up to the support's size,
 // read at the last rank of c_i's ties); then tau = (sum of the support - 1) / its size. The
 // k_i and S_i of all lanes come from one broadcast and compare per candidate: on the usual
 // 5-8 candidates of 30-50 wide rows, a fixed sequence of vector operations where Michelot's
 // passes are a chain of dependent reductions and divisions, three or four deep. A padding
-// lane has k = 2W and S of order lowest(), so it fails the test.
+// lane has k = 0 and S = 0, so it fails the test.
 template <typename T>
-T simplex_threshold_pairwise(const T* c) {
+T simplex_threshold_pairwise(const T* c, int64_t m) {
   using V = vec16_t<T>;
   constexpr int64_t W = kLanes<T>;
-  const V zero = {}, one = zero + T(1);
+  const V zero = {};
   const V a = load16(c), b = load16(c + W);
-  V ka = zero, kb = zero, sa = zero, sb = zero;
-  for (int64_t j = 0; j < 2 * W; ++j) {
+  V sa = zero, sb = zero;
+  auto ka = zero < zero, kb = ka;  // the counts, less the comparisons' lanes (-1 where true)
+  for (int64_t j = 0; j < m; ++j) {
     const V t = zero + c[j];
     const auto at_least_a = t >= a, at_least_b = t >= b;
-    ka += at_least_a ? one : zero;
-    kb += at_least_b ? one : zero;
+    ka -= at_least_a;
+    kb -= at_least_b;
     sa += at_least_a ? t : zero;
     sb += at_least_b ? t : zero;
   }
-  const auto in_a = one + ka * a > sa, in_b = one + kb * b > sb;
+  V count_a, count_b;
+  for (int64_t l = 0; l < W; ++l) {
+    count_a[l] = T(ka[l]);
+    count_b[l] = T(kb[l]);
+  }
+  const V one = zero + T(1);
+  const auto in_a = one + count_a * a > sa, in_b = one + count_b * b > sb;
   const V sum = (in_a ? a : zero) + (in_b ? b : zero), count = (in_a ? one : zero) + (in_b ? one : zero);
   T total = 0, size = 0;
   for (int64_t l = 0; l < W; ++l) {
@@ -268,7 +275,7 @@ void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candi
   const int64_t padded = pad_lowest(candidates, active);
   T tau;
   if (padded == 2 * kLanes<T>) {
-    tau = simplex_threshold_pairwise(candidates);
+    tau = simplex_threshold_pairwise(candidates, active);
   } else {
     tau = michelot_threshold(candidates, padded);
   }

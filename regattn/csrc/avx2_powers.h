@@ -17,8 +17,8 @@
 
 namespace regattn {
 
-// Whether this CPU can run power_sums_avx2.
-inline bool avx2_powers_available() {
+// Whether this CPU can run the AVX2 paths (power_sums_avx2 here, those of avx2_rows.h).
+inline bool avx2_available() {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
@@ -26,10 +26,11 @@ inline bool avx2_powers_available() {
 #endif
 }
 
-// Whether power_sums_avx2 is used: where available, unless switched off (tests switch it
-// off to run the portable path on the same machine).
-inline std::atomic<bool>& avx2_powers_enabled() {
-  static std::atomic<bool> enabled{avx2_powers_available()};
+// Whether the float row algorithms take their AVX2 paths (these powers, avx2_rows.h's
+// compaction): where available, unless switched off (tests switch them off to run
+// the portable paths on the same machine).
+inline std::atomic<bool>& avx2_enabled() {
+  static std::atomic<bool> enabled{avx2_available()};
   return enabled;
 }
 

@@ -31,7 +31,7 @@ template <typename T>
 void exp_nonpositive(const T* x, T* out, int64_t n) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
-    static const bool avx2 = avx2_powers_available();
+    static const bool avx2 = avx2_available();
     if (avx2) return exp_nonpositive_avx2(x, out, n);
   }
 #endif

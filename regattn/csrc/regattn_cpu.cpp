@@ -433,7 +433,7 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d, g, pp](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
-                             sq_pnorm_max_row(in, out, n, g, pp, shift, scratch<scalar_t>(d));
+                             sq_pnorm_max_row(in, out, n, g, pp, shift, scratch<scalar_t>(d + kPad));
                            });
   });
   return y;
@@ -662,10 +662,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "use_avx2_powers",
       [](bool enable) {
-        regattn::avx2_powers_enabled() = enable && regattn::avx2_powers_available();
-        return regattn::avx2_powers_available();
+        regattn::avx2_enabled() = enable && regattn::avx2_available();
+        return regattn::avx2_available();
       },
-      "use AVX2 powers in alpha-entmax (float32) when the CPU has them (default); returns whether it has");
+      "use the AVX2 paths of the float32 kernels (alpha-entmax's powers, the rows' compaction) "
+      "when the CPU has them (default); returns whether it has");
 }
 
 // The same kernels as dispatcher operators regattn::<name> (CPU kernels here; the fake/meta

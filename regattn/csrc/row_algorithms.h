@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "avx2_powers.h"
+#include "avx2_rows.h"
 
 namespace regattn {
 
@@ -150,36 +150,16 @@ int64_t pad_lowest(T* a, int64_t m) {
   return padded;
 }
 
-// Euclidean projection onto the simplex of v = (z - shift) * scale, y = (v - tau)_+ with
-// sum(y) = 1; `shift` is the row's max (so v_max = 0 and every threshold below is computed on
-// numbers of the size of the scores' spread, not of their magnitude: the projection commutes
-// with adding a constant) and `scale` is 1/gamma. Since y_max <= 1, tau >= v_max - 1 = -1, so
-// only values above -1 can be in the support: we gather those into `candidates` (scratch of
-// n + kPad entries) and run Michelot's active-set iteration on them: tau only grows and the active
-// set only shrinks, so it stops at the exact threshold after a few passes over the (usually
-// short) candidate list, with no sort.
-// The loops below are written without data-dependent branches (compaction by advancing the
-// write index with a comparison): on attention rows the comparisons are unpredictable and
-// branch mispredictions, not arithmetic, would dominate.
+// Michelot's passes over the candidates (`padded` entries, see pad_lowest), in two vectors
+// of lanes with masks instead of compaction: the scalar loop that compacted the list on each
+// pass was a chain of dependent additions (about half the time of the whole kernel on 30-50
+// wide rows); here a pass over the usual 10-20 candidates is a few vector operations. Each
+// pass sums the candidates above tau, and tau = (sum - 1) / count; it stops when the set does
+// not change (tau is then its exact threshold) or, by rounding, tau no longer grows. tau only
+// grows and the set only shrinks, and count >= 1: v_max > tau because tau = (sum of k values
+// - 1)/k < their mean <= v_max. The sums' order differs from a running sum (rounding only).
 template <typename T>
-void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candidates) {
-  // the compaction's only loop-carried dependency is the write index (one add per entry)
-  int64_t active = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T vi = (z[i] - shift) * scale;
-    candidates[active] = vi;
-    active += vi > T(-1);
-  }
-  // Michelot's passes over the candidates, padded with lowest() (never above a threshold) to
-  // whole pairs of vectors, in two vectors of lanes with masks instead of compaction: the
-  // scalar loop that compacted the list on each pass was a chain of dependent additions
-  // (about half the time of the whole kernel on 30-50 wide rows); here a pass over the
-  // usual 10-20 candidates is a few vector operations. Each pass sums the candidates above
-  // tau, and tau = (sum - 1) / count; it stops when the set does not change (tau is then its
-  // exact threshold) or, by rounding, tau no longer grows. tau only grows and the set only
-  // shrinks, and count >= 1: v_max > tau because tau = (sum of k values - 1)/k < their mean
-  // <= v_max. The sums' order differs from a running sum (rounding only).
-  const int64_t padded = pad_lowest(candidates, active);
+T michelot_threshold(const T* candidates, int64_t padded) {
   using V = vec16_t<T>;
   constexpr int64_t W = kLanes<T>;
   const V zero = {}, one = zero + T(1);
@@ -207,6 +187,97 @@ void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candi
     if (!(next > tau)) break;
     tau = next;
     count_before = count;
+  }
+  return tau;
+}
+
+// The simplex threshold of m <= 2W candidates (`c`, padded with lowest() to two vectors of
+// lanes, see pad_lowest), with no sort and no iteration: candidate i is in the support iff
+// 1 + k_i c_i > S_i, with k_i the number of candidates >= c_i and S_i their sum (the sorted
+// test 1 + k z_(k) > z_(1) + ... + z_(k), which holds exactly for k up to the support's size,
+// read at the last rank of c_i's ties); then tau = (sum of the support - 1) / its size. The
+// k_i and S_i of all lanes come from one broadcast and compare per candidate: on the usual
+// 5-8 candidates of 30-50 wide rows, a fixed sequence of vector operations where Michelot's
+// passes are a chain of dependent reductions and divisions, three or four deep. A padding
+// lane has k = 0 and S = 0, so it fails the test.
+template <typename T>
+T simplex_threshold_pairwise(const T* c, int64_t m) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {};
+  const V a = load16(c), b = load16(c + W);
+  V sa = zero, sb = zero;
+  auto ka = zero < zero, kb = ka;  // the counts, less the comparisons' lanes (-1 where true)
+  for (int64_t j = 0; j < m; ++j) {
+    const V t = zero + c[j];
+    const auto at_least_a = t >= a, at_least_b = t >= b;
+    ka -= at_least_a;
+    kb -= at_least_b;
+    sa += at_least_a ? t : zero;
+    sb += at_least_b ? t : zero;
+  }
+  V count_a, count_b;
+  for (int64_t l = 0; l < W; ++l) {
+    count_a[l] = T(ka[l]);
+    count_b[l] = T(kb[l]);
+  }
+  const V one = zero + T(1);
+  const auto in_a = one + count_a * a > sa, in_b = one + count_b * b > sb;
+  const V sum = (in_a ? a : zero) + (in_b ? b : zero), count = (in_a ? one : zero) + (in_b ? one : zero);
+  T total = 0, size = 0;
+  for (int64_t l = 0; l < W; ++l) {
+    total += sum[l];
+    size += count[l];
+  }
+  return (total - T(1)) / size;
+}
+
+// Writes v_i = (x_i - shift) * scale for the i with v_i > floor, in order, to out[0, k) and
+// their positions to pos[0, k) (index[i], or i where index is null), each optional, and
+// returns k: how the row algorithms gather the few values that can reach the support. out
+// and pos hold n entries and may be x and index (in place). Branch-free: every value is
+// stored and the write index advances by the comparison (on attention rows the comparison
+// is unpredictable, and a branch on it would mispredict). Float rows take 8 AVX2 lanes where
+// the CPU has them (compact_above_avx2: about a third of this loop's time).
+template <typename T>
+int64_t compact_above(const T* x, const int32_t* index, int64_t n, T shift, T scale, T floor, T* out, int32_t* pos) {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx2_enabled().load(std::memory_order_relaxed)) {
+      return compact_above_avx2(x, index, n, shift, scale, floor, out, pos);
+    }
+  }
+#endif
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = (x[i] - shift) * scale;
+    const int32_t at = index ? index[i] : static_cast<int32_t>(i);
+    if (out) out[k] = v;
+    if (pos) pos[k] = at;
+    k += v > floor;
+  }
+  return k;
+}
+
+// Euclidean projection onto the simplex of v = (z - shift) * scale, y = (v - tau)_+ with
+// sum(y) = 1; `shift` is the row's max (so v_max = 0 and every threshold below is computed on
+// numbers of the size of the scores' spread, not of their magnitude: the projection commutes
+// with adding a constant) and `scale` is 1/gamma. Since y_max <= 1, tau >= v_max - 1 = -1, so
+// only values above -1 can be in the support: we gather those into `candidates` (scratch of
+// n + kPad entries, compact_above) and find the threshold of that (usually short) list with
+// no sort: by all pairwise comparisons when it fits two vectors (simplex_threshold_pairwise),
+// else by Michelot's active-set iteration (michelot_threshold). No loop here branches on the
+// data: on attention rows the comparisons are unpredictable and branch mispredictions, not
+// arithmetic, would dominate.
+template <typename T>
+void project_simplex_row(const T* z, T* y, int64_t n, T shift, T scale, T* candidates) {
+  const int64_t active = compact_above(z, nullptr, n, shift, scale, T(-1), candidates, static_cast<int32_t*>(nullptr));
+  const int64_t padded = pad_lowest(candidates, active);
+  T tau;
+  if (padded == 2 * kLanes<T>) {
+    tau = simplex_threshold_pairwise(candidates, active);
+  } else {
+    tau = michelot_threshold(candidates, padded);
   }
   for (int64_t i = 0; i < n; ++i) y[i] = std::max((z[i] - shift) * scale - tau, T(0));
 }
@@ -293,14 +364,14 @@ void prox_tv1d_condat_row(const T* x, T* z, int32_t* group, int64_t n, T lam) {
 // Scratch of prox_tv1d_row, sized for rows of up to n values.
 template <typename T>
 struct TvScratch {
-  std::vector<T> jump, window_in, window_out;
-  std::vector<int32_t> failing, window_group, window_start, window_end;
+  std::vector<T> jump, fails, window_in, window_out;
+  std::vector<int32_t> failing, boundary, window_group, window_start, window_end;
   std::vector<uint8_t> inside;
 
   void resize(int64_t n) {
     if ((int64_t)jump.size() >= n) return;
-    for (auto* v : {&jump, &window_in, &window_out}) v->resize(n);
-    for (auto* v : {&failing, &window_group, &window_start, &window_end}) v->resize(n);
+    for (auto* v : {&jump, &fails, &window_in, &window_out}) v->resize(n);
+    for (auto* v : {&failing, &boundary, &window_group, &window_start, &window_end}) v->resize(n);
     inside.resize(n);
   }
 };
@@ -333,14 +404,13 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch
   z[0] = x[0] + jump[0];
   for (int64_t i = 1; i + 1 < n; ++i) z[i] = x[i] - jump[i - 1] + jump[i];
   z[n - 1] = x[n - 1] - jump[n - 2];
-  // holds(e): z jumps on edge e strictly in the direction of u_e
+  // holds(e): z jumps on edge e strictly in the direction of u_e. The failing edges: 1 where
+  // the test fails, in a loop that the compiler vectorizes, then their list (compact_above)
   auto holds = [&](int64_t e) { return jump[e] * (z[e + 1] - z[e]) > T(0); };
+  T* fails = s.fails.data();
+  for (int64_t e = 0; e + 1 < n; ++e) fails[e] = holds(e) ? T(0) : T(1);
   int32_t* failing = s.failing.data();
-  int64_t failures = 0;
-  for (int64_t e = 0; e + 1 < n; ++e) {  // branch-free compaction, as in project_simplex_row
-    failing[failures] = static_cast<int32_t>(e);
-    failures += !holds(e);
-  }
+  const int64_t failures = compact_above(fails, nullptr, n - 1, T(0), T(1), T(0.5), static_cast<T*>(nullptr), failing);
   if (4 * failures > n) return prox_tv1d_condat_row(x, z, group, n, lam);
 
   uint8_t* inside = s.inside.data();  // edge e lies inside a window
@@ -396,12 +466,15 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch
     s.window_end[windows++] = static_cast<int32_t>(c);
     // edge c was just checked; a later window re-checks it if it moves z[c + 1]
   }
-  int32_t segment = 0, previous = local[0];
+  // row ids: the running count of segment boundaries (edges outside every window, or between
+  // two segments of one), flagged first in a loop that the compiler vectorizes (one loop
+  // that did both was a fifth of this function's time)
+  int32_t* boundary = s.boundary.data();
+  for (int64_t e = 0; e + 1 < n; ++e) boundary[e] = (inside[e] == 0) | (local[e + 1] != local[e]);
+  int32_t segment = 0;
   group[0] = 0;
   for (int64_t e = 0; e + 1 < n; ++e) {
-    const int32_t current = local[e + 1];
-    segment += !inside[e] || current != previous;
-    previous = current;
+    segment += boundary[e];
     group[e + 1] = segment;
   }
 }
@@ -511,8 +584,8 @@ T simplex_threshold_sorted(const T* a, int64_t n) {
 
 // Projection of `a` (length n) onto the non-increasing cone {v_1 >= ... >= v_n} by
 // pool-adjacent-violators, in place. Blocks are kept as (start, sum) on caller-provided
-// scratch of n entries each, the sums in acc_t<T>; block b's value is sum / length. block_of[i] receives the index
-// of i's pooled block. Every block is written from one value, so pooled entries are
+// scratch of n entries each, the sums in acc_t<T>; block b's value is sum / length.
+// block_of[i] receives the index of i's pooled block. Every block is written from one value, so pooled entries are
 // bit-identical.
 template <typename T>
 void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, acc_t<T>* sum) {
@@ -576,14 +649,14 @@ constexpr int64_t kOscarPruneMin = 64;
 // oscarmax on long rows, sorting only the values that can reach the support. With lam (n-1)
 // large (0.01 x 399 at d = 400), oscarmax_row's bound v > v_max - 1 - lam (n-1) admits almost
 // the whole row, whose sort (and pool-adjacent-violators pass) cost 10-20 softmaxes. Here the
-// prox runs on the top `want` values only (S = {v > F}, F a cut chosen from a histogram of the
-// candidates), and a certificate decides whether that is the whole row's answer:
+// prox runs on the top `want` values only (S, the candidates of a histogram's buckets up to a
+// cut), and a certificate decides whether that is the whole row's answer:
 //  - pool-adjacent-violators is a left-to-right stack; its state after the top |S| sorted
 //    values is the same in the run over S and in the run over the whole row. The rest of the
-//    row (ranks |S|.., every value <= F) then merges into S's blocks only if the first block
+//    row (ranks |S|.., every value below S's) then merges into S's blocks only if the first block
 //    of the rest, whose value is M = max_t mean(a_|S| .. a_|S|+t-1), exceeds S's last block
-//    value L. We bound M from above from a histogram of the rest (counts and exact sums per
-//    bucket, the largest rest value): with
+//    value L. We bound M from above from the histogram of the rest (counts, exact sums and
+//    largest values per bucket): with
 //    a_k = v_[k] - lam (n-1-k), mean(a_|S| .. a_|S|+t-1) <= UB_t / t + lam (t-1)/2
 //    - lam (n-1-|S|), UB_t the bound on the sum of the t largest rest values. Within a
 //    bucket, UB_t / t + lam (t-1)/2 is convex in t, so its maximum is at the bucket's ends.
@@ -603,41 +676,46 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
   using A = acc_t<T>;  // the certificate's sums and bounds
   constexpr int kBuckets = 128;
   thread_local std::vector<T> sel;
-  thread_local std::vector<int32_t> sel_pos;
+  thread_local std::vector<int32_t> sel_pos, bucket;
   if ((int64_t)sel.size() < m) {
     sel.resize(m);
     sel_pos.resize(m);
+    bucket.resize(m);
   }
-  const T width = -floor / T(kBuckets), inv_width = T(kBuckets) / -floor;  // bucket b: v in [-(b+1) width, -b width]
+  const T inv_width = T(kBuckets) / -floor;  // bucket b: v in [floor (b+1) / kBuckets, floor b / kBuckets]
   const T eps = T(64) * std::numeric_limits<T>::epsilon() * (T(1) - floor);
-  auto bucket_of = [&](T v) {
-    const int64_t b = static_cast<int64_t>(-v * inv_width);
-    return b < 0 ? int64_t(0) : (b >= kBuckets ? int64_t(kBuckets - 1) : b);
-  };
+  // each candidate's bucket, monotone in v (a larger value never gets a larger bucket), in one
+  // pass that the compiler vectorizes (clamped before the conversion); then each bucket's
+  // count, exact sum and largest value in one more, which serve both attempts below
+  int32_t* b_of = bucket.data();
+  for (int64_t j = 0; j < m; ++j) {
+    b_of[j] = static_cast<int32_t>(std::min(std::max(-cand[j] * inv_width, T(0)), T(kBuckets - 1)));
+  }
   int32_t count[kBuckets] = {0};
-  for (int64_t j = 0; j < m; ++j) ++count[bucket_of(cand[j])];
+  A b_sum[kBuckets] = {0};  // exact sums, in double for float (acc_t)
+  T b_max[kBuckets];
+  std::fill(b_max, b_max + kBuckets, std::numeric_limits<T>::lowest());
+  for (int64_t j = 0; j < m; ++j) {
+    const int32_t b = b_of[j];
+    const T v = cand[j], top = b_max[b];
+    ++count[b];
+    b_sum[b] += v;
+    b_max[b] = v > top ? v : top;  // stored either way: a conditional store was a branch
+  }
   int64_t want = 8;
   for (int attempt = 0; attempt < 2; ++attempt, want *= 4) {
-    // the cut: the lower edge of the first bucket at which the count above reaches `want`
+    // the cut: the first bucket at which the count up to it reaches `want`
     int64_t above = 0, cut = 0;
     while (cut < kBuckets - 1 && above + count[cut] < want) above += count[cut++];
     if (cut >= kBuckets - 2) return false;  // nearly everything: no gain
-    const T edge = -T(cut + 1) * width;
-    // S = {v > edge}; the rest's histogram by their own buckets (>= cut + 1 up to rounding)
-    int32_t rest[kBuckets + 1] = {0};
-    A rest_sum[kBuckets + 1] = {0};
-    T rest_max = std::numeric_limits<T>::lowest();
-    int64_t k = 0;
-    for (int64_t j = 0; j < m; ++j) {  // branch-free: the test is unpredictable
-      const T v = cand[j];
-      const bool in = v > edge;
-      sel[k] = v;
-      sel_pos[k] = cand_pos[j];
-      k += in;
-      const int64_t b = in ? int64_t(kBuckets) : std::max(bucket_of(v), cut + 1);  // kBuckets: S's
-      ++rest[b];
-      rest_sum[b] += v;
-      rest_max = std::max(rest_max, in ? std::numeric_limits<T>::lowest() : v);
+    // S: the candidates of buckets up to the cut, the largest ones (buckets are monotone):
+    // those with -v inv_width < cut + 1 (cut + 1 < kBuckets - 1: the clamp does not reach
+    // it), listed by compact_above as v inv_width > -(cut + 1), the same product negated
+    int32_t* picked = sel_pos.data();
+    const int64_t k = compact_above(cand, nullptr, m, T(0), inv_width, -T(cut + 1), static_cast<T*>(nullptr), picked);
+    for (int64_t j = 0; j < k; ++j) {
+      sel[j] = cand[picked[j]];
+      picked[j] = cand_pos[picked[j]];
     }
     if (k < 2 || k == m) return false;
     prox_pairwise_max_sorted(sel.data(), k, n, lam, a, order, block, start, sum);
@@ -655,19 +733,19 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
       ++t_before;
       best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1));
     }
-    // the rest by buckets: bucket_of is monotone in v, so at the end of each bucket the
+    // the rest by buckets: buckets are monotone in v, so at the end of each bucket the
     // largest rest values are the buckets so far, whose sum is known (up to rounding, in the
-    // margin eps); inside a bucket the next value is bounded by the bucket's upper edge
+    // margin eps); inside a bucket the next value is bounded by the bucket's largest value.
+    // With no branch on empty buckets (taken unpredictably): an empty one's largest value is
+    // lowest(), which adds nothing to `best`, and its end repeats the bucket before it.
     auto visit = [&](int64_t c, T upper, A exact) {
-      if (c == 0) return;
-      upper = std::min(upper, rest_max) + eps;
-      best = std::max(best, (ub_sum + upper) / A(t_before + 1) + half_lam * A(t_before));
+      best = std::max(best, (ub_sum + (upper + eps)) / A(t_before + 1) + half_lam * A(t_before));
       ub_sum += exact;
       t_before += c;
       best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1) + eps);
     };
-    for (int64_t b = cut + 1; b < kBuckets; ++b) visit(rest[b], -T(b) * width, rest_sum[b]);
-    visit(n - m, floor, below_sum);
+    for (int64_t b = cut + 1; b < kBuckets; ++b) visit(count[b], b_max[b], b_sum[b]);
+    if (n > m) visit(n - m, floor, below_sum);
     const A bound = best + A(lam) * A(support) - A(lam) * A(n - 1);
     if (!(bound + eps < tau)) continue;
     oscarmax_write(a, k, tau, sel_pos.data(), order, block, y, group, n);
@@ -705,13 +783,7 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
   const T reach = T(1) + lam * T(n - 1);
   // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
   const T floor = -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    const T v = (x[i] - shift) * scale;
-    cand[m] = v;
-    cand_pos[m] = static_cast<int32_t>(i);
-    m += v > floor;
-  }
+  const int64_t m = compact_above(x, nullptr, n, shift, scale, floor, cand, cand_pos);
   acc_t<T> below_sum = 0;  // of the values at or below floor, for oscarmax_pruned's certificate (a
   // separate loop, four partial sums: in the one above, its chain of dependent additions
   // slowed short rows)
@@ -793,13 +865,9 @@ void entmax15_newton(const T* candidates, int64_t padded, T& tau) {
 // below tau*, F being convex) shrinks it. No sort: a few passes over the candidates.
 template <typename T>
 void entmax15_row(const T* x, T* y, int64_t n, T shift, T* candidates) {
-  // v = (x - shift) / 2 with shift the row's max, so v_max = 0 (see project_simplex_row)
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    const T v = (x[i] - shift) / T(2);
-    candidates[m] = v;
-    m += v > T(-1);
-  }
+  // v = (x - shift) / 2 with shift the row's max, so v_max = 0 (see project_simplex_row);
+  // times 1/2 is exactly over 2
+  const int64_t m = compact_above(x, nullptr, n, shift, T(0.5), T(-1), candidates, static_cast<int32_t*>(nullptr));
   T tau = T(-1);
   entmax15_newton(candidates, pad_lowest(candidates, m), tau);
   for (int64_t i = 0; i < n; ++i) {
@@ -814,7 +882,7 @@ template <typename T>
 bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r, T& s_rm1) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
-    if (avx2_powers_enabled().load(std::memory_order_relaxed)) {
+    if (avx2_enabled().load(std::memory_order_relaxed)) {
       power_sums_avx2(active, a, r, power, s_rp1, s_r, s_rm1);
       return true;
     }
@@ -845,14 +913,12 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
                        T* active, int32_t* active_position, T* weight = nullptr) {
   const T am1 = alpha - T(1), q = T(1) / am1;
   // z = (x - shift) (alpha - 1) with shift the row's max: z_max = 0 (see project_simplex_row)
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T c = (x[i] - shift) * am1;
-    candidates[m] = c;
-    position[m] = static_cast<int32_t>(i);
-    m += c > T(-1);
-  }
-  T lo = T(-1), hi = -std::pow(T(n), -am1);
+  int64_t m = compact_above(x, nullptr, n, shift, am1, T(-1), candidates, position);
+  // The bracket's upper end -n^{1-alpha} costs a pow that the usual climb from lo never
+  // needs: hi starts at z_max = 0 (F = -1 there) and is tightened at the first step that
+  // leaves the bracket.
+  T lo = T(-1), hi = T(0);
+  bool hi_tight = false;
   T tau = lo;
   // Each pass first lists the support at tau, d = z - tau > 0 (`active`, with positions), by
   // branch-free compaction, then takes the powers over that list with no branch: about half
@@ -860,21 +926,13 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   // mispredict half the time. power[k] = active[k]^q, kept from the last pass when that pass
   // was at the final tau (the usual exit), which saves the output pass its calls to pow.
   int64_t a = 0;
+  T dropped = T(-1);  // every candidate lies above it
   auto list_active = [&]() {
-    int64_t kept = 0;
-    a = 0;
-    for (int64_t j = 0; j < m; ++j) {
-      // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
-      const T c = candidates[j], d = c - tau;
-      const int32_t pos = position[j];
-      candidates[kept] = c;
-      position[kept] = pos;
-      kept += c > lo;
-      active[a] = d;
-      active_position[a] = pos;
-      a += d > T(0);
-    }
-    m = kept;
+    // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
+    // (when lo has moved: it stays at -1 while the first steps climb from there)
+    if (lo > dropped) m = compact_above(candidates, position, m, T(0), T(1), lo, candidates, position);
+    dropped = lo;
+    a = compact_above(candidates, position, m, tau, T(1), T(0), active, active_position);
   };
   bool power_at_tau = false;
   for (int iter = 0; iter < 100 && hi > lo; ++iter) {
@@ -891,17 +949,23 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
       }
     }
     power_at_tau = true;
+    // f = F(tau) is only known to a few ulps: past |f| <= 8 eps, Newton wanders and bisection
+    // crawls. Tested on s_q = (1 + f)^q, |s_q - 1| <= 8 q eps to first order, so that the
+    // usual last pass (at the root) takes no pow
+    if (std::abs(s_q - T(1)) <= T(8) * q * std::numeric_limits<T>::epsilon()) break;
     const T norm = std::pow(s_q, T(1) / q);
     const T f = norm - T(1);
-    // f is only known to a few ulps: past that, Newton wanders and bisection crawls
-    if (std::abs(f) <= T(8) * std::numeric_limits<T>::epsilon()) break;
     if (f > T(0)) lo = tau; else hi = tau;
     // F' = -s_qm1 s_q^{1/q - 1} = -s_qm1 norm / s_q,  F'' = (q-1) norm / s_q (s_qm2 - s_qm1^2 / s_q)
     const T d1 = -s_qm1 * norm / s_q;
     const T d2 = (q - T(1)) * norm / s_q * (s_qm2 - s_qm1 * s_qm1 / s_q);
     const T halley = T(2) * d1 * d1 - f * d2;  // denominator; Newton where it is not > 0 (or NaN)
     T next = halley > T(0) ? tau - T(2) * f * d1 / halley : tau - f / d1;
-    if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
+    if (!(next > lo && next < hi)) {
+      if (!hi_tight) hi = std::min(hi, -std::pow(T(n), -am1));
+      hi_tight = true;
+      next = (lo + hi) / T(2);
+    }
     if (next == tau) break;  // converged to float resolution
     tau = next;
     power_at_tau = false;
@@ -910,13 +974,17 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
     list_active();
     for (int64_t k = 0; k < a; ++k) power[k] = std::pow(active[k], q);
   }
-  T sum = 0;
-  for (int64_t k = 0; k < a; ++k) sum += power[k];
+  const T sum = row_sum(power, a);
   std::fill(y, y + n, T(0));
   for (int64_t k = 0; k < a; ++k) y[active_position[k]] = power[k] / sum;
   if (weight) {
     std::fill(weight, weight + n, T(0));
-    const T scale = std::pow(sum, alpha - T(2));
+    // sum^{alpha-2}: at the usual exit sum is 1 to a few ulps, where its expansion to second
+    // order in sum - 1 is exact to rounding (the next term is below eps^{3/2}), with no pow
+    const T delta = sum - T(1);
+    const T scale = std::abs(delta) <= std::sqrt(std::numeric_limits<T>::epsilon())
+                        ? T(1) + (alpha - T(2)) * delta * (T(1) + (alpha - T(3)) / T(2) * delta)
+                        : std::pow(sum, alpha - T(2));
     for (int64_t k = 0; k < a; ++k) {
       const int32_t i = active_position[k];
       if (y[i] > T(0)) weight[i] = power[k] / active[k] * scale;
@@ -929,49 +997,91 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
 // phi(tau) = log A_q - (2-p)/p log A_{q+1} - log gamma, A_k = sum_i (x_i - tau)_+^k
 // (the KKT condition sum(u) = gamma ||u||_p^{2-p} in logs), on x shifted to x_max = 0.
 // tau lies in [x_max - gamma, x_max):
-// phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Newton from the lower end,
-// bisecting when a step leaves the bracket; only values above x_max - gamma can be in the
-// support, so the iterations run over those (`candidates`, scratch of n entries). For the
-// paper's p = 1.5 (q = 2) the powers are products, with no call to pow.
+// phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Halley steps from the
+// lower end (Newton where Halley's denominator is not positive; one pass fewer than Newton's
+// usual four or five, for one more sum, A_{q-2}), bisecting when a step leaves the bracket;
+// only values above x_max - gamma can be in the support, so the iterations run over those
+// (`candidates`, scratch of n + kPad entries). For the paper's p = 1.5 (q = 2) the powers are
+// products, with no call to pow (A_0 is the count of active values), and each step sums over
+// the padded candidates in two vectors of lanes with masks, as entmax15_newton (a branch per
+// candidate, taken unpredictably, cost more than the sums).
 template <typename T>
 void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* candidates) {
   const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
   const bool q_is_two = q == T(2);
   // on x - shift, shift the row's max (see project_simplex_row): x_max = 0
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x[i] - shift;
-    candidates[m] = v;
-    m += v > -gamma;
-  }
+  const int64_t m = compact_above(x, nullptr, n, shift, T(1), -gamma, candidates, static_cast<int32_t*>(nullptr));
+  const int64_t padded = pad_lowest(candidates, m);
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {};
   T lo = -gamma, hi = T(0), tau = lo;
   for (int iter = 0; iter < 200; ++iter) {
-    T a_qm1 = 0, a_q = 0, a_qp1 = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      const T d = candidates[i] - tau;
-      if (d > T(0)) {
-        const T pw = q_is_two ? d : std::pow(d, q - T(1));
-        a_qm1 += pw;
-        a_q += pw * d;
-        a_qp1 += pw * d * d;
+    T a_qm2 = 0, a_qm1 = 0, a_q = 0, a_qp1 = 0;
+    if (q_is_two) {
+      const V one = zero + T(1);
+      V s0[2] = {zero, zero}, s1[2] = {zero, zero}, s2[2] = {zero, zero}, s3[2] = {zero, zero};
+      for (int64_t j = 0; j < padded; j += 2 * W) {
+        for (int h = 0; h < 2; ++h) {
+          const V d = load16(candidates + j + h * W) - tau;
+          const auto on = d > zero;
+          const V d_on = on ? d : zero;
+          const V d2 = d_on * d_on;
+          s0[h] += on ? one : zero;
+          s1[h] += d_on;
+          s2[h] += d2;
+          s3[h] += d2 * d_on;
+        }
+      }
+      const V s0v = s0[0] + s0[1], s1v = s1[0] + s1[1], s2v = s2[0] + s2[1], s3v = s3[0] + s3[1];
+      for (int64_t l = 0; l < W; ++l) {
+        a_qm2 += s0v[l];
+        a_qm1 += s1v[l];
+        a_q += s2v[l];
+        a_qp1 += s3v[l];
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) {
+        const T d = candidates[i] - tau;
+        if (d > T(0)) {
+          const T pw = std::pow(d, q - T(1));
+          a_qm2 += pw / d;
+          a_qm1 += pw;
+          a_q += pw * d;
+          a_qp1 += pw * d * d;
+        }
       }
     }
     const T phi = std::log(a_q) - c * std::log(a_qp1) - log_gamma;
     // phi is only known to a few ulps: past that, Newton wanders and bisection crawls
     if (std::abs(phi) <= T(8) * std::numeric_limits<T>::epsilon()) break;
     if (phi > T(0)) lo = tau; else hi = tau;
-    const T dphi = -q * a_qm1 / a_q + q * (T(2) - p) * a_q / a_qp1;
-    T next = dphi < T(0) ? tau - phi / dphi : (lo + hi) / T(2);
+    // with A_k' = -k A_{k-1}: phi' = -q u + r v, u = A_{q-1} / A_q, v = A_q / A_{q+1},
+    // r = q (2-p), and phi'' = -q u' + r v'
+    const T u = a_qm1 / a_q, v = a_q / a_qp1, r = q * (T(2) - p);
+    const T dphi = -q * u + r * v;
+    const T du = (q * a_qm1 * a_qm1 - (q - T(1)) * a_qm2 * a_q) / (a_q * a_q);
+    const T dv = ((q + T(1)) * a_q * a_q - q * a_qm1 * a_qp1) / (a_qp1 * a_qp1);
+    const T halley = T(2) * dphi * dphi - phi * (-q * du + r * dv);  // Newton where not > 0
+    T next = !(dphi < T(0))  ? (lo + hi) / T(2)
+             : halley > T(0) ? tau - T(2) * phi * dphi / halley
+                             : tau - phi / dphi;
     if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
     if (next == tau || !(hi > lo)) break;  // converged to float resolution
     tau = next;
   }
-  T sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T d = (x[i] - shift) - tau;
-    y[i] = d > T(0) ? (q_is_two ? d * d : std::pow(d, q)) : T(0);
-    sum += y[i];
+  if (q_is_two) {
+    for (int64_t i = 0; i < n; ++i) {
+      const T d = positive_part((x[i] - shift) - tau);
+      y[i] = d * d;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const T d = (x[i] - shift) - tau;
+      y[i] = d > T(0) ? std::pow(d, q) : T(0);
+    }
   }
+  const T sum = row_sum(y, n);
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
 }
 
@@ -982,68 +1092,119 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
 //   w = cw b,  b = y^{p-1} = y / a,  cw^2 = gamma (2-p) ||y||_p^{2-2p}.
 // Then D^{-1} w = cw y / C and w.D^{-1} w = cw^2 sum(y^p) / C, so Sherman-Morrison gives
 //   M^{-1} u = (a u - k y (y.u)) / C,  k = cw^2 / (C + cw^2 sum(y^p)),
-// and J v = M^{-1} v - dtau M^{-1} 1 with dtau = 1.M^{-1} v / 1.M^{-1} 1: a handful of sums.
-// For the paper's p = 1.5, a = sqrt(y), with no call to pow per entry.
+// and J v = M^{-1} v - dtau M^{-1} 1 with dtau = 1.M^{-1} v / 1.M^{-1} 1: a handful of sums,
+// taken in vectors of lanes (as running sums they were chains of dependent additions). For
+// the paper's p = 1.5, a = sqrt(y), with no call to pow per entry; per row, one pow:
+// ||y||_p^{2-2p} = ||y||_p^{2-p} / sum(y^p).
 template <typename T>
 void sq_pnorm_max_jvp_row(const T* y, const T* v, T* out, int64_t n, T gamma, T p) {
-  const bool p_is_three_halves = p == T(1.5);
+  if (p == T(1.5)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(y[i]);  // 0 off the support
+  } else {
+    // 0 off the support (where pow(0, 0) would give 1 for p = 2)
+    for (int64_t i = 0; i < n; ++i) out[i] = y[i] > T(0) ? std::pow(y[i], T(2) - p) : T(0);
+  }
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  const V zero = {};
+  V yp = zero, sa = zero, sav = zero, sy = zero, syv = zero;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const V yi = load16(y + i), a = load16(out + i), vi = load16(v + i);
+    yp += yi > zero ? yi * (yi / a) : zero;  // y^p = y b
+    sa += a;
+    sav += a * vi;
+    sy += yi;
+    syv += yi * vi;
+  }
   T s_yp = 0, s_a = 0, s_av = 0, s_y = 0, s_yv = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T yi = y[i];
-    T a = T(0);  // 0 off the support (where pow(0, 0) would give 1 for p = 2)
-    if (yi > T(0)) a = p_is_three_halves ? std::sqrt(yi) : std::pow(yi, T(2) - p);
-    out[i] = a;
-    s_yp += yi > T(0) ? yi * (yi / a) : T(0);  // y^p = y b
+  for (int64_t l = 0; l < W; ++l) {
+    s_yp += yp[l];
+    s_a += sa[l];
+    s_av += sav[l];
+    s_y += sy[l];
+    s_yv += syv[l];
+  }
+  for (; i < n; ++i) {
+    const T yi = y[i], a = out[i];
+    s_yp += yi > T(0) ? yi * (yi / a) : T(0);
     s_a += a;
     s_av += a * v[i];
     s_y += yi;
     s_yv += yi * v[i];
   }
-  const T norm = std::pow(s_yp, T(1) / p);
-  const T c = gamma * (p - T(1)) * std::pow(norm, T(2) - p);
-  const T cw2 = gamma * (T(2) - p) * std::pow(norm, T(2) - T(2) * p);
+  const T norm_2mp = std::pow(s_yp, (T(2) - p) / p);  // ||y||_p^{2-p}
+  const T c = gamma * (p - T(1)) * norm_2mp;
+  const T cw2 = gamma * (T(2) - p) * norm_2mp / s_yp;
   const T k = cw2 / (c + cw2 * s_yp);
   const T sum_minv_v = s_av - k * s_y * s_yv;
   const T sum_minv_1 = s_a - k * s_y * s_y;
   const T dtau = sum_minv_v / sum_minv_1;
   const T rank_one = k * (s_yv - dtau * s_y);
-  for (int64_t i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - dtau) - rank_one * y[i]) / c;
+  for (i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - dtau) - rank_one * y[i]) / c;
+}
+
+// sum_i w_i g_i and sum_i w_i over x[0, n), in two vectors of lanes each, for the reason given
+// at row_sum: as two running sums they were chains of dependent additions that took most of
+// the backward passes' time.
+template <typename T>
+inline void weighted_sums(const T* w, const T* g, int64_t n, T& wg, T& w_sum) {
+  using V = vec16_t<T>;
+  constexpr int64_t W = kLanes<T>;
+  wg = w_sum = 0;
+  int64_t i = 0;
+  if (n >= 2 * W) {
+    const V zero = {};
+    V p0 = zero, p1 = zero, s0 = zero, s1 = zero;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const V w0 = load16(w + i), w1 = load16(w + i + W);
+      p0 += w0 * load16(g + i);
+      p1 += w1 * load16(g + i + W);
+      s0 += w0;
+      s1 += w1;
+    }
+    p0 += p1;
+    s0 += s1;
+    for (int64_t l = 0; l < W; ++l) {
+      wg += p0[l];
+      w_sum += s0[l];
+    }
+  }
+  for (; i < n; ++i) {
+    wg += w[i] * g[i];
+    w_sum += w[i];
+  }
 }
 
 // Backward of the sparse mappings, J^T g for one row (all their Jacobians are symmetric):
 // on the support (y > 0), with weights w_i (1 for the simplex projection, y_i^{2-alpha} for
-// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere.
+// alpha-entmax), out_i = w_i (g_i - sum_j w_j g_j / sum_j w_j); 0 elsewhere. The weights go
+// to `out` first, then weighted_jvp_row finishes in place.
 enum class SupportWeight { kOne, kSqrt, kPow };  // w = 1, sqrt(y), y^{2-alpha}
+
+template <typename T>
+void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n);
 
 template <typename T, SupportWeight kWeight>
 void sparse_jvp_row(const T* y, const T* g, T* out, int64_t n, T alpha) {
-  T wg = 0, w_sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    T w;
     if constexpr (kWeight == SupportWeight::kOne) {
-      w = T(y[i] > T(0));
+      out[i] = T(y[i] > T(0));
     } else if constexpr (kWeight == SupportWeight::kSqrt) {
-      w = std::sqrt(y[i]);  // 0 off the support
+      out[i] = std::sqrt(y[i]);  // 0 off the support
     } else {
-      w = y[i] > T(0) ? std::pow(y[i], T(2) - alpha) : T(0);
+      out[i] = y[i] > T(0) ? std::pow(y[i], T(2) - alpha) : T(0);
     }
-    out[i] = w;
-    wg += w * g[i];
-    w_sum += w;
   }
-  const T mean = wg / w_sum;
-  for (int64_t i = 0; i < n; ++i) out[i] *= g[i] - mean;
+  weighted_jvp_row(out, g, out, n);
 }
 
 // The same with the weights given (w >= 0, 0 off the support), as alpha-entmax's forward
-// pass computes them: no call to pow here.
+// pass computes them: no call to pow here. `out` may be `w`.
 template <typename T>
 void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
-  T wg = 0, w_sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    wg += w[i] * g[i];
-    w_sum += w[i];
-  }
+  T wg, w_sum;
+  weighted_sums(w, g, n, wg, w_sum);
   const T mean = wg / w_sum;
   for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (g[i] - mean);
 }
@@ -1057,12 +1218,8 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 template <typename T>
 void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
                              T* acc, T* count) {
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {  // branch-free compaction, as in project_simplex_row
-    out[i] = T(0);
-    support[m] = static_cast<int32_t>(i);
-    m += y[i] > T(0);
-  }
+  std::fill(out, out + n, T(0));
+  const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
   T g_sum = 0;
   for (int64_t j = 0; j < m; ++j) {
     const int32_t i = support[j];

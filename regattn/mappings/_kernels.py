@@ -140,7 +140,8 @@ def _kernel_ops(module) -> types.SimpleNamespace:
     types.SimpleNamespace
         One attribute per name in KERNEL_OPS, called as the pybind function (positional
         tensors and floats, an empty tensor for "no mask"; grouped kernels return a pair),
-        `use_avx2_powers`, the extension's switch for alpha-entmax's float32 powers, and
+        `use_avx2_powers`, the extension's switch for its float32 AVX2 paths (alpha-entmax's
+        powers, the rows' compaction), and
         `range_within(x, limit)`, the one-pass check of the scores that softmax runs (see
         _rows.shift_to_max; a plain function, not an operator).
 

@@ -183,7 +183,8 @@ def to_rows(
             "cannot normalize over an empty dimension: the row has no position to attend to"
         )
     rows = math.prod(x.shape[:-1])  # not -1: with d = 0 it would be ambiguous
-    x = x.reshape(rows, d)
+    if x.dim() != 2:  # a reshape to its own shape is still a view, an autograd node
+        x = x.reshape(rows, d)
     if x.dtype != dtype:
         x = x.to(dtype)
     x = x.contiguous()

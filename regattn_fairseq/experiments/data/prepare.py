@@ -12,8 +12,8 @@ first (`describe_sources`).
 The cache key (`cache_key_inputs`) covers everything that shapes the prepared data: the
 composed dataset spec and options, the source, the source code of every module that takes
 part (this one, core's config, tools and files, sources, text_processing, the builders package
-and the kind's builder), and the versions of the tools the builder uses (plus `datasets` when online). The
-stamp also records each input file's hash, re-checked on every call."""
+and the kind's builder), and the versions of the tools the builder uses (plus `datasets` when
+online). The stamp also records each input file's hash, re-checked on every call."""
 
 from __future__ import annotations
 
@@ -29,17 +29,15 @@ from types import ModuleType
 
 from omegaconf import DictConfig, OmegaConf
 
-from regattn_fairseq.experiments.data import builders
-from regattn_fairseq.experiments.core import config, files, tools
-from regattn_fairseq.experiments.data import sources
-from regattn_fairseq.experiments.data import text_processing
-from regattn_fairseq.experiments.data.builders import builder_for
-from regattn_fairseq.experiments.core import cli
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.data import checksums
+from regattn_fairseq.experiments.core import cli, config, files, tools
 from regattn_fairseq.experiments.core.config import check_scale, data_root, load_config
-from regattn_fairseq.experiments.core.tools import package_version
+from regattn_fairseq.experiments.core.dry_run import caps_label
+from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.files import sha256_file, write_json
+from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR
+from regattn_fairseq.experiments.core.tools import package_version
+from regattn_fairseq.experiments.data import builders, checksums, sources, text_processing
+from regattn_fairseq.experiments.data.builders import builder_for
 from regattn_fairseq.experiments.data.sources import (
     LOCAL_PREFIX,
     ONLINE_PREFIX,
@@ -48,8 +46,6 @@ from regattn_fairseq.experiments.data.sources import (
     plan_source,
     resolve_local_dir,
 )
-from regattn_fairseq.experiments.core.dry_run import caps_label
-from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR
 
 
 @dataclass

@@ -13,7 +13,13 @@ from __future__ import annotations
 from types import ModuleType
 
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.data.builders import inflection, ner, snli, summarization, translation
+from regattn_fairseq.experiments.data.builders import (
+    inflection,
+    ner,
+    snli,
+    summarization,
+    translation,
+)
 
 BUILDERS: dict[str, ModuleType] = {
     "translation": translation,

@@ -9,11 +9,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.tasks.regattn_snli import LABELS
-
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data.sources import Inputs, line_error, read_text_lines
-from regattn_fairseq.experiments.data.text_processing import fairseq_preprocess, head, moses_tokenize, write_lines
+from regattn_fairseq.experiments.data.text_processing import (
+    fairseq_preprocess,
+    head,
+    moses_tokenize,
+    write_lines,
+)
+from regattn_fairseq.tasks.regattn_snli import LABELS
 
 TOOLS = ("sacremoses", "fairseq-fixed")
 # The sources' label codes, mapped to the task's label names (the data-source conventions).

@@ -9,7 +9,15 @@ from omegaconf import DictConfig
 
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data.sources import Inputs, check_parallel, read_text_lines
-from regattn_fairseq.experiments.data.text_processing import bpe_segment, fairseq_preprocess, head, moses_detokenize, moses_tokenize, remove_bpe, write_lines
+from regattn_fairseq.experiments.data.text_processing import (
+    bpe_segment,
+    fairseq_preprocess,
+    head,
+    moses_detokenize,
+    moses_tokenize,
+    remove_bpe,
+    write_lines,
+)
 
 TOOLS = ("sacremoses", "subword-nmt", "fairseq-fixed")
 

@@ -48,3 +48,43 @@ def assert_structure_stable(fn, inputs, eps):
                     assert torch.equal(s, support) and torch.equal(e, equal), (
                         f"input {k} coordinate {i} sits within {eps} of a kink: pick another seed"
                     )
+
+
+# Each row Triton kernel with its parameters away from the defaults: test_triton_kernels runs
+# them in the interpreter, test_triton_cuda on a CUDA device (with fusedmax and oscarmax,
+# whose interpreter tests are test_triton_grouped's).
+TRITON_CASES = {
+    "softmax": ("softmax", {"gamma": 0.7}),
+    "sparsemax": ("sparsemax", {"gamma": 0.7}),
+    "entmax15": ("entmax", {"alpha": 1.5}),
+    "entmax13": ("entmax", {"alpha": 1.3}),
+    "entmax2": ("entmax", {"alpha": 2.0}),
+    "sq_pnorm_max": ("sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
+    "sq_pnorm_max_p12": ("sq_pnorm_max", {"gamma": 2.0, "p": 1.2}),
+}
+
+# Every kernel against the convex-solver oracles (test_triton_oracle, test_triton_cuda).
+ORACLE_CASES = [
+    ("softmax", {"gamma": 0.7}),
+    ("sparsemax", {"gamma": 0.7}),
+    ("sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
+    ("fusedmax", {"gamma": 0.8, "lam": 0.3}),
+    ("oscarmax", {"gamma": 0.8, "lam": 0.1}),
+    ("entmax", {"alpha": 1.5}),
+    ("entmax", {"alpha": 1.3}),
+]
+
+
+def oracle_problem(kind: str, rows: int = 4, d: int = 7):
+    """(scores, mask) as numpy arrays: random ("random") or tied ("ties") rows, a mask that
+    keeps position 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    if kind == "random":
+        scores = rng.normal(size=(rows, d)) * 2
+    else:
+        scores = rng.choice([-1.0, 0.0, 0.5, 1.0], size=(rows, d))
+    mask = rng.random((rows, d)) > 0.25
+    mask[:, 0] = True
+    return scores, mask

@@ -26,6 +26,8 @@ if not torch.cuda.is_available():
 
 pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
 
+from mapping_helpers import ORACLE_CASES, TRITON_CASES, oracle_problem  # noqa: E402
+
 from regattn import mappings  # noqa: E402
 from regattn.mappings import _kernels  # noqa: E402
 
@@ -36,12 +38,7 @@ if _kernels.triton_interpreting():
     )
 
 CASES = {
-    "softmax": ("softmax", {"gamma": 0.7}),
-    "sparsemax": ("sparsemax", {"gamma": 0.7}),
-    "entmax15": ("entmax", {"alpha": 1.5}),
-    "entmax13": ("entmax", {"alpha": 1.3}),
-    "entmax2": ("entmax", {"alpha": 2.0}),
-    "sq_pnorm_max": ("sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
+    **{k: v for k, v in TRITON_CASES.items() if k != "sq_pnorm_max_p12"},
     "fusedmax": ("fusedmax", {"gamma": 0.8, "lam": 0.3}),
     "oscarmax": ("oscarmax", {"gamma": 0.8, "lam": 0.1}),
 }
@@ -246,17 +243,6 @@ def test_cuda_row_longer_than_a_block_takes_the_reference_path(monkeypatch):
     torch.testing.assert_close(g.cpu(), g_ref, rtol=0, atol=1e-12)
 
 
-ORACLE_CASES = [
-    ("softmax", {"gamma": 0.7}),
-    ("sparsemax", {"gamma": 0.7}),
-    ("sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
-    ("fusedmax", {"gamma": 0.8, "lam": 0.3}),
-    ("oscarmax", {"gamma": 0.8, "lam": 0.1}),
-    ("entmax", {"alpha": 1.5}),
-    ("entmax", {"alpha": 1.3}),
-]
-
-
 @pytest.mark.parametrize(("name", "params"), ORACLE_CASES, ids=lambda c: str(c))
 @pytest.mark.parametrize("kind", ["random", "ties"])
 def test_cuda_kernel_solves_the_defining_problem(name, params, kind):
@@ -265,14 +251,7 @@ def test_cuda_kernel_solves_the_defining_problem(name, params, kind):
     from mapping_oracles import oracle
     from test_mappings_oracle import ATOL
 
-    rng = np.random.default_rng(11)
-    rows, d = 4, 7
-    if kind == "random":
-        scores = rng.normal(size=(rows, d)) * 2
-    else:
-        scores = rng.choice([-1.0, 0.0, 0.5, 1.0], size=(rows, d))
-    mask = rng.random((rows, d)) > 0.25
-    mask[:, 0] = True
+    scores, mask = oracle_problem(kind)
     got = getattr(mappings, name)(
         torch.from_numpy(scores).cuda(), mask=torch.from_numpy(mask).cuda(), **params
     )

@@ -15,6 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
 
+from mapping_helpers import TRITON_CASES  # noqa: E402
+
 from regattn import mappings  # noqa: E402
 from regattn.mappings import _kernels  # noqa: E402
 
@@ -28,15 +30,7 @@ pytestmark = pytest.mark.filterwarnings(
 if not _kernels.triton_interpreting():
     pytest.skip("TRITON_INTERPRET is set to 0", allow_module_level=True)
 
-CASES = {
-    "softmax": ("softmax", {"gamma": 0.7}),
-    "sparsemax": ("sparsemax", {"gamma": 0.7}),
-    "entmax15": ("entmax", {"alpha": 1.5}),
-    "entmax13": ("entmax", {"alpha": 1.3}),
-    "entmax2": ("entmax", {"alpha": 2.0}),
-    "sq_pnorm_max": ("sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
-    "sq_pnorm_max_p12": ("sq_pnorm_max", {"gamma": 2.0, "p": 1.2}),
-}
+CASES = TRITON_CASES
 
 
 def case(seed, rows=4, d=13, dtype=torch.float64):

@@ -12,6 +12,7 @@ import torch  # noqa: E402
 
 pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
 
+from mapping_helpers import ORACLE_CASES, oracle_problem  # noqa: E402
 from mapping_oracles import oracle  # noqa: E402
 from test_mappings_oracle import ATOL  # noqa: E402
 
@@ -27,28 +28,11 @@ pytestmark = pytest.mark.filterwarnings(
 if not _kernels.triton_interpreting():
     pytest.skip("TRITON_INTERPRET is set to 0", allow_module_level=True)
 
-CASES = [
-    ("softmax", {"gamma": 0.7}),
-    ("sparsemax", {"gamma": 0.7}),
-    ("sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
-    ("fusedmax", {"gamma": 0.8, "lam": 0.3}),
-    ("oscarmax", {"gamma": 0.8, "lam": 0.1}),
-    ("entmax", {"alpha": 1.5}),
-    ("entmax", {"alpha": 1.3}),
-]
 
-
-@pytest.mark.parametrize(("name", "params"), CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize(("name", "params"), ORACLE_CASES, ids=lambda c: str(c))
 @pytest.mark.parametrize("kind", ["random", "ties"])
 def test_triton_kernel_solves_the_defining_problem(name, params, kind):
-    rng = np.random.default_rng(11)
-    rows, d = 4, 7
-    if kind == "random":
-        scores = rng.normal(size=(rows, d)) * 2
-    else:
-        scores = rng.choice([-1.0, 0.0, 0.5, 1.0], size=(rows, d))
-    mask = rng.random((rows, d)) > 0.25
-    mask[:, 0] = True
+    scores, mask = oracle_problem(kind)
     with mappings.backend("triton"):
         got = getattr(mappings, name)(
             torch.from_numpy(scores), mask=torch.from_numpy(mask), **params

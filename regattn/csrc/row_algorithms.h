@@ -655,8 +655,8 @@ constexpr int64_t kOscarPruneMin = 64;
 //    values is the same in the run over S and in the run over the whole row. The rest of the
 //    row (ranks |S|.., every value below S's) then merges into S's blocks only if the first block
 //    of the rest, whose value is M = max_t mean(a_|S| .. a_|S|+t-1), exceeds S's last block
-//    value L. We bound M from above from the histogram of the rest (counts, exact sums and
-//    largest values per bucket): with
+//    value L. We bound M from above from the histogram of the rest (counts and exact sums
+//    per bucket): with
 //    a_k = v_[k] - lam (n-1-k), mean(a_|S| .. a_|S|+t-1) <= UB_t / t + lam (t-1)/2
 //    - lam (n-1-|S|), UB_t the bound on the sum of the t largest rest values. Within a
 //    bucket, UB_t / t + lam (t-1)/2 is convex in t, so its maximum is at the bucket's ends.
@@ -682,25 +682,20 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     sel_pos.resize(m);
     bucket.resize(m);
   }
-  const T inv_width = T(kBuckets) / -floor;  // bucket b: v in [floor (b+1) / kBuckets, floor b / kBuckets]
+  const T width = -floor / T(kBuckets), inv_width = T(kBuckets) / -floor;  // bucket b: v in [-(b+1) width, -b width]
   const T eps = T(64) * std::numeric_limits<T>::epsilon() * (T(1) - floor);
   // each candidate's bucket, monotone in v (a larger value never gets a larger bucket), in one
   // pass that the compiler vectorizes (clamped before the conversion); then each bucket's
-  // count, exact sum and largest value in one more, which serve both attempts below
+  // count and exact sum in one more, which serve both attempts below
   int32_t* b_of = bucket.data();
   for (int64_t j = 0; j < m; ++j) {
     b_of[j] = static_cast<int32_t>(std::min(std::max(-cand[j] * inv_width, T(0)), T(kBuckets - 1)));
   }
   int32_t count[kBuckets] = {0};
   A b_sum[kBuckets] = {0};  // exact sums, in double for float (acc_t)
-  T b_max[kBuckets];
-  std::fill(b_max, b_max + kBuckets, std::numeric_limits<T>::lowest());
   for (int64_t j = 0; j < m; ++j) {
-    const int32_t b = b_of[j];
-    const T v = cand[j], top = b_max[b];
-    ++count[b];
-    b_sum[b] += v;
-    b_max[b] = v > top ? v : top;  // stored either way: a conditional store was a branch
+    ++count[b_of[j]];
+    b_sum[b_of[j]] += cand[j];
   }
   int64_t want = 8;
   for (int attempt = 0; attempt < 2; ++attempt, want *= 4) {
@@ -735,8 +730,9 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     }
     // the rest by buckets: buckets are monotone in v, so at the end of each bucket the
     // largest rest values are the buckets so far, whose sum is known (up to rounding, in the
-    // margin eps); inside a bucket the next value is bounded by the bucket's largest value.
-    // With no branch on empty buckets (taken unpredictably): an empty one's largest value is
+    // margin eps); inside a bucket the next value is bounded by the bucket's upper edge (the
+    // bucket's largest value, a third update per candidate, certified no more randn rows).
+    // With no branch on empty buckets (taken unpredictably): an empty one's bound is
     // lowest(), which adds nothing to `best`, and its end repeats the bucket before it.
     auto visit = [&](int64_t c, T upper, A exact) {
       best = std::max(best, (ub_sum + (upper + eps)) / A(t_before + 1) + half_lam * A(t_before));
@@ -744,7 +740,9 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
       t_before += c;
       best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1) + eps);
     };
-    for (int64_t b = cut + 1; b < kBuckets; ++b) visit(count[b], b_max[b], b_sum[b]);
+    for (int64_t b = cut + 1; b < kBuckets; ++b) {
+      visit(count[b], count[b] > 0 ? -T(b) * width : std::numeric_limits<T>::lowest(), b_sum[b]);
+    }
     if (n > m) visit(n - m, floor, below_sum);
     const A bound = best + A(lam) * A(support) - A(lam) * A(n - 1);
     if (!(bound + eps < tau)) continue;

@@ -34,6 +34,21 @@ inline std::atomic<bool>& avx2_enabled() {
   return enabled;
 }
 
+// Whether this CPU can run the AVX-512 paths (those of avx512_rows.h).
+inline bool avx512_available() {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+// Whether the float row algorithms take their AVX-512 paths, as avx2_enabled.
+inline std::atomic<bool>& avx512_enabled() {
+  static std::atomic<bool> enabled{avx512_available()};
+  return enabled;
+}
+
 #ifdef REGATTN_HAVE_AVX2_POWERS
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
@@ -126,6 +141,35 @@ __attribute__((target("avx2,fma"))) inline void exp_nonpositive_avx2(const float
     std::memcpy(tail, &e, sizeof(e));
     std::memcpy(out + k, tail, (n - k) * sizeof(float));
   }
+}
+
+// out[k] = e^((x[k] - shift) * scale) for the n values of a row whose max is `shift` (every
+// exponent <= 0), and returns their sum: softmax's exponentials and normalizer in one pass
+// (exp8_nonpositive; the last block through a padded copy, its padding not summed).
+__attribute__((target("avx2,fma"))) inline float exp_shifted_sum_avx2(const float* x, int64_t n, float shift,
+                                                                      float scale, float* out) {
+  v8f sum = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    v8f v;
+    std::memcpy(&v, x + k, sizeof(v));
+    const v8f e = exp8_nonpositive((v - shift) * scale);
+    std::memcpy(out + k, &e, sizeof(e));
+    sum += e;
+  }
+  float total = 0.0f;
+  for (int l = 0; l < 8; ++l) total += sum[l];
+  if (k < n) {
+    float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(tail, x + k, (n - k) * sizeof(float));
+    v8f v;
+    std::memcpy(&v, tail, sizeof(v));
+    const v8f e = exp8_nonpositive((v - shift) * scale);
+    std::memcpy(tail, &e, sizeof(e));
+    std::memcpy(out + k, tail, (n - k) * sizeof(float));
+    for (int64_t l = 0; l < n - k; ++l) total += tail[l];
+  }
+  return total;
 }
 
 // For the a values d of `active` (read in blocks of 8: entries [a, a rounded up to 8) are

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "dp_sweeps.h"
@@ -160,6 +161,42 @@ bool range_within(torch::Tensor x, double limit) {
     ok = ok && hi - lo <= static_cast<scalar_t>(limit);
   });
   return ok;
+}
+
+// softmax(x / gamma) of each row, checked as it is read (for_each_row): the check that
+// torch.softmax needed as a separate pass over the scores comes with the row's max. Unmasked
+// float rows on a CPU with AVX-512 take softmax_rows_avx512, which does the same in one call
+// per chunk of rows.
+torch::Tensor softmax_rows(torch::Tensor x, torch::Tensor mask, double gamma) {
+  check_rows(x, mask);
+  auto y = torch::empty_like(x);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  const bool masked = mask.defined() && mask.numel() > 0;
+  if (x.scalar_type() == torch::kFloat && !masked && avx512_enabled().load(std::memory_order_relaxed)) {
+    const int64_t d = x.size(1);
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    std::atomic<bool> non_finite{false}, overflow{false};
+    at::parallel_for(0, x.size(0), grain_for(d), [&](int64_t begin, int64_t end) {
+      bool chunk_non_finite = false, chunk_overflow = false;
+      softmax_rows_avx512(xp + begin * d, yp + begin * d, end - begin, d, static_cast<float>(1.0 / gamma),
+                          max_spread<float>(gamma), chunk_non_finite, chunk_overflow);
+      if (chunk_non_finite) non_finite = true;
+      if (chunk_overflow) overflow = true;
+    });
+    if (non_finite) raise_non_finite(xp, static_cast<const bool*>(nullptr), x.numel());
+    if (overflow) raise_spread_overflow();
+    return y;
+  }
+#endif
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "softmax_rows", [&] {
+    const scalar_t scale = static_cast<scalar_t>(1.0 / gamma);
+    for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(gamma),
+                           [scale](int64_t, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
+                             softmax_row(in, out, n, shift, scale);
+                           });
+  });
+  return y;
 }
 
 // sparsemax, P_simplex(x / gamma), of each row.
@@ -636,6 +673,7 @@ torch::Tensor dtw_marginals_sweep(torch::Tensor q, torch::Tensor ends_m, torch::
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "regattn CPU kernels (rows x d, optional bool mask)";
+  m.def("softmax_rows", &regattn::softmax_rows, "softmax(x / gamma) of each row");
   m.def("sparsemax_rows", &regattn::sparsemax_rows, "P_simplex(x / gamma) of each row");
   m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
@@ -660,13 +698,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("range_within", &regattn::range_within,
         "whether every value is finite and max - min <= limit (whole tensor, one pass)");
   m.def(
-      "use_avx2_powers",
-      [](bool enable) {
-        regattn::avx2_enabled() = enable && regattn::avx2_available();
-        return regattn::avx2_available();
+      "use_vector_isa",
+      [](const std::string& isa) {
+        TORCH_CHECK_VALUE(isa == "avx512" || isa == "avx2" || isa == "portable",
+                          "use_vector_isa takes 'avx512', 'avx2' or 'portable', got '", isa, "'");
+        const bool avx512 = isa == "avx512" && regattn::avx512_available();
+        const bool avx2 = isa != "portable" && regattn::avx2_available();
+        regattn::avx512_enabled() = avx512;
+        regattn::avx2_enabled() = avx2;
+        return isa == "avx512" ? avx512 : isa == "avx2" ? avx2 : true;
       },
-      "use the AVX2 paths of the float32 kernels (alpha-entmax's powers, the rows' compaction) "
-      "when the CPU has them (default); returns whether it has");
+      "the widest vector paths the float32 kernels take: 'avx512' (the default: AVX-512 where the "
+      "CPU has it, else AVX2), 'avx2', or 'portable' (neither); returns whether the CPU has the "
+      "ISA asked for (tests run every path the machine has)");
 }
 
 // The same kernels as dispatcher operators regattn::<name> (CPU kernels here; the fake/meta
@@ -677,10 +721,40 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 namespace regattn {
 namespace {
 std::tuple<torch::Tensor, torch::Tensor> as_pair(std::vector<torch::Tensor> v) { return {v[0], v[1]}; }
+
+// regattn::softmax_rows differentiable in C++: its backward is the kernel of torch.softmax's
+// own, (diag(y) - y y^T) g / gamma. A Python autograd.Function costs tens of microseconds per
+// call on top of this, a fifth of a whole softmax at attention sizes. The forward dispatches
+// below autograd, to the CPU kernel or (under torch.compile) to the fake of _kernels.py.
+class SoftmaxRowsAutograd : public torch::autograd::Function<SoftmaxRowsAutograd> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& mask, double gamma) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("regattn::softmax_rows", "")
+                               .typed<torch::Tensor(torch::Tensor, torch::Tensor, double)>();  // as the kernels
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    torch::Tensor y = op.call(x, mask, gamma);
+    ctx->save_for_backward({y});
+    ctx->saved_data["gamma"] = gamma;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::Tensor y = ctx->get_saved_variables()[0];
+    const double gamma = ctx->saved_data["gamma"].toDouble();
+    torch::Tensor vjp = at::_softmax_backward_data(grads[0], y, -1, y.scalar_type());
+    if (gamma != 1.0) vjp = vjp / gamma;
+    return {vjp, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 }  // namespace regattn
 
 TORCH_LIBRARY(regattn, m) {
+  m.def("softmax_rows(Tensor x, Tensor mask, float gamma) -> Tensor");
   m.def("sparsemax_rows(Tensor x, Tensor mask, float gamma) -> Tensor");
   m.def("prox_tv1d_rows(Tensor x, Tensor mask, float lam) -> (Tensor, Tensor)");
   m.def("prox_pairwise_max_rows(Tensor x, Tensor mask, float lam) -> (Tensor, Tensor)");
@@ -701,6 +775,7 @@ TORCH_LIBRARY(regattn, m) {
 }
 
 TORCH_LIBRARY_IMPL(regattn, CPU, m) {
+  m.impl("softmax_rows", &regattn::softmax_rows);
   m.impl("sparsemax_rows", &regattn::sparsemax_rows);
   m.impl("prox_tv1d_rows", [](torch::Tensor x, torch::Tensor mask, double lam) {
     return regattn::as_pair(regattn::prox_tv1d_rows(x, mask, lam));
@@ -735,4 +810,10 @@ TORCH_LIBRARY_IMPL(regattn, CPU, m) {
     return regattn::as_pair(regattn::dtw_forward_sweep(theta, std::string(reg), gamma));
   });
   m.impl("dtw_marginals_sweep", &regattn::dtw_marginals_sweep);
+}
+
+TORCH_LIBRARY_IMPL(regattn, Autograd, m) {
+  m.impl("softmax_rows", [](torch::Tensor x, torch::Tensor mask, double gamma) {
+    return regattn::SoftmaxRowsAutograd::apply(x, mask, gamma);
+  });
 }

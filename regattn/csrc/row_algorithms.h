@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "avx2_rows.h"
+#include "avx512_rows.h"
 
 namespace regattn {
 
@@ -257,6 +258,33 @@ int64_t compact_above(const T* x, const int32_t* index, int64_t n, T shift, T sc
     k += v > floor;
   }
   return k;
+}
+
+// Softmax of v = (z - shift) * scale, y = e^v / sum_j e^v_j, with `shift` the row's max (so
+// every exponent is <= 0: nothing overflows and the sum is at least 1) and `scale` 1/gamma.
+// Float rows take 8 AVX2 lanes where the CPU has them (exp_shifted_sum_avx2), which is what
+// lets the fused check and softmax of the CPU kernel cost no more than torch.softmax alone.
+template <typename T>
+void softmax_row(const T* z, T* y, int64_t n, T shift, T scale) {
+  T total = 0;
+  bool vectorized = false;
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx512_enabled().load(std::memory_order_relaxed)) return softmax_row_avx512(z, y, n, shift, scale);
+    if (avx2_enabled().load(std::memory_order_relaxed)) {
+      total = exp_shifted_sum_avx2(z, n, shift, scale, y);
+      vectorized = true;
+    }
+  }
+#endif
+  if (!vectorized) {
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = std::exp((z[i] - shift) * scale);
+      total += y[i];
+    }
+  }
+  const T inv = T(1) / total;
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
 }
 
 // Euclidean projection onto the simplex of v = (z - shift) * scale, y = (v - tau)_+ with

@@ -37,6 +37,7 @@ import torch
 # so that call sites read `kernels.sparsemax_rows(x, mask_arg(mask), gamma)`. None when
 # regattn._C is not importable (callers test `kernels is not None`).
 KERNEL_OPS = (
+    "softmax_rows",
     "sparsemax_rows",
     "prox_tv1d_rows",
     "prox_pairwise_max_rows",
@@ -69,6 +70,7 @@ def _fake_grouped(x, mask, *params):
 # Output shapes and dtypes of each operator without running it (torch.compile traces the
 # graph on fake tensors): every kernel returns fresh tensors of its first input's shape.
 _FAKES = {
+    "softmax_rows": lambda x, mask, gamma: _fake_like(x),
     "sparsemax_rows": lambda x, mask, gamma: _fake_like(x),
     "prox_tv1d_rows": _fake_grouped,
     "prox_pairwise_max_rows": _fake_grouped,
@@ -103,8 +105,18 @@ _FAKES = {
 }
 
 
+# Kernels whose operator has an autograd implementation in C++ (csrc/regattn_cpu.cpp), so
+# that Python calls them as the operator, eagerly too: their pybind function is not
+# differentiable.
+DIFFERENTIABLE_OPS = ("softmax_rows",)
+
+
 def _kernel_call(op, fn):
-    """A kernel call: fn (the pybind function) eagerly, op (its operator) under torch.compile."""
+    """A kernel call: fn (the pybind function) eagerly, op (its operator) under torch.compile
+    and for the DIFFERENTIABLE_OPS.
+    """
+    if fn.__name__ in DIFFERENTIABLE_OPS:
+        return op
 
     def call(*args):
         # a pybind call costs ~1.5 us less than the dispatcher's; Dynamo reads is_compiling()
@@ -128,7 +140,8 @@ def _kernel_ops(module) -> types.SimpleNamespace:
     the outputs' shapes, so Dynamo puts the calls in its graph instead of breaking it at an
     opaque extension function; eagerly the pybind function runs (it skips the dispatcher's
     argument boxing). Mapping forwards and backwards are autograd.Functions that call the
-    kernels, which therefore need no autograd formula.
+    kernels, which therefore need no autograd formula; the exceptions, DIFFERENTIABLE_OPS,
+    are differentiable operators (their backward in C++), called as such.
 
     Parameters
     ----------
@@ -140,8 +153,8 @@ def _kernel_ops(module) -> types.SimpleNamespace:
     types.SimpleNamespace
         One attribute per name in KERNEL_OPS, called as the pybind function (positional
         tensors and floats, an empty tensor for "no mask"; grouped kernels return a pair),
-        `use_avx2_powers`, the extension's switch for its float32 AVX2 paths (alpha-entmax's
-        powers, the rows' compaction), and
+        `use_vector_isa`, the extension's switch for the vector paths of its float32 kernels
+        ("avx512", "avx2" or "portable"), and
         `range_within(x, limit)`, the one-pass check of the scores that softmax runs (see
         _rows.shift_to_max; a plain function, not an operator).
 
@@ -163,7 +176,7 @@ def _kernel_ops(module) -> types.SimpleNamespace:
         torch.library.register_fake(op, _FAKES[name])
         calls[name] = _kernel_call(op, fn)
     return types.SimpleNamespace(
-        **calls, use_avx2_powers=module.use_avx2_powers, range_within=module.range_within
+        **calls, use_vector_isa=module.use_vector_isa, range_within=module.range_within
     )
 
 

@@ -67,7 +67,9 @@ class SparsemaxFunction(torch.autograd.Function):
 
 
 class TritonSoftmaxFunction(torch.autograd.Function):
-    """softmax on (rows, d) by the Triton kernel (which shifts and validates each row)."""
+    """softmax on (rows, d) by the Triton kernel (which shifts and validates each row); on
+    CPU, the compiled kernel is a differentiable operator itself (its backward in C++).
+    """
 
     @staticmethod
     def forward(ctx, x, mask, gamma: float):
@@ -79,9 +81,12 @@ class TritonSoftmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        """The vector-Jacobian product (diag(y) - y y^T) grad / gamma, in torch ops."""
+        """The vector-Jacobian product (diag(y) - y y^T) grad / gamma, by the kernel behind
+        torch.softmax's own backward (as the CPU operator's backward).
+        """
         (y,) = ctx.saved_tensors
-        return unscale(y * (grad - (y * grad).sum(-1, keepdim=True)), ctx.gamma), None, None
+        vjp = torch._softmax_backward_data(grad, y, -1, y.dtype)
+        return unscale(vjp, ctx.gamma), None, None
 
 
 def check_gamma(gamma: float) -> None:
@@ -129,20 +134,24 @@ def softmax(
         max - min overflows the dtype.
     """
     check_gamma(gamma)
-    # torch.softmax subtracts the row max itself; only x / gamma with gamma < 1 could overflow
-    # before it does, so only then is the row shifted first (either way its spread is checked)
+    # the kernels shift and check each row as they read it; for the torch reference, which
+    # subtracts the row max itself, only x / gamma with gamma < 1 could overflow before it
+    # does, so only then is the row shifted first (either way its spread is checked)
     rows = to_rows(
         scores,
         dim,
         mask,
-        kernel="triton",
+        kernel=True,
         empty=empty,
         gamma=gamma,
         shift=True if gamma < 1 else "check",
     )
 
     def fn(x, m):
-        if backend_for(x) == "triton":
+        path = backend_for(x)
+        if path == "cpu":
+            return kernels.softmax_rows(x, mask_arg(m), float(gamma))
+        if path == "triton":
             return TritonSoftmaxFunction.apply(x, m, float(gamma))
         # x / gamma is finite: gamma >= 1, or x was shifted to a max of 0 (to_rows)
         if m is not None:

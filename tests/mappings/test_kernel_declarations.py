@@ -13,7 +13,7 @@ from regattn.mappings import _kernels
 SOURCE = (Path(_kernels.__file__).parents[1] / "csrc" / "regattn_cpu.cpp").read_text()
 # pybind functions that are not kernels: a switch of the extension, and softmax's host-side
 # one-pass check of the scores (it returns a bool to Python, so it is no torch operator)
-SWITCHES = {"use_avx2_powers", "range_within"}
+SWITCHES = {"use_vector_isa", "range_within"}
 
 
 def block(opening: str) -> str:

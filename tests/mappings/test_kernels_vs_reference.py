@@ -374,7 +374,7 @@ def test_entmax_halley_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
 
 @pytest.mark.parametrize("alpha", [1.3, 1.7, 2.5])
 @pytest.mark.parametrize("masked", [False, True])
-def test_entmax_halley_float32_gradient_matches_reference(powers_path, alpha, masked):
+def test_entmax_halley_float32_gradient_matches_reference(vector_isa, alpha, masked):
     # float32 takes the kernel's weights path (alpha a number); the reference takes y^{2-alpha}
     x, mask = random_case(seed=3, rows=300, d=50, dtype=torch.float32)
     mask = mask if masked else None
@@ -392,22 +392,77 @@ def test_entmax_halley_float32_gradient_matches_reference(powers_path, alpha, ma
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
 
 
-@pytest.fixture(params=[True, False], ids=["avx2_powers", "powf"])
-def powers_path(request):
-    """float32 alpha-entmax takes its powers in AVX2 lanes where the CPU has them
-    (csrc/avx2_powers.h), else glibc's powf: run a test on each path this machine has."""
+@pytest.fixture(params=["avx512", "avx2", "portable"])
+def vector_isa(request):
+    """The float32 kernels take AVX-512 or AVX2 paths where the CPU has them (softmax's
+    exponentials, alpha-entmax's powers, the rows' compaction; csrc/avx*.h), else portable
+    loops and libm: run a test on each path this machine has."""
     from regattn.mappings._kernels import kernels
 
-    available = kernels.use_avx2_powers(request.param)
-    if request.param and not available:
-        pytest.skip("this CPU has no AVX2/FMA")
+    available = kernels.use_vector_isa(request.param)
+    if not available:
+        kernels.use_vector_isa("avx512")
+        pytest.skip(f"this CPU has no {request.param}")
     yield request.param
-    kernels.use_avx2_powers(True)
+    kernels.use_vector_isa("avx512")
+
+
+@pytest.mark.parametrize("d", [1, 7, 16, 17, 50, 400])
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("masked", [False, True])
+def test_softmax_float32_kernel_matches_float64(vector_isa, d, gamma, masked):
+    # every path of the float32 kernel (AVX-512 with its masked last vector, AVX2 with a
+    # padded one, libm's expf) against torch's float64 softmax: peaked rows whose small
+    # entries underflow, rows of one value repeated, and the masks' gathered rows
+    x, mask = random_case(seed=d, rows=300, d=d)
+    mask = mask if masked else None
+    x[:30] *= 60  # e^(x - max) down to the subnormals and 0
+    x[30:40] = 2.5  # ties: a uniform row
+    x = x.float()
+    y32 = mappings.softmax(x, mask=mask, gamma=gamma)
+    filled = x.double() if mask is None else x.double().masked_fill(~mask, float("-inf"))
+    y64 = torch.softmax(filled / gamma, dim=-1)
+    # float32 rounds (x - max) / gamma to 2^-24 of itself: up to 21 * 2^-24 relative in the
+    # entries above 1e-9 (exponents down to -21), which the absolute tolerance covers below
+    torch.testing.assert_close(y32.double(), y64, rtol=5e-6, atol=1e-9)
+    if mask is not None:
+        assert bool((y32[~mask] == 0).all())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("d", [9, 50])
+def test_softmax_float32_kernel_rejects_non_finite_scores(vector_isa, bad, d):
+    x = torch.randn(6, d)
+    x[4, 3] = bad
+    kind = "nan" if bad != bad else "infinite"
+    with pytest.raises(ValueError, match=f"(?i){kind}"):
+        mappings.softmax(x)
+    spread = torch.randn(6, d)
+    spread[2, 0], spread[2, 1] = 3e38, -3e38  # max - min overflows float32
+    with pytest.raises(ValueError, match="span more than"):
+        mappings.softmax(spread)
+
+
+def test_softmax_kernel_backward_is_torchs_and_passes_gradcheck():
+    # the operator's backward (C++) against torch.softmax's autograd, and gradcheck in
+    # float64 with a mask and a temperature
+    x, mask = random_case(seed=3, rows=40, d=13)
+    g = torch.randn(x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(2))
+    for gamma in (0.5, 1.0, 2.0):
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        mappings.softmax(xa, gamma=gamma).backward(g)
+        torch.softmax(xb / gamma, dim=-1).backward(g)
+        torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-12, atol=1e-14)
+    xs = x[:6].clone().requires_grad_()
+    torch.autograd.gradcheck(
+        lambda t: mappings.softmax(t, mask=mask[:6], gamma=0.7), (xs,), eps=1e-6, atol=1e-8
+    )
+    torch.autograd.gradgradcheck(lambda t: mappings.softmax(t, gamma=0.7), (xs,))
 
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5, 4.0])
 @pytest.mark.parametrize("masked", [False, True])
-def test_entmax_halley_float32_kernel_matches_float64(powers_path, alpha, masked):
+def test_entmax_halley_float32_kernel_matches_float64(vector_isa, alpha, masked):
     # float32 rows through the kernel, against the float64 kernel (glibc pow) on the same
     # scores: both powers paths give float32 accuracy, masks and extreme alphas included
     x, mask = random_case(seed=int(alpha * 10), rows=400, d=50)

@@ -1,0 +1,111 @@
+// Softmax in 16 float lanes on x86-64 CPUs with AVX-512F (chosen at run
+// time, as the AVX2 paths of avx2_powers.h and avx2_rows.h: the extension itself is built for
+// baseline x86-64). Masked loads and stores take a row's last partial vector, so a 50-wide
+// attention row is four vector steps with no scalar tail; torch.softmax runs in 16 lanes on
+// these CPUs, and the fused check and softmax of the CPU kernel has to as well to cost no more.
+#pragma once
+
+#include <cstdint>
+
+#include "avx2_powers.h"
+
+#ifdef REGATTN_HAVE_AVX2_POWERS
+#include <immintrin.h>
+#endif
+
+namespace regattn {
+
+#ifdef REGATTN_HAVE_AVX2_POWERS
+// The lanes of the vector step at offset k of a row of n values.
+__attribute__((target("avx512f"))) inline __mmask16 lanes16(int64_t k, int64_t n) {
+  const int64_t left = n - k;
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+}
+
+// e^x for x <= 0 in 16 lanes: x = n ln2 + g with |g| <= ln2 / 2 (ln2 in two parts, so that
+// n ln2 is exact), e^g by its Taylor polynomial of degree 7 (truncation below 2^-27, half an
+// ulp of float), and 2^n applied by scalef, which rounds to subnormals and 0 as e^x would.
+__attribute__((target("avx512f"))) inline __m512 exp16_nonpositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // e^-104 rounds to 0 in float
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 g = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  g = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440054690583e-4f), g);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// softmax_row (row_algorithms.h) of a float row: y = e^v / sum e^v with v = (z - shift) *
+// scale <= 0, the exponentials and their sum in one pass, the normalization in a second.
+__attribute__((target("avx512f"))) inline void softmax_row_avx512(const float* z, float* y, int64_t n, float shift,
+                                                                  float scale) {
+  const __m512 s = _mm512_set1_ps(shift), c = _mm512_set1_ps(scale);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 m = lanes16(k, n);
+    const __m512 e = exp16_nonpositive(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + k), s), c));
+    _mm512_mask_storeu_ps(y + k, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 m = lanes16(k, n);
+    _mm512_mask_storeu_ps(y + k, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + k), inv));
+  }
+}
+
+// Softmax of the unmasked float rows [0, rows) of x (each of d values) into y, each row
+// checked as for_each_row checks it: a row with a NaN or infinite value sets non_finite, one
+// whose (max - min) exceeds `limit` sets overflow, and either is skipped (the caller raises).
+// Each row in three passes, all in vector registers from the first (which yields the max, the
+// shift, and the checks, with no reduction for the min or the finiteness: they are compared
+// lane by lane) to the last, with no call per row: on 30-50 wide rows the calls and
+// reductions per row are what the loops would otherwise cost.
+__attribute__((target("avx512f"))) inline void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t d,
+                                                                   float scale, float limit, bool& non_finite,
+                                                                   bool& overflow) {
+  const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale), spread = _mm512_set1_ps(limit);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = x + r * d;
+    float* out = y + r * d;
+    __m512 h = _mm512_set1_ps(-__builtin_inff()), l = _mm512_set1_ps(__builtin_inff()), nan_if_not_finite = zero;
+    for (int64_t k = 0; k < d; k += 16) {
+      const __mmask16 m = lanes16(k, d);
+      const __m512 v = _mm512_maskz_loadu_ps(m, z + k);  // masked lanes read as 0
+      h = _mm512_mask_max_ps(h, m, h, v);
+      l = _mm512_mask_min_ps(l, m, l, v);
+      nan_if_not_finite = _mm512_fmadd_ps(v, zero, nan_if_not_finite);  // v * 0 is NaN for NaN and inf
+    }
+    if (_mm512_cmp_ps_mask(nan_if_not_finite, zero, _CMP_NEQ_UQ)) {
+      non_finite = true;
+      continue;
+    }
+    const __m512 s = _mm512_set1_ps(_mm512_reduce_max_ps(h));
+    if (_mm512_cmp_ps_mask(_mm512_sub_ps(s, l), spread, _CMP_GT_OQ)) {
+      overflow = true;
+      continue;
+    }
+    __m512 sum = zero;
+    for (int64_t k = 0; k < d; k += 16) {
+      const __mmask16 m = lanes16(k, d);
+      const __m512 e = exp16_nonpositive(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + k), s), c));
+      _mm512_mask_storeu_ps(out + k, m, e);
+      sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int64_t k = 0; k < d; k += 16) {
+      const __mmask16 m = lanes16(k, d);
+      _mm512_mask_storeu_ps(out + k, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, out + k), inv));
+    }
+  }
+}
+#endif
+
+}  // namespace regattn

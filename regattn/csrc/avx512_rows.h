@@ -106,6 +106,66 @@ __attribute__((target("avx512f"))) inline void softmax_rows_avx512(const float* 
     }
   }
 }
+
+// Sparsemax, P_simplex((z - max) * scale), of the unmasked float rows [0, rows) of x (each of
+// d <= kSparsemaxRegisterD values) into y, each row checked as in softmax_rows_avx512. The row
+// stays in at most four registers from its load to its store: Michelot's passes (as
+// michelot_threshold: from the values above -1, the only ones that can reach the support,
+// tau = (sum of the values above tau - 1) / their count until the set stops changing or tau
+// stops growing) are a masked sum and a popcount per register, with no compaction, padding
+// or call per row, which on 30-50 wide rows cost more than the threshold itself.
+constexpr int64_t kSparsemaxRegisterD = 64;
+
+__attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float* x, float* y, int64_t rows, int64_t d,
+                                                                     float scale, float limit, bool& non_finite,
+                                                                     bool& overflow) {
+  constexpr int kRegs = kSparsemaxRegisterD / 16;
+  const int regs = static_cast<int>((d + 15) / 16);
+  const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale), spread = _mm512_set1_ps(limit);
+  __mmask16 lanes[kRegs];
+  for (int k = 0; k < kRegs; ++k) lanes[k] = k < regs ? lanes16(16 * k, d) : __mmask16(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = x + r * d;
+    float* out = y + r * d;
+    __m512 v[kRegs];
+    __m512 h = _mm512_set1_ps(-__builtin_inff()), l = _mm512_set1_ps(__builtin_inff()), nan_if_not_finite = zero;
+    for (int k = 0; k < kRegs; ++k) {
+      v[k] = _mm512_maskz_loadu_ps(lanes[k], z + 16 * k);
+      h = _mm512_mask_max_ps(h, lanes[k], h, v[k]);
+      l = _mm512_mask_min_ps(l, lanes[k], l, v[k]);
+      nan_if_not_finite = _mm512_fmadd_ps(v[k], zero, nan_if_not_finite);
+    }
+    if (_mm512_cmp_ps_mask(nan_if_not_finite, zero, _CMP_NEQ_UQ)) {
+      non_finite = true;
+      continue;
+    }
+    const __m512 s = _mm512_set1_ps(_mm512_reduce_max_ps(h));
+    if (_mm512_cmp_ps_mask(_mm512_sub_ps(s, l), spread, _CMP_GT_OQ)) {
+      overflow = true;
+      continue;
+    }
+    for (int k = 0; k < kRegs; ++k) v[k] = _mm512_mul_ps(_mm512_sub_ps(v[k], s), c);
+    float tau = -1.0f;  // the values above -1: Michelot's first set (as compact_above's floor)
+    int count_before = -1;
+    for (;;) {
+      const __m512 t = _mm512_set1_ps(tau);
+      float sum = 0.0f;
+      int count = 0;
+      for (int k = 0; k < kRegs; ++k) {
+        const __mmask16 above = _mm512_mask_cmp_ps_mask(lanes[k], v[k], t, _CMP_GT_OQ);
+        sum += _mm512_mask_reduce_add_ps(above, v[k]);
+        count += __builtin_popcount(above);
+      }
+      if (count == count_before) break;  // the same set as the last pass: tau is its threshold
+      const float next = (sum - 1.0f) / static_cast<float>(count);
+      if (!(next > tau)) break;
+      tau = next;
+      count_before = count;
+    }
+    const __m512 t = _mm512_set1_ps(tau);
+    for (int k = 0; k < regs; ++k) _mm512_mask_storeu_ps(out + 16 * k, lanes[k], _mm512_max_ps(_mm512_sub_ps(v[k], t), zero));
+  }
+}
 #endif
 
 }  // namespace regattn

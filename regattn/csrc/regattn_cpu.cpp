@@ -199,11 +199,31 @@ torch::Tensor softmax_rows(torch::Tensor x, torch::Tensor mask, double gamma) {
   return y;
 }
 
-// sparsemax, P_simplex(x / gamma), of each row.
+// sparsemax, P_simplex(x / gamma), of each row (unmasked float rows of up to 64 values on a
+// CPU with AVX-512: sparsemax_rows_avx512, in registers).
 torch::Tensor sparsemax_rows(torch::Tensor x, torch::Tensor mask, double gamma) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  const bool masked = mask.defined() && mask.numel() > 0;
+  if (x.scalar_type() == torch::kFloat && !masked && d <= kSparsemaxRegisterD &&
+      avx512_enabled().load(std::memory_order_relaxed)) {
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    std::atomic<bool> non_finite{false}, overflow{false};
+    at::parallel_for(0, x.size(0), grain_for(d), [&](int64_t begin, int64_t end) {
+      bool chunk_non_finite = false, chunk_overflow = false;
+      sparsemax_rows_avx512(xp + begin * d, yp + begin * d, end - begin, d, static_cast<float>(1.0 / gamma),
+                            max_spread<float>(gamma), chunk_non_finite, chunk_overflow);
+      if (chunk_non_finite) non_finite = true;
+      if (chunk_overflow) overflow = true;
+    });
+    if (non_finite) raise_non_finite(xp, static_cast<const bool*>(nullptr), x.numel());
+    if (overflow) raise_spread_overflow();
+    return y;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sparsemax_rows", [&] {
     const scalar_t scale = static_cast<scalar_t>(1.0 / gamma);
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(gamma),

@@ -15,6 +15,7 @@ from regattn.mappings.oscar import (
     prox_pairwise_max_rows_reference,
 )
 from regattn.mappings.pnorm import sq_pnorm_max_jvp, sq_pnorm_max_jvp_reference
+from regattn.mappings.simplex import project_simplex_rows_by_sort
 
 PARAMS = {
     "fusedmax": {"lam": 0.3},
@@ -427,6 +428,30 @@ def test_softmax_float32_kernel_matches_float64(vector_isa, d, gamma, masked):
     torch.testing.assert_close(y32.double(), y64, rtol=5e-6, atol=1e-9)
     if mask is not None:
         assert bool((y32[~mask] == 0).all())
+
+
+@pytest.mark.parametrize("d", [1, 2, 16, 17, 30, 50, 64, 65, 400])
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("ties", [False, True])
+def test_sparsemax_float32_kernel_matches_sort_based_projection(vector_isa, d, gamma, ties):
+    # every path of the float32 kernel (rows of up to 64 values in AVX-512 registers, the
+    # compaction and pairwise/Michelot thresholds otherwise) against the sort-based projection
+    # in float64 of the same float32 scores: supports equal, values to float32 rounding
+    x, _ = random_case(seed=d, rows=300, d=d, ties=ties)
+    x[:30] *= 40  # supports of one or two values
+    x[30:40] = 1.5  # a uniform row: every value in the support
+    x = x.float()
+    y32 = mappings.sparsemax(x, gamma=gamma)
+    y64 = project_simplex_rows_by_sort(x.double() / gamma, None)
+    torch.testing.assert_close(y32.double(), y64, rtol=0, atol=2e-6)
+    if not ties:  # a tie at the threshold may round either way
+        assert torch.equal(y32 > 0, y64 > 0)
+    torch.testing.assert_close(y32.sum(-1), torch.ones(x.shape[0]), rtol=0, atol=1e-5)
+    for bad in (float("nan"), float("inf")):
+        x_bad = x.clone()
+        x_bad[7, d // 2] = bad
+        with pytest.raises(ValueError, match="(?i)nan" if bad != bad else "(?i)infinite"):
+            mappings.sparsemax(x_bad, gamma=gamma)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])

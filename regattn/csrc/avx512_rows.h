@@ -61,55 +61,52 @@ __attribute__((target("avx512f"))) inline void softmax_row_avx512(const float* z
   }
 }
 
+// The check for_each_row makes of a row (row_range and max_spread), for the chunk kernels
+// below: false, with non_finite or overflow set, on a row with a NaN or infinite value or
+// one whose max - min exceeds `limit`; else true, with `shift` the row's max. The min and the
+// finiteness are compared lane by lane, with no reduction (v * 0 is NaN for NaN and inf).
+__attribute__((target("avx512f"))) inline bool checked_row_max_avx512(const float* z, int64_t d, float limit,
+                                                                      float& shift, bool& non_finite,
+                                                                      bool& overflow) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 h = _mm512_set1_ps(-__builtin_inff()), l = _mm512_set1_ps(__builtin_inff()), nan_if_not_finite = zero;
+  for (int64_t k = 0; k < d; k += 16) {
+    const __mmask16 m = lanes16(k, d);
+    const __m512 v = _mm512_maskz_loadu_ps(m, z + k);  // masked lanes read as 0
+    h = _mm512_mask_max_ps(h, m, h, v);
+    l = _mm512_mask_min_ps(l, m, l, v);
+    nan_if_not_finite = _mm512_fmadd_ps(v, zero, nan_if_not_finite);
+  }
+  if (_mm512_cmp_ps_mask(nan_if_not_finite, zero, _CMP_NEQ_UQ)) {
+    non_finite = true;
+    return false;
+  }
+  shift = _mm512_reduce_max_ps(h);
+  if (_mm512_cmp_ps_mask(_mm512_sub_ps(_mm512_set1_ps(shift), l), _mm512_set1_ps(limit), _CMP_GT_OQ)) {
+    overflow = true;
+    return false;
+  }
+  return true;
+}
+
 // Softmax of the unmasked float rows [0, rows) of x (each of d values) into y, each row
-// checked as for_each_row checks it: a row with a NaN or infinite value sets non_finite, one
-// whose (max - min) exceeds `limit` sets overflow, and either is skipped (the caller raises).
-// Each row in three passes, all in vector registers from the first (which yields the max, the
-// shift, and the checks, with no reduction for the min or the finiteness: they are compared
-// lane by lane) to the last, with no call per row: on 30-50 wide rows the calls and
-// reductions per row are what the loops would otherwise cost.
+// checked as for_each_row checks it (checked_row_max_avx512; a failing row is skipped and the
+// caller raises), with no call per row: on 30-50 wide rows the calls and reductions per row
+// are what the loops would otherwise cost.
 __attribute__((target("avx512f"))) inline void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t d,
                                                                    float scale, float limit, bool& non_finite,
                                                                    bool& overflow) {
-  const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale), spread = _mm512_set1_ps(limit);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* z = x + r * d;
-    float* out = y + r * d;
-    __m512 h = _mm512_set1_ps(-__builtin_inff()), l = _mm512_set1_ps(__builtin_inff()), nan_if_not_finite = zero;
-    for (int64_t k = 0; k < d; k += 16) {
-      const __mmask16 m = lanes16(k, d);
-      const __m512 v = _mm512_maskz_loadu_ps(m, z + k);  // masked lanes read as 0
-      h = _mm512_mask_max_ps(h, m, h, v);
-      l = _mm512_mask_min_ps(l, m, l, v);
-      nan_if_not_finite = _mm512_fmadd_ps(v, zero, nan_if_not_finite);  // v * 0 is NaN for NaN and inf
-    }
-    if (_mm512_cmp_ps_mask(nan_if_not_finite, zero, _CMP_NEQ_UQ)) {
-      non_finite = true;
-      continue;
-    }
-    const __m512 s = _mm512_set1_ps(_mm512_reduce_max_ps(h));
-    if (_mm512_cmp_ps_mask(_mm512_sub_ps(s, l), spread, _CMP_GT_OQ)) {
-      overflow = true;
-      continue;
-    }
-    __m512 sum = zero;
-    for (int64_t k = 0; k < d; k += 16) {
-      const __mmask16 m = lanes16(k, d);
-      const __m512 e = exp16_nonpositive(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + k), s), c));
-      _mm512_mask_storeu_ps(out + k, m, e);
-      sum = _mm512_mask_add_ps(sum, m, sum, e);
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int64_t k = 0; k < d; k += 16) {
-      const __mmask16 m = lanes16(k, d);
-      _mm512_mask_storeu_ps(out + k, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, out + k), inv));
+    float shift;
+    if (checked_row_max_avx512(x + r * d, d, limit, shift, non_finite, overflow)) {
+      softmax_row_avx512(x + r * d, y + r * d, d, shift, scale);
     }
   }
 }
 
 // Sparsemax, P_simplex((z - max) * scale), of the unmasked float rows [0, rows) of x (each of
-// d <= kSparsemaxRegisterD values) into y, each row checked as in softmax_rows_avx512. The row
-// stays in at most four registers from its load to its store: Michelot's passes (as
+// d <= kSparsemaxRegisterD values) into y, each row checked as in softmax_rows_avx512. After
+// the check, the row stays in at most four registers from its load to its store: Michelot's passes (as
 // michelot_threshold: from the values above -1, the only ones that can reach the support,
 // tau = (sum of the values above tau - 1) / their count until the set stops changing or tau
 // stops growing) are a masked sum and a popcount per register, with no compaction, padding
@@ -121,30 +118,17 @@ __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float
                                                                      bool& overflow) {
   constexpr int kRegs = kSparsemaxRegisterD / 16;
   const int regs = static_cast<int>((d + 15) / 16);
-  const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale), spread = _mm512_set1_ps(limit);
+  const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale);
   __mmask16 lanes[kRegs];
   for (int k = 0; k < kRegs; ++k) lanes[k] = k < regs ? lanes16(16 * k, d) : __mmask16(0);
   for (int64_t r = 0; r < rows; ++r) {
     const float* z = x + r * d;
     float* out = y + r * d;
+    float shift;
+    if (!checked_row_max_avx512(z, d, limit, shift, non_finite, overflow)) continue;
+    const __m512 s = _mm512_set1_ps(shift);
     __m512 v[kRegs];
-    __m512 h = _mm512_set1_ps(-__builtin_inff()), l = _mm512_set1_ps(__builtin_inff()), nan_if_not_finite = zero;
-    for (int k = 0; k < kRegs; ++k) {
-      v[k] = _mm512_maskz_loadu_ps(lanes[k], z + 16 * k);
-      h = _mm512_mask_max_ps(h, lanes[k], h, v[k]);
-      l = _mm512_mask_min_ps(l, lanes[k], l, v[k]);
-      nan_if_not_finite = _mm512_fmadd_ps(v[k], zero, nan_if_not_finite);
-    }
-    if (_mm512_cmp_ps_mask(nan_if_not_finite, zero, _CMP_NEQ_UQ)) {
-      non_finite = true;
-      continue;
-    }
-    const __m512 s = _mm512_set1_ps(_mm512_reduce_max_ps(h));
-    if (_mm512_cmp_ps_mask(_mm512_sub_ps(s, l), spread, _CMP_GT_OQ)) {
-      overflow = true;
-      continue;
-    }
-    for (int k = 0; k < kRegs; ++k) v[k] = _mm512_mul_ps(_mm512_sub_ps(v[k], s), c);
+    for (int k = 0; k < kRegs; ++k) v[k] = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], z + 16 * k), s), c);
     float tau = -1.0f;  // the values above -1: Michelot's first set (as compact_above's floor)
     int count_before = -1;
     for (;;) {

@@ -163,6 +163,34 @@ bool range_within(torch::Tensor x, double limit) {
   return ok;
 }
 
+#ifdef REGATTN_HAVE_AVX2_POWERS
+// Whether a kernel may take its AVX-512 chunk kernel (avx512_rows.h): float rows, no mask,
+// and AVX-512 enabled.
+bool unmasked_float_avx512(const torch::Tensor& x, const torch::Tensor& mask) {
+  return x.scalar_type() == torch::kFloat && !(mask.defined() && mask.numel() > 0) &&
+         avx512_enabled().load(std::memory_order_relaxed);
+}
+
+// Runs chunk_kernel(x, y, rows, d, 1 / gamma, max_spread, non_finite, overflow) over chunks
+// of rows in parallel, then raises for_each_row's errors for the rows it skipped.
+template <typename ChunkKernel>
+void run_row_chunks_avx512(const torch::Tensor& x, torch::Tensor& y, double gamma, ChunkKernel chunk_kernel) {
+  const int64_t d = x.size(1);
+  const float* xp = x.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  std::atomic<bool> non_finite{false}, overflow{false};
+  at::parallel_for(0, x.size(0), grain_for(d), [&](int64_t begin, int64_t end) {
+    bool chunk_non_finite = false, chunk_overflow = false;
+    chunk_kernel(xp + begin * d, yp + begin * d, end - begin, d, static_cast<float>(1.0 / gamma),
+                 max_spread<float>(gamma), chunk_non_finite, chunk_overflow);
+    if (chunk_non_finite) non_finite = true;
+    if (chunk_overflow) overflow = true;
+  });
+  if (non_finite) raise_non_finite(xp, static_cast<const bool*>(nullptr), x.numel());
+  if (overflow) raise_spread_overflow();
+}
+#endif
+
 // softmax(x / gamma) of each row, checked as it is read (for_each_row): the check that
 // torch.softmax needed as a separate pass over the scores comes with the row's max. Unmasked
 // float rows on a CPU with AVX-512 take softmax_rows_avx512, which does the same in one call
@@ -171,21 +199,8 @@ torch::Tensor softmax_rows(torch::Tensor x, torch::Tensor mask, double gamma) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
 #ifdef REGATTN_HAVE_AVX2_POWERS
-  const bool masked = mask.defined() && mask.numel() > 0;
-  if (x.scalar_type() == torch::kFloat && !masked && avx512_enabled().load(std::memory_order_relaxed)) {
-    const int64_t d = x.size(1);
-    const float* xp = x.data_ptr<float>();
-    float* yp = y.data_ptr<float>();
-    std::atomic<bool> non_finite{false}, overflow{false};
-    at::parallel_for(0, x.size(0), grain_for(d), [&](int64_t begin, int64_t end) {
-      bool chunk_non_finite = false, chunk_overflow = false;
-      softmax_rows_avx512(xp + begin * d, yp + begin * d, end - begin, d, static_cast<float>(1.0 / gamma),
-                          max_spread<float>(gamma), chunk_non_finite, chunk_overflow);
-      if (chunk_non_finite) non_finite = true;
-      if (chunk_overflow) overflow = true;
-    });
-    if (non_finite) raise_non_finite(xp, static_cast<const bool*>(nullptr), x.numel());
-    if (overflow) raise_spread_overflow();
+  if (unmasked_float_avx512(x, mask)) {
+    run_row_chunks_avx512(x, y, gamma, softmax_rows_avx512);
     return y;
   }
 #endif
@@ -206,21 +221,8 @@ torch::Tensor sparsemax_rows(torch::Tensor x, torch::Tensor mask, double gamma) 
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
 #ifdef REGATTN_HAVE_AVX2_POWERS
-  const bool masked = mask.defined() && mask.numel() > 0;
-  if (x.scalar_type() == torch::kFloat && !masked && d <= kSparsemaxRegisterD &&
-      avx512_enabled().load(std::memory_order_relaxed)) {
-    const float* xp = x.data_ptr<float>();
-    float* yp = y.data_ptr<float>();
-    std::atomic<bool> non_finite{false}, overflow{false};
-    at::parallel_for(0, x.size(0), grain_for(d), [&](int64_t begin, int64_t end) {
-      bool chunk_non_finite = false, chunk_overflow = false;
-      sparsemax_rows_avx512(xp + begin * d, yp + begin * d, end - begin, d, static_cast<float>(1.0 / gamma),
-                            max_spread<float>(gamma), chunk_non_finite, chunk_overflow);
-      if (chunk_non_finite) non_finite = true;
-      if (chunk_overflow) overflow = true;
-    });
-    if (non_finite) raise_non_finite(xp, static_cast<const bool*>(nullptr), x.numel());
-    if (overflow) raise_spread_overflow();
+  if (d <= kSparsemaxRegisterD && unmasked_float_avx512(x, mask)) {
+    run_row_chunks_avx512(x, y, gamma, sparsemax_rows_avx512);
     return y;
   }
 #endif

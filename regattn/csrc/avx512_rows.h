@@ -1,4 +1,5 @@
-// Softmax in 16 float lanes on x86-64 CPUs with AVX-512F (chosen at run
+// Softmax, sparsemax, the rows' compaction and alpha-entmax's powers in 16 float lanes on
+// x86-64 CPUs with AVX-512F (chosen at run
 // time, as the AVX2 paths of avx2_powers.h and avx2_rows.h: the extension itself is built for
 // baseline x86-64). Masked loads and stores take a row's last partial vector, so a 50-wide
 // attention row is four vector steps with no scalar tail; torch.softmax runs in 16 lanes on
@@ -6,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "avx2_powers.h"
+#include "entmax_threshold.h"
 
 #ifdef REGATTN_HAVE_AVX2_POWERS
 #include <immintrin.h>
@@ -148,6 +151,195 @@ __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float
     }
     const __m512 t = _mm512_set1_ps(tau);
     for (int k = 0; k < regs; ++k) _mm512_mask_storeu_ps(out + 16 * k, lanes[k], _mm512_max_ps(_mm512_sub_ps(v[k], t), zero));
+  }
+}
+
+// compact_above (row_algorithms.h) for float rows in 16 lanes: AVX-512's compress moves the
+// kept values (and their positions) of a vector to its front in one instruction, where
+// compact_above_avx2 looks a permutation up per 8 lanes; masked loads read the row's last
+// partial vector and masked stores write exactly the kept lanes, so nothing past out[k) or
+// below the values still to be read is written (out may be x and pos may be index).
+__attribute__((target("avx512f"))) inline int64_t compact_above_avx512(const float* x, const int32_t* index,
+                                                                       int64_t n, float shift, float scale,
+                                                                       float floor, float* out, int32_t* pos) {
+  const __m512 s = _mm512_set1_ps(shift), c = _mm512_set1_ps(scale), f = _mm512_set1_ps(floor);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes16(i, n);
+    const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s), c);
+    const __mmask16 keep = _mm512_mask_cmp_ps_mask(m, v, f, _CMP_GT_OQ);
+    const int kept = __builtin_popcount(keep);
+    const __mmask16 front = lanes16(0, kept);
+    if (pos) {
+      const __m512i at = index ? _mm512_maskz_loadu_epi32(m, index + i)
+                               : _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(i)));
+      _mm512_mask_storeu_epi32(pos + k, front, _mm512_maskz_compress_epi32(keep, at));
+    }
+    if (out) _mm512_mask_storeu_ps(out + k, front, _mm512_maskz_compress_ps(keep, v));
+    k += kept;
+  }
+  return k;
+}
+
+// The 12-bit head and the tail of a power's exponent r (pow16: r e is head e + tail e with
+// head e exact for the 8-bit exponents e).
+inline void split_exponent(float r, float& head, float& tail) {
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof(bits));
+  bits &= 0xfffff000u;
+  std::memcpy(&head, &bits, sizeof(head));
+  tail = r - head;
+}
+
+// x^r for finite x > 0 in 16 lanes, as pow8 (avx2_powers.h) computes it: 2^(r log2 x) with
+// log2 x = e + log2 m, m in [1/sqrt 2, sqrt 2), and r e split exactly (r = r_head + r_tail,
+// r_head of 12 significant bits). getexp/getmant take e and m from subnormals too, the
+// division of the atanh series is a reciprocal refined by one Newton step (2^-28 relative:
+// m + 1 lies in [1.7, 2.5]), and scalef applies 2^n with IEEE underflow and overflow.
+__attribute__((target("avx512f"))) inline __m512 pow16(__m512 x, float r, float r_head, float r_tail) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
+  __m512 e = _mm512_getexp_ps(x);
+  const __mmask16 high = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421356f), _CMP_GT_OQ);
+  m = _mm512_mask_mul_ps(m, high, m, _mm512_set1_ps(0.5f));
+  e = _mm512_mask_add_ps(e, high, e, one);
+  const __m512 den = _mm512_add_ps(m, one);
+  __m512 inv = _mm512_rcp14_ps(den);
+  inv = _mm512_mul_ps(inv, _mm512_fnmadd_ps(den, inv, _mm512_set1_ps(2.0f)));
+  const __m512 s = _mm512_mul_ps(_mm512_sub_ps(m, one), inv), s2 = _mm512_mul_ps(s, s);
+  // log2 m = (2 / ln 2) (s + s^3/3 + s^5/5 + s^7/7 + s^9/9), |s| <= 0.172
+  __m512 log2_m = _mm512_set1_ps(0.32059889797532524f);
+  log2_m = _mm512_fmadd_ps(log2_m, s2, _mm512_set1_ps(0.4121985831111324f));
+  log2_m = _mm512_fmadd_ps(log2_m, s2, _mm512_set1_ps(0.5770780163555854f));
+  log2_m = _mm512_fmadd_ps(log2_m, s2, _mm512_set1_ps(0.9617966939259756f));
+  log2_m = _mm512_fmadd_ps(log2_m, s2, _mm512_set1_ps(2.8853900817779268f));
+  log2_m = _mm512_mul_ps(log2_m, s);
+  const __m512 head = _mm512_mul_ps(e, _mm512_set1_ps(r_head));  // exact: 12 + 8 significant bits
+  const __m512 n1 = _mm512_roundscale_ps(head, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_add_ps(_mm512_sub_ps(head, n1),
+                                 _mm512_fmadd_ps(e, _mm512_set1_ps(r_tail), _mm512_mul_ps(_mm512_set1_ps(r), log2_m)));
+  const __m512 n2 = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 g = _mm512_mul_ps(_mm512_sub_ps(f, n2), _mm512_set1_ps(0.69314718055994531f));
+  __m512 p = _mm512_set1_ps(1.0f / 5040);  // e^g, |g| <= ln(2)/2, as exp16_nonpositive
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, g, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, g, one);
+  p = _mm512_fmadd_ps(p, g, one);
+  return _mm512_scalef_ps(p, _mm512_add_ps(n1, n2));
+}
+
+// power_sums_avx2 (avx2_powers.h) in 16 lanes: for the a values d of `active`,
+// power[k] = d^(r+1) and the sums of d^(r+1), d^r and d^(r-1) (pow16; masked lanes past a).
+__attribute__((target("avx512f"))) inline void power_sums_avx512(const float* active, int64_t a, float r, float* power,
+                                                                 float& s_rp1, float& s_r, float& s_rm1) {
+  float r_head, r_tail;
+  split_exponent(r, r_head, r_tail);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 sum_rp1 = _mm512_setzero_ps(), sum_r = sum_rp1, sum_rm1 = sum_rp1;
+  for (int64_t k = 0; k < a; k += 16) {
+    const __mmask16 m = lanes16(k, a);
+    const __m512 d = _mm512_mask_loadu_ps(one, m, active + k);  // 1 in the lanes past a: no 0 to divide by
+    const __m512 p = _mm512_maskz_mov_ps(m, pow16(d, r, r_head, r_tail));
+    const __m512 pd = _mm512_mul_ps(p, d);
+    _mm512_mask_storeu_ps(power + k, m, pd);
+    sum_r = _mm512_add_ps(sum_r, p);
+    sum_rm1 = _mm512_add_ps(sum_rm1, _mm512_div_ps(p, d));
+    sum_rp1 = _mm512_add_ps(sum_rp1, pd);
+  }
+  s_rp1 = _mm512_reduce_add_ps(sum_rp1);
+  s_r = _mm512_reduce_add_ps(sum_r);
+  s_rm1 = _mm512_reduce_add_ps(sum_rm1);
+}
+
+// alpha-entmax (entmax_halley_row) of the unmasked float rows [0, rows) of x (each of
+// d <= kEntmaxRegisterD values, alpha[r] per row) into y and, with `weight` non-null, the
+// backward's weights y^{2-alpha} into weight, each row checked as in softmax_rows_avx512.
+// The same steps (EntmaxThresholdSearch) from the same sums, on the row held in at most four
+// registers: the support at tau is a mask per register rather than a list, so a pass is the
+// powers of the registers with an active lane (independent chains the CPU overlaps) and three
+// reductions. The row algorithm's compactions, their stores and reloads and its scatter of
+// the output were most of its time on 30-50 wide rows, its powers' latency the rest.
+constexpr int64_t kEntmaxRegisterD = 64;
+
+// The support at tau among the candidates of a register of z (`active`), and d = z - tau
+// there (1 elsewhere: no 0 to divide by).
+__attribute__((target("avx512f"))) inline __m512 entmax_support(__m512 z, __mmask16 candidate, __m512 tau,
+                                                                __mmask16& active) {
+  active = _mm512_mask_cmp_ps_mask(candidate, z, tau, _CMP_GT_OQ);
+  return _mm512_mask_sub_ps(_mm512_set1_ps(1.0f), active, z, tau);
+}
+
+__attribute__((target("avx512f"))) inline void entmax_halley_rows_avx512(const float* x, float* y, float* weight,
+                                                                         const float* alpha, int64_t rows, int64_t d,
+                                                                         float limit, bool& non_finite,
+                                                                         bool& overflow) {
+  constexpr int kRegs = kEntmaxRegisterD / 16;
+  const int regs = static_cast<int>((d + 15) / 16);
+  const __m512 zero = _mm512_setzero_ps();
+  __mmask16 lanes[kRegs];
+  for (int k = 0; k < kRegs; ++k) lanes[k] = k < regs ? lanes16(16 * k, d) : __mmask16(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = x + r * d;
+    float shift;
+    if (!checked_row_max_avx512(z, d, limit, shift, non_finite, overflow)) continue;
+    EntmaxThresholdSearch<float> search(alpha[r], d);
+    float r_head, r_tail;
+    split_exponent(search.q - 1.0f, r_head, r_tail);
+    const __m512 s = _mm512_set1_ps(shift), am1 = _mm512_set1_ps(search.am1);
+    __m512 v[kRegs], power[kRegs];
+    __mmask16 candidate[kRegs], active[kRegs];
+    for (int k = 0; k < kRegs; ++k) {
+      // z = (x - shift) (alpha - 1), as compact_above computes it; only z > -1 can be active
+      v[k] = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], z + 16 * k), s), am1);
+      candidate[k] = _mm512_mask_cmp_ps_mask(lanes[k], v[k], _mm512_set1_ps(-1.0f), _CMP_GT_OQ);
+      power[k] = zero;
+    }
+    bool power_at_tau = false;
+    for (int pass = 0; search.open(pass); ++pass) {
+      const __m512 t = _mm512_set1_ps(search.tau);
+      __m512 sum_q = zero, sum_qm1 = zero, sum_qm2 = zero;
+      for (int k = 0; k < kRegs; ++k) {
+        const __m512 dk = entmax_support(v[k], candidate[k], t, active[k]);
+        if (!active[k]) {
+          power[k] = zero;
+          continue;
+        }
+        const __m512 p = _mm512_maskz_mov_ps(active[k], pow16(dk, search.q - 1.0f, r_head, r_tail));
+        power[k] = _mm512_mul_ps(p, dk);
+        sum_qm1 = _mm512_add_ps(sum_qm1, p);
+        sum_qm2 = _mm512_add_ps(sum_qm2, _mm512_div_ps(p, dk));
+        sum_q = _mm512_add_ps(sum_q, power[k]);
+      }
+      power_at_tau = true;
+      if (!search.step(_mm512_reduce_add_ps(sum_q), _mm512_reduce_add_ps(sum_qm1), _mm512_reduce_add_ps(sum_qm2))) {
+        break;
+      }
+      power_at_tau = false;
+    }
+    float q_head, q_tail;
+    split_exponent(search.q, q_head, q_tail);
+    const __m512 t = _mm512_set1_ps(search.tau);
+    __m512 total = zero, dk[kRegs];
+    for (int k = 0; k < kRegs; ++k) {
+      dk[k] = entmax_support(v[k], candidate[k], t, active[k]);
+      if (!power_at_tau) power[k] = _mm512_maskz_mov_ps(active[k], pow16(dk[k], search.q, q_head, q_tail));
+      total = _mm512_add_ps(total, power[k]);
+    }
+    const float sum = _mm512_reduce_add_ps(total);
+    const __m512 sum_v = _mm512_set1_ps(sum), scale = _mm512_set1_ps(search.weight_scale(sum));
+    for (int k = 0; k < regs; ++k) {
+      const __m512 yk = _mm512_div_ps(power[k], sum_v);
+      _mm512_mask_storeu_ps(y + r * d + 16 * k, lanes[k], yk);
+      if (weight) {
+        const __mmask16 positive = _mm512_cmp_ps_mask(yk, zero, _CMP_GT_OQ);
+        const __m512 wk = _mm512_maskz_mul_ps(positive, _mm512_div_ps(power[k], dk[k]), scale);
+        _mm512_mask_storeu_ps(weight + r * d + 16 * k, lanes[k], wk);
+      }
+    }
   }
 }
 #endif

@@ -13,6 +13,7 @@
 
 #include "avx2_rows.h"
 #include "avx512_rows.h"
+#include "entmax_threshold.h"
 
 namespace regattn {
 
@@ -238,12 +239,15 @@ T simplex_threshold_pairwise(const T* c, int64_t m) {
 // returns k: how the row algorithms gather the few values that can reach the support. out
 // and pos hold n entries and may be x and index (in place). Branch-free: every value is
 // stored and the write index advances by the comparison (on attention rows the comparison
-// is unpredictable, and a branch on it would mispredict). Float rows take 8 AVX2 lanes where
-// the CPU has them (compact_above_avx2: about a third of this loop's time).
+// is unpredictable, and a branch on it would mispredict). Float rows take 16 AVX-512 or 8
+// AVX2 lanes where the CPU has them (compact_above_avx512, compact_above_avx2).
 template <typename T>
 int64_t compact_above(const T* x, const int32_t* index, int64_t n, T shift, T scale, T floor, T* out, int32_t* pos) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
+    if (avx512_enabled().load(std::memory_order_relaxed)) {
+      return compact_above_avx512(x, index, n, shift, scale, floor, out, pos);
+    }
     if (avx2_enabled().load(std::memory_order_relaxed)) {
       return compact_above_avx2(x, index, n, shift, scale, floor, out, pos);
     }
@@ -903,11 +907,16 @@ void entmax15_row(const T* x, T* y, int64_t n, T shift, T* candidates) {
 }
 
 
-// power_sums_avx2 where the CPU has it, for float rows; false where the caller's loop runs.
+// power_sums_avx512 or power_sums_avx2 where the CPU has them, for float rows; false where
+// the caller's loop runs.
 template <typename T>
 bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r, T& s_rm1) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
+    if (avx512_enabled().load(std::memory_order_relaxed)) {
+      power_sums_avx512(active, a, r, power, s_rp1, s_r, s_rm1);
+      return true;
+    }
     if (avx2_enabled().load(std::memory_order_relaxed)) {
       power_sums_avx2(active, a, r, power, s_rp1, s_r, s_rm1);
       return true;
@@ -917,19 +926,11 @@ bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r
   return false;
 }
 
-// alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1.
-// With z = (alpha-1) (x - x_max) and q = 1/(alpha-1), tau is the root of F(tau) = ||(z - tau)_+||_q - 1,
-// which decreases in tau, with F >= 0 at z_max - 1 = -1 and F <= 0 at -n^{1-alpha}. F is
-// the q-norm of a convex vector function, convex for q >= 1 (alpha <= 2), and nearly linear
-// (exactly so while one value is active), so Newton's method from the bracket's lower end
-// climbs to the root without overshooting in a few steps, where Newton on sum (z-tau)^q - 1
-// would crawl for large q. We take Halley's step instead where it is defined (it also needs
-// F'', i.e. sum d^{q-2} = sum d^{q-1} / d, a division per entry where each pass costs a pow
-// per entry): its cubic convergence saves one of the usual four passes at alpha = 1.3.
-// Steps that leave the bracket (alpha > 2, or Halley overshooting) fall back to bisection.
-// Only values above -1 can be in the support: the iterations run over those
-// (`candidates`, with their `position`s; `power`, `active`, `active_position`: scratch;
-// each n entries, `power` and `active` n + kPad), dropping the ones that fall below the bracket. The output is normalized to sum to 1.
+// alpha-entmax of a row for any alpha > 1: y = [(alpha-1) x - tau]_+^{1/(alpha-1)}, sum 1,
+// tau by EntmaxThresholdSearch. Only values above -1 can be in the support: the iterations
+// run over those (`candidates`, with their `position`s; `power`, `active`, `active_position`:
+// scratch; each n entries, `power` and `active` n + kPad), dropping the ones that fall below
+// the bracket. The output is normalized to sum to 1.
 //
 // With `weight` non-null, it also receives the backward pass's weights w = y^{2-alpha} (0 off
 // the support) at no call to pow: with u = (z - tau)_+^q and S = sum(u), y = u / S, and
@@ -937,15 +938,10 @@ bool power_sums_vectorized(T* active, int64_t a, T r, T* power, T& s_rp1, T& s_r
 template <typename T>
 void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candidates, int32_t* position, T* power,
                        T* active, int32_t* active_position, T* weight = nullptr) {
-  const T am1 = alpha - T(1), q = T(1) / am1;
+  EntmaxThresholdSearch<T> search(alpha, n);
+  const T q = search.q;
   // z = (x - shift) (alpha - 1) with shift the row's max: z_max = 0 (see project_simplex_row)
-  int64_t m = compact_above(x, nullptr, n, shift, am1, T(-1), candidates, position);
-  // The bracket's upper end -n^{1-alpha} costs a pow that the usual climb from lo never
-  // needs: hi starts at z_max = 0 (F = -1 there) and is tightened at the first step that
-  // leaves the bracket.
-  T lo = T(-1), hi = T(0);
-  bool hi_tight = false;
-  T tau = lo;
+  int64_t m = compact_above(x, nullptr, n, shift, search.am1, T(-1), candidates, position);
   // Each pass first lists the support at tau, d = z - tau > 0 (`active`, with positions), by
   // branch-free compaction, then takes the powers over that list with no branch: about half
   // the candidates are in the support, unpredictably, and a branch per candidate would
@@ -956,12 +952,14 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   auto list_active = [&]() {
     // candidates at or below lo stay inactive for every tau left in [lo, hi]: drop them
     // (when lo has moved: it stays at -1 while the first steps climb from there)
-    if (lo > dropped) m = compact_above(candidates, position, m, T(0), T(1), lo, candidates, position);
-    dropped = lo;
-    a = compact_above(candidates, position, m, tau, T(1), T(0), active, active_position);
+    if (search.lo > dropped) {
+      m = compact_above(candidates, position, m, T(0), T(1), search.lo, candidates, position);
+    }
+    dropped = search.lo;
+    a = compact_above(candidates, position, m, search.tau, T(1), T(0), active, active_position);
   };
   bool power_at_tau = false;
-  for (int iter = 0; iter < 100 && hi > lo; ++iter) {
+  for (int pass = 0; search.open(pass); ++pass) {
     list_active();
     T s_q = 0, s_qm1 = 0, s_qm2 = 0;  // sum d^q, d^{q-1}, d^{q-2} over the support
     if (!power_sums_vectorized(active, a, q - T(1), power, s_q, s_qm1, s_qm2)) {
@@ -975,25 +973,7 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
       }
     }
     power_at_tau = true;
-    // f = F(tau) is only known to a few ulps: past |f| <= 8 eps, Newton wanders and bisection
-    // crawls. Tested on s_q = (1 + f)^q, |s_q - 1| <= 8 q eps to first order, so that the
-    // usual last pass (at the root) takes no pow
-    if (std::abs(s_q - T(1)) <= T(8) * q * std::numeric_limits<T>::epsilon()) break;
-    const T norm = std::pow(s_q, T(1) / q);
-    const T f = norm - T(1);
-    if (f > T(0)) lo = tau; else hi = tau;
-    // F' = -s_qm1 s_q^{1/q - 1} = -s_qm1 norm / s_q,  F'' = (q-1) norm / s_q (s_qm2 - s_qm1^2 / s_q)
-    const T d1 = -s_qm1 * norm / s_q;
-    const T d2 = (q - T(1)) * norm / s_q * (s_qm2 - s_qm1 * s_qm1 / s_q);
-    const T halley = T(2) * d1 * d1 - f * d2;  // denominator; Newton where it is not > 0 (or NaN)
-    T next = halley > T(0) ? tau - T(2) * f * d1 / halley : tau - f / d1;
-    if (!(next > lo && next < hi)) {
-      if (!hi_tight) hi = std::min(hi, -std::pow(T(n), -am1));
-      hi_tight = true;
-      next = (lo + hi) / T(2);
-    }
-    if (next == tau) break;  // converged to float resolution
-    tau = next;
+    if (!search.step(s_q, s_qm1, s_qm2)) break;
     power_at_tau = false;
   }
   if (!power_at_tau) {
@@ -1005,12 +985,7 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   for (int64_t k = 0; k < a; ++k) y[active_position[k]] = power[k] / sum;
   if (weight) {
     std::fill(weight, weight + n, T(0));
-    // sum^{alpha-2}: at the usual exit sum is 1 to a few ulps, where its expansion to second
-    // order in sum - 1 is exact to rounding (the next term is below eps^{3/2}), with no pow
-    const T delta = sum - T(1);
-    const T scale = std::abs(delta) <= std::sqrt(std::numeric_limits<T>::epsilon())
-                        ? T(1) + (alpha - T(2)) * delta * (T(1) + (alpha - T(3)) / T(2) * delta)
-                        : std::pow(sum, alpha - T(2));
+    const T scale = search.weight_scale(sum);
     for (int64_t k = 0; k < a; ++k) {
       const int32_t i = active_position[k];
       if (y[i] > T(0)) weight[i] = power[k] / active[k] * scale;

@@ -356,7 +356,7 @@ def test_reference_path_is_actually_taken():
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3, 1.7, 2.5])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_entmax_halley_weights_are_y_to_the_2_minus_alpha(alpha, dtype):
+def test_entmax_halley_weights_are_y_to_the_2_minus_alpha(vector_isa, alpha, dtype):
     # The forward kernel hands the backward y^{2-alpha} computed without pow; it must be the
     # same as the power of the returned y, and 0 off the support and at masked positions.
     from regattn.mappings._kernels import kernels, mask_arg
@@ -501,6 +501,27 @@ def test_entmax_halley_float32_kernel_matches_float64(vector_isa, alpha, masked)
     torch.testing.assert_close(y32.double(), y64, rtol=0, atol=2e-6 if alpha <= 2 else 1e-2)
     assert torch.equal(y32 > 0, y64 > 0) or alpha > 2
     torch.testing.assert_close(y32.sum(-1), torch.ones(x.shape[0]), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("d", [1, 2, 15, 16, 17, 33, 64, 65])
+def test_entmax_halley_float32_rows_of_every_width_match_float64(vector_isa, d):
+    # unmasked float32 rows of up to 64 values take the AVX-512 register kernel (one to four
+    # registers, the last one's lanes masked), longer ones the row algorithm: one alpha per
+    # row (the learned-alpha case), outputs against the float64 kernel at the same alphas,
+    # and weights against y^{2-alpha}
+    from regattn.mappings._kernels import kernels, mask_arg
+
+    x, _ = random_case(seed=d, rows=300, d=d)
+    x[:20] *= 30
+    generator = torch.Generator().manual_seed(d)
+    alpha = (1.05 + 0.9 * torch.rand(x.shape[0], generator=generator, dtype=torch.float64)).float()
+    y32, w32 = kernels.entmax_halley_weights_rows(x.float(), mask_arg(None), alpha)
+    y64 = kernels.entmax_halley_rows(x, mask_arg(None), alpha.double())
+    # y = (z - tau)^q / S with q = 1/(alpha - 1) up to 20: q times the rounding of z - tau
+    torch.testing.assert_close(y32.double(), y64, rtol=0, atol=5e-6)
+    torch.testing.assert_close(y32.sum(-1), torch.ones(x.shape[0]), rtol=0, atol=1e-5)
+    expected = torch.where(y32 > 0, y32.double().pow(2 - alpha.double()[:, None]), 0.0)
+    torch.testing.assert_close(w32.double(), expected, rtol=1e-5, atol=0)
 
 
 @pytest.mark.parametrize("name", mappings.NAMES)

@@ -136,15 +136,17 @@ __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float
     int count_before = -1;
     for (;;) {
       const __m512 t = _mm512_set1_ps(tau);
-      float sum = 0.0f;
+      // the registers' values above tau added lane by lane, then one reduction: the pass's
+      // latency is what a row costs
+      __m512 above_sum = zero;
       int count = 0;
       for (int k = 0; k < kRegs; ++k) {
         const __mmask16 above = _mm512_mask_cmp_ps_mask(lanes[k], v[k], t, _CMP_GT_OQ);
-        sum += _mm512_mask_reduce_add_ps(above, v[k]);
+        above_sum = _mm512_mask_add_ps(above_sum, above, above_sum, v[k]);
         count += __builtin_popcount(above);
       }
       if (count == count_before) break;  // the same set as the last pass: tau is its threshold
-      const float next = (sum - 1.0f) / static_cast<float>(count);
+      const float next = (_mm512_reduce_add_ps(above_sum) - 1.0f) / static_cast<float>(count);
       if (!(next > tau)) break;
       tau = next;
       count_before = count;

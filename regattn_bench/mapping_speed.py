@@ -75,6 +75,19 @@ def regattn_methods():
     }
 
 
+# The CPU targets (issue #28): forward+backward at most this multiple of torch.softmax's, at
+# every shape of a quiet-machine run.
+CPU_TARGETS = {
+    "softmax": 1.1,
+    "sparsemax": 1.5,
+    "sq_pnorm_max (p=1.5)": 3.0,
+    "fusedmax (lam=0.1)": 3.0,
+    "oscarmax (lam=0.01)": 3.0,
+    "entmax (alpha=1.5)": 3.0,
+    "entmax (alpha=1.3)": 5.0,
+}
+
+
 def _entmax_pkg_methods():
     try:
         import entmax
@@ -272,6 +285,38 @@ def _mode_table(run_record, mode):
     return lines
 
 
+def _target_table(run_record):
+    """Each CPU target's verdict in this run: the forward+backward ratio to torch.softmax at
+    every shape, met (≤ target) or missed, and whether all were met together."""
+    if run_record["env"].get("device_kind") == "gpu":
+        return []
+    shapes = [tuple(s) for s in run_record["args"]["shapes"]]
+    ratios = {
+        (r["method"], tuple(r["shape"])): r["ratio_to_torch_softmax"]
+        for r in run_record["results"]
+        if r["mode"] == "fwd+bwd" and r["method"] in CPU_TARGETS
+    }
+    head = ["method", "target"] + [_shape_label(*shape) for shape in shapes]
+    lines = ["", "Targets (forward + backward, at most the target times `torch.softmax`):", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    verdicts = []
+    for method, target in CPU_TARGETS.items():
+        cells = [method, f"≤ {target:g}x"]
+        for shape in shapes:
+            ratio = ratios.get((method, shape))
+            if ratio is None:
+                cells.append("not timed")
+                verdicts.append(False)
+                continue
+            met = ratio <= target
+            verdicts.append(met)
+            cells.append(f"{ratio:.2f}x {'met' if met else 'missed'}")
+        lines.append("| " + " | ".join(cells) + " |")
+    met, total = sum(verdicts), len(verdicts)
+    lines += ["", f"{met} of {total} targets met in this run" + (": all." if met == total else ".")]
+    return lines
+
+
 def _deviation_table(run_record):
     """Largest |difference| of each other library's output from regattn's, per shape."""
     shapes = [tuple(s) for s in run_record["args"]["shapes"]]
@@ -325,6 +370,7 @@ def markdown(run_record):
         "Forward + backward:",
         "",
         *_mode_table(run_record, "fwd+bwd"),
+        *_target_table(run_record),
         *_deviation_table(run_record),
         "",
         "float32, rows x d = (batch·heads·queries) x keys, softmax over d; "

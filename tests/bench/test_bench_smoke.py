@@ -32,7 +32,45 @@ def test_mappings_bench(tmp_path):
         "sparsemax",
         "fusedmax (lam=0.1)",
     }
-    assert "| sparsemax |" in (tmp_path / "mappings_cpu.md").read_text()
+    table = (tmp_path / "mappings_cpu.md").read_text()
+    assert "| sparsemax |" in table
+    # each CPU target gets its verdict from this run's own ratio
+    ratio = next(
+        r["ratio_to_torch_softmax"]
+        for r in run["results"]
+        if r["method"] == "sparsemax" and r["mode"] == "fwd+bwd"
+    )
+    verdict = "met" if ratio <= bench_mappings.CPU_TARGETS["sparsemax"] else "missed"
+    assert f"| sparsemax | ≤ 1.5x | {ratio:.2f}x {verdict} |" in table
+    assert "targets met in this run" in table
+
+
+def test_target_table_counts_met_missed_and_untimed():
+    record = {
+        "env": {"device_kind": "cpu"},
+        "args": {"shapes": [[4, 5], [8, 5]]},
+        "results": [
+            {
+                "method": "sparsemax",
+                "mode": "fwd+bwd",
+                "shape": [4, 5],
+                "ratio_to_torch_softmax": 1.4,
+            },
+            {
+                "method": "sparsemax",
+                "mode": "fwd+bwd",
+                "shape": [8, 5],
+                "ratio_to_torch_softmax": 1.6,
+            },
+            {"method": "sparsemax", "mode": "fwd", "shape": [4, 5], "ratio_to_torch_softmax": 9.0},
+        ],
+    }
+    lines = bench_mappings._target_table(record)
+    assert "| sparsemax | ≤ 1.5x | 1.40x met | 1.60x missed |" in lines
+    assert "| softmax | ≤ 1.1x | not timed | not timed |" in lines
+    total = 2 * len(bench_mappings.CPU_TARGETS)
+    assert lines[-1] == f"1 of {total} targets met in this run."
+    assert bench_mappings._target_table({**record, "env": {"device_kind": "gpu"}}) == []
 
 
 def test_timers_use_the_recorded_thread_count():

@@ -53,7 +53,7 @@ format: setup ## ruff: apply the formatter and the safe lint fixes
 	$(VENV)/bin/ruff check --fix .
 
 test: setup ## run the test suite (the CI command)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-slow: setup ## run the slow end-to-end tests too
 	$(PY) -m pytest -q -m "slow or not slow"

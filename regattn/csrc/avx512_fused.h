@@ -91,9 +91,11 @@ __attribute__((target("avx512f"))) inline void fusedmax_rows_avx512(const float*
         const __m512 u_left = _mm512_castsi512_ps(
             _mm512_alignr_epi32(_mm512_castps_si512(u), _mm512_castps_si512(u_before), 15));
         zi = _mm512_add_ps(_mm512_sub_ps(vi, u_left), u);
-        _mm512_mask_storeu_ps(v + k, m, vi);
-        _mm512_mask_storeu_ps(jump + k, m, u);
-        _mm512_mask_storeu_ps(z + k, m, zi);
+        // whole vectors (the scratch has room past n): the projection below reads z back
+        // whole, and a load waits for a masked store to reach memory, not one of its size
+        _mm512_storeu_ps(v + k, vi);
+        _mm512_storeu_ps(jump + k, u);
+        _mm512_storeu_ps(z + k, zi);
       }
       if (k > 0) {  // the edges at lanes k - 16..
         const __mmask16 edges = lanes16(k - 15, n);
@@ -116,22 +118,25 @@ __attribute__((target("avx512f"))) inline void fusedmax_rows_avx512(const float*
     if (whole_row) prox_tv1d_condat_row(v, z, local, n, lam);
     // 3. the projection: z's max, the candidates, the threshold, y and the support's ids
     __m512 top = _mm512_set1_ps(-__builtin_inff());
-    for (int64_t k = 0; k < n; k += 16) {
-      const __mmask16 m = lanes16(k, n);
-      top = _mm512_mask_max_ps(top, m, top, _mm512_maskz_loadu_ps(m, z + k));
-    }
+    for (int64_t k = 0; k < n; k += 16) top = _mm512_mask_max_ps(top, lanes16(k, n), top, _mm512_loadu_ps(z + k));
     const __m512 z_max = _mm512_set1_ps(_mm512_reduce_max_ps(top)), floor = _mm512_set1_ps(-1.0f);
+    // the candidates, compressed into memory and, while they fit, into one register (a load
+    // of the list would wait for its stores to reach memory)
     int64_t count = 0;
+    __m512 first = zero;
     for (int64_t k = 0; k < n; k += 16) {
-      const __mmask16 m = lanes16(k, n);
-      const __m512 w = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + k), z_max);
-      const __mmask16 keep = _mm512_mask_cmp_ps_mask(m, w, floor, _CMP_GT_OQ);
-      _mm512_storeu_ps(candidates + count, _mm512_maskz_compress_ps(keep, w));
-      count += __builtin_popcount(keep);
+      const __m512 w = _mm512_sub_ps(_mm512_loadu_ps(z + k), z_max);
+      const __mmask16 keep = _mm512_mask_cmp_ps_mask(lanes16(k, n), w, floor, _CMP_GT_OQ);
+      const __m512 kept = _mm512_maskz_compress_ps(keep, w);
+      const int added = __builtin_popcount(keep);
+      const __mmask16 after = count < 16 ? static_cast<__mmask16>(((1u << added) - 1u) << count) : __mmask16(0);
+      first = _mm512_mask_permutexvar_ps(first, after, _mm512_sub_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count))), kept);
+      _mm512_storeu_ps(candidates + count, kept);
+      count += added;
     }
     float tau;
     if (count <= 16) {
-      tau = simplex_threshold_pairwise_avx512(candidates, count);
+      tau = simplex_threshold_pairwise_avx512(first, count);
     } else if (count <= kSparsemaxRegisterD) {
       __m512 regs[kThresholdRegisters];
       __mmask16 lanes[kThresholdRegisters];
@@ -147,7 +152,7 @@ __attribute__((target("avx512f"))) inline void fusedmax_rows_avx512(const float*
     const __m512i outside = _mm512_set1_epi32(-1);
     for (int64_t k = 0; k < n; k += 16) {
       const __mmask16 m = lanes16(k, n);
-      const __m512 yi = _mm512_max_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + k), z_max), t), zero);
+      const __m512 yi = _mm512_max_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(z + k), z_max), t), zero);
       _mm512_mask_storeu_ps(yr + k, m, yi);
       const __mmask16 on = _mm512_mask_cmp_ps_mask(m, yi, zero, _CMP_GT_OQ);
       _mm512_mask_storeu_epi32(gr + k, m,

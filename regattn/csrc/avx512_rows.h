@@ -134,31 +134,28 @@ __attribute__((target("avx512f"))) inline float michelot_threshold_avx512(const 
   return tau;
 }
 
-// simplex_threshold_pairwise (row_algorithms.h) of m <= 16 candidates c in one register: the
-// threshold by all pairwise comparisons (candidate i is in the support iff 1 + k_i c_i > S_i,
-// k_i the number of candidates >= c_i and S_i their sum), with no iteration. On the usual
-// 5-12 candidates of attention rows this is m broadcasts and compares, where Michelot's
-// passes are a chain of three or four reductions and divisions.
-__attribute__((target("avx512f"))) inline float simplex_threshold_pairwise_avx512(const float* c, int64_t m) {
+// simplex_threshold_pairwise (row_algorithms.h) of the m <= 16 candidates in the first lanes
+// of one register: the threshold by all pairwise comparisons (candidate i is in the support
+// iff 1 + k_i c_i > S_i, k_i the number of candidates >= c_i and S_i their sum), with no
+// iteration. On the usual 5-12 candidates of attention rows this is m broadcasts (lane
+// permutes, from the register) and compares, where Michelot's passes are a chain of three or
+// four reductions and divisions.
+__attribute__((target("avx512f"))) inline float simplex_threshold_pairwise_avx512(__m512 a, int64_t m) {
   const __mmask16 valid = lanes16(0, m);
-  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f), a = _mm512_maskz_loadu_ps(valid, c);
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
   __m512 k0 = zero, k1 = zero, s0 = zero, s1 = zero;  // two chains of adds, even and odd j
+  auto add = [&](int64_t j, __m512& k, __m512& s) __attribute__((target("avx512f"))) {
+    const __m512 t = _mm512_permutexvar_ps(_mm512_set1_epi32(static_cast<int32_t>(j)), a);
+    const __mmask16 ge = _mm512_mask_cmp_ps_mask(valid, t, a, _CMP_GE_OQ);
+    k = _mm512_mask_add_ps(k, ge, k, one);
+    s = _mm512_mask_add_ps(s, ge, s, t);
+  };
   int64_t j = 0;
   for (; j + 2 <= m; j += 2) {
-    const __m512 t0 = _mm512_set1_ps(c[j]), t1 = _mm512_set1_ps(c[j + 1]);
-    const __mmask16 ge0 = _mm512_mask_cmp_ps_mask(valid, t0, a, _CMP_GE_OQ);
-    const __mmask16 ge1 = _mm512_mask_cmp_ps_mask(valid, t1, a, _CMP_GE_OQ);
-    k0 = _mm512_mask_add_ps(k0, ge0, k0, one);
-    k1 = _mm512_mask_add_ps(k1, ge1, k1, one);
-    s0 = _mm512_mask_add_ps(s0, ge0, s0, t0);
-    s1 = _mm512_mask_add_ps(s1, ge1, s1, t1);
+    add(j, k0, s0);
+    add(j + 1, k1, s1);
   }
-  if (j < m) {
-    const __m512 t = _mm512_set1_ps(c[j]);
-    const __mmask16 ge = _mm512_mask_cmp_ps_mask(valid, t, a, _CMP_GE_OQ);
-    k0 = _mm512_mask_add_ps(k0, ge, k0, one);
-    s0 = _mm512_mask_add_ps(s0, ge, s0, t);
-  }
+  if (j < m) add(j, k0, s0);
   const __m512 count = _mm512_add_ps(k0, k1), sum = _mm512_add_ps(s0, s1);
   const __mmask16 in = _mm512_mask_cmp_ps_mask(valid, _mm512_add_ps(one, _mm512_mul_ps(count, a)), sum, _CMP_GT_OQ);
   return (_mm512_mask_reduce_add_ps(in, a) - 1.0f) / static_cast<float>(__builtin_popcount(in));
@@ -189,6 +186,51 @@ __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float
     const __m512 t = _mm512_set1_ps(michelot_threshold_avx512(v, lanes, -1.0f));  // -1: compact_above's floor
     for (int k = 0; k < regs; ++k) _mm512_mask_storeu_ps(out + 16 * k, lanes[k], _mm512_max_ps(_mm512_sub_ps(v[k], t), zero));
   }
+}
+
+// grouped_simplex_jvp_row (row_algorithms.h) of a float row of n <= kSparsemaxRegisterD
+// values, held in registers (y's support as lane masks, the support's group ids and g): each
+// support entry, in the support's order, adds its g to the lanes of its group and counts
+// them, one broadcast and compare per register, so each group's sum adds its g in the same
+// order as the scalar loops, with no compaction, gather or scatter (gathers are slow on CPUs
+// with the gather data sampling mitigation). Only the mean of g over the support is summed in
+// another order. Returns false, doing nothing, on longer rows: the caller takes the scalar loops.
+__attribute__((target("avx512f"))) inline bool grouped_simplex_jvp_row_avx512(const float* y, const float* g,
+                                                                              float* out, int64_t n,
+                                                                              const int32_t* group) {
+  if (n > kSparsemaxRegisterD) return false;
+  constexpr int kRegs = kThresholdRegisters;
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  __mmask16 lanes[kRegs], on[kRegs];
+  __m512i ids[kRegs];
+  __m512 gv[kRegs], sum[kRegs], size[kRegs];
+  int support = 0;
+  for (int k = 0; k < kRegs; ++k) {
+    lanes[k] = 16 * k < n ? lanes16(16 * k, n) : __mmask16(0);
+    on[k] = _mm512_mask_cmp_ps_mask(lanes[k], _mm512_maskz_loadu_ps(lanes[k], y + 16 * k), zero, _CMP_GT_OQ);
+    ids[k] = _mm512_maskz_loadu_epi32(on[k], group + 16 * k);
+    gv[k] = _mm512_maskz_loadu_ps(on[k], g + 16 * k);
+    sum[k] = size[k] = zero;
+    support += __builtin_popcount(on[k]);
+  }
+  for (int k = 0; k < kRegs; ++k) {
+    for (unsigned bits = on[k]; bits != 0; bits &= bits - 1) {
+      const int64_t i = 16 * k + __builtin_ctz(bits);
+      const __m512i id = _mm512_set1_epi32(group[i]);
+      const __m512 gi = _mm512_set1_ps(g[i]);
+      for (int q = 0; q < kRegs; ++q) {
+        const __mmask16 same = _mm512_mask_cmpeq_epi32_mask(on[q], ids[q], id);
+        sum[q] = _mm512_mask_add_ps(sum[q], same, sum[q], gi);
+        size[q] = _mm512_mask_add_ps(size[q], same, size[q], one);
+      }
+    }
+  }
+  const __m512 all = _mm512_add_ps(_mm512_add_ps(gv[0], gv[1]), _mm512_add_ps(gv[2], gv[3]));
+  const __m512 mean = _mm512_set1_ps(_mm512_reduce_add_ps(all) / static_cast<float>(support));
+  for (int k = 0; k < kRegs; ++k) {
+    _mm512_mask_storeu_ps(out + 16 * k, lanes[k], _mm512_maskz_sub_ps(on[k], _mm512_maskz_div_ps(on[k], sum[k], size[k]), mean));
+  }
+  return true;
 }
 
 // compact_above (row_algorithms.h) for float rows in 16 lanes: vcompress moves the kept

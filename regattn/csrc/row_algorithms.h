@@ -396,15 +396,13 @@ void prox_tv1d_condat_row(const T* x, T* z, int32_t* group, int64_t n, T lam) {
 // Scratch of prox_tv1d_row (and of fusedmax_rows_avx512), sized for rows of up to n values.
 template <typename T>
 struct TvScratch {
-  std::vector<T> jump, fails, window_in, window_out;
-  std::vector<int32_t> failing, boundary, window_group, window_start, window_end;
-  std::vector<uint8_t> inside;
+  std::vector<T> jump, fails, window_in;
+  std::vector<int32_t> failing, boundary, window_start, window_end;
 
   void resize(int64_t n) {
     if ((int64_t)jump.size() >= n) return;
-    for (auto* v : {&jump, &fails, &window_in, &window_out}) v->resize(n);
-    for (auto* v : {&failing, &boundary, &window_group, &window_start, &window_end}) v->resize(n);
-    inside.resize(n);
+    for (auto* v : {&jump, &fails, &window_in}) v->resize(n);
+    for (auto* v : {&failing, &boundary, &window_start, &window_end}) v->resize(n);
   }
 };
 
@@ -418,22 +416,19 @@ inline bool tv1d_edge_holds(const T* jump, const T* z, int64_t e) {
 // The second half of prox_tv1d_row (see there): given the guess (z = x - D^T u with the duals
 // u_e = s.jump[e] = lam sign(x_{e+1} - x_e)) and the edges where it fails (`failing`, in
 // increasing order), solves those edges in windows until every edge's optimality condition
-// holds. Writes the windows' values to z, their segment ids within each window to `local`,
-// marks their edges in s.inside, and leaves the final windows, disjoint and in increasing
-// order, in s.window_start/window_end (positions); returns their number. Positions outside
-// every window keep the guess: each is its own segment.
+// holds. Writes the windows' values to z and their segment ids within each window to
+// `local`, and leaves the final windows, disjoint and in increasing order, in
+// s.window_start/window_end (positions); returns their number. Positions outside every window
+// keep the guess: each is its own segment.
 template <typename T>
 int64_t tv1d_solve_windows(const T* x, T* z, int32_t* local, int64_t n, T lam, const int32_t* failing,
                            int64_t failures, TvScratch<T>& s) {
   const T* jump = s.jump.data();
   auto holds = [&](int64_t e) { return tv1d_edge_holds(jump, z, e); };
-  uint8_t* inside = s.inside.data();  // edge e lies inside a window
-  std::fill(inside, inside + n - 1, uint8_t(0));
   int64_t windows = 0;  // stack of solved windows [window_start, window_end] (positions)
   auto solve = [&](int64_t a, int64_t c) {  // positions a..c, outer duals held
     const T first = x[a] - (a > 0 ? jump[a - 1] : T(0));
     const T last = x[c] + (c < n - 1 ? jump[c] : T(0));
-    std::fill(inside + a, inside + c, uint8_t(1));
     if (c == a + 1) {  // argmin 1/2 (z_a - first)^2 + 1/2 (z_c - last)^2 + lam |z_c - z_a|
       const T gap = last - first;
       const bool fused = std::abs(gap) <= T(2) * lam;
@@ -449,9 +444,7 @@ int64_t tv1d_solve_windows(const T* x, T* z, int32_t* local, int64_t n, T lam, c
     std::copy(x + a, x + c + 1, in);
     in[0] = first;
     in[len - 1] = last;
-    prox_tv1d_condat_row(in, s.window_out.data(), s.window_group.data(), len, lam);
-    std::copy(s.window_out.data(), s.window_out.data() + len, z + a);
-    std::copy(s.window_group.data(), s.window_group.data() + len, local + a);
+    prox_tv1d_condat_row(in, z + a, local + a, len, lam);
   };
   for (int64_t f = 0; f < failures;) {
     int64_t a = failing[f], c = a + 1;  // the window's first and last positions
@@ -518,13 +511,15 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch
   const int64_t failures = compact_above(fails, nullptr, n - 1, T(0), T(1), T(0.5), static_cast<T*>(nullptr), failing);
   if (4 * failures > n) return prox_tv1d_condat_row(x, z, group, n, lam);
   // segment ids within each window go to `group`, turned into row ids below
-  tv1d_solve_windows(x, z, group, n, lam, failing, failures, s);
+  const int64_t windows = tv1d_solve_windows(x, z, group, n, lam, failing, failures, s);
   // row ids: the running count of segment boundaries (edges outside every window, or between
-  // two segments of one), flagged first in a loop that the compiler vectorizes (one loop
-  // that did both was a fifth of this function's time)
-  const uint8_t* inside = s.inside.data();
+  // two segments of one), flagged first (one loop that did both was a fifth of this
+  // function's time)
   int32_t* boundary = s.boundary.data();
-  for (int64_t e = 0; e + 1 < n; ++e) boundary[e] = (inside[e] == 0) | (group[e + 1] != group[e]);
+  std::fill(boundary, boundary + n - 1, 1);
+  for (int64_t w = 0; w < windows; ++w) {
+    for (int64_t e = s.window_start[w]; e < s.window_end[w]; ++e) boundary[e] = group[e + 1] != group[e];
+  }
   int32_t segment = 0;
   group[0] = 0;
   for (int64_t e = 0; e + 1 < n; ++e) {
@@ -1266,10 +1261,19 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 // group lies entirely on or off the support, and the average of g_i - mean over a support
 // group is the group's mean of g minus mean. So only the support (usually a few entries) is
 // visited after one pass that finds it. Group ids lie in [0, n); `support` (n entries),
-// `acc` and `count` (indexed by group id) are scratch.
+// `acc` and `count` (indexed by group id) are scratch. Float rows of up to 64 values take
+// grouped_simplex_jvp_row_avx512 where the CPU has AVX-512, in registers.
 template <typename T>
 void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
                              T* acc, T* count) {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx512_enabled().load(std::memory_order_relaxed) &&
+        grouped_simplex_jvp_row_avx512(y, g, out, n, group)) {
+      return;
+    }
+  }
+#endif
   std::fill(out, out + n, T(0));
   const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
   T g_sum = 0;

@@ -232,33 +232,6 @@ __attribute__((target("avx512f"))) inline bool grouped_simplex_jvp_row_avx512(co
   }
   return true;
 }
-
-// compact_above (row_algorithms.h) for float rows in 16 lanes: vcompress moves the kept
-// values (and positions) of a vector to the front of a register and a masked store writes
-// just those, so it stores only below n and after loading what it overwrites (out may be x,
-// pos may be index), as the AVX2 and portable loops; the last partial vector is a masked load.
-__attribute__((target("avx512f"))) inline int64_t compact_above_avx512(const float* x, const int32_t* index,
-                                                                      int64_t n, float shift, float scale,
-                                                                      float floor, float* out, int32_t* pos) {
-  const __m512 s = _mm512_set1_ps(shift), c = _mm512_set1_ps(scale), f = _mm512_set1_ps(floor);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes16(i, n);
-    const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s), c);
-    const __mmask16 keep = _mm512_mask_cmp_ps_mask(m, v, f, _CMP_GT_OQ);
-    const int kept = __builtin_popcount(keep);
-    const __mmask16 front = static_cast<__mmask16>((1u << kept) - 1u);
-    if (pos) {
-      const __m512i at = index ? _mm512_maskz_loadu_epi32(m, index + i)
-                               : _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(i)));
-      _mm512_mask_storeu_epi32(pos + k, front, _mm512_maskz_compress_epi32(keep, at));
-    }
-    if (out) _mm512_mask_storeu_ps(out + k, front, _mm512_maskz_compress_ps(keep, v));
-    k += kept;
-  }
-  return k;
-}
 #endif
 
 }  // namespace regattn

@@ -238,16 +238,13 @@ T simplex_threshold_pairwise(const T* c, int64_t m) {
 // returns k: how the row algorithms gather the few values that can reach the support. out
 // and pos hold n entries and may be x and index (in place). Branch-free: every value is
 // stored and the write index advances by the comparison (on attention rows the comparison
-// is unpredictable, and a branch on it would mispredict). Float rows take 16 AVX-512 lanes
-// (compact_above_avx512) or 8 AVX2 lanes (compact_above_avx2: about a third of this loop's
-// time) where the CPU has them.
+// is unpredictable, and a branch on it would mispredict). Float rows take 8 AVX2 lanes where
+// the CPU has them (compact_above_avx2: about a third of this loop's time; 16 AVX-512 lanes
+// with vcompress measured slower, by 5-10%, on the prox's and the backward's rows).
 template <typename T>
 int64_t compact_above(const T* x, const int32_t* index, int64_t n, T shift, T scale, T floor, T* out, int32_t* pos) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
-    if (avx512_enabled().load(std::memory_order_relaxed)) {
-      return compact_above_avx512(x, index, n, shift, scale, floor, out, pos);
-    }
     if (avx2_enabled().load(std::memory_order_relaxed)) {
       return compact_above_avx2(x, index, n, shift, scale, floor, out, pos);
     }

@@ -188,50 +188,6 @@ __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float
   }
 }
 
-// grouped_simplex_jvp_row (row_algorithms.h) of a float row of n <= kSparsemaxRegisterD
-// values, held in registers (y's support as lane masks, the support's group ids and g): each
-// support entry, in the support's order, adds its g to the lanes of its group and counts
-// them, one broadcast and compare per register, so each group's sum adds its g in the same
-// order as the scalar loops, with no compaction, gather or scatter (gathers are slow on CPUs
-// with the gather data sampling mitigation). Only the mean of g over the support is summed in
-// another order. Returns false, doing nothing, on longer rows: the caller takes the scalar loops.
-__attribute__((target("avx512f"))) inline bool grouped_simplex_jvp_row_avx512(const float* y, const float* g,
-                                                                              float* out, int64_t n,
-                                                                              const int32_t* group) {
-  if (n > kSparsemaxRegisterD) return false;
-  constexpr int kRegs = kThresholdRegisters;
-  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-  __mmask16 lanes[kRegs], on[kRegs];
-  __m512i ids[kRegs];
-  __m512 gv[kRegs], sum[kRegs], size[kRegs];
-  int support = 0;
-  for (int k = 0; k < kRegs; ++k) {
-    lanes[k] = 16 * k < n ? lanes16(16 * k, n) : __mmask16(0);
-    on[k] = _mm512_mask_cmp_ps_mask(lanes[k], _mm512_maskz_loadu_ps(lanes[k], y + 16 * k), zero, _CMP_GT_OQ);
-    ids[k] = _mm512_maskz_loadu_epi32(on[k], group + 16 * k);
-    gv[k] = _mm512_maskz_loadu_ps(on[k], g + 16 * k);
-    sum[k] = size[k] = zero;
-    support += __builtin_popcount(on[k]);
-  }
-  for (int k = 0; k < kRegs; ++k) {
-    for (unsigned bits = on[k]; bits != 0; bits &= bits - 1) {
-      const int64_t i = 16 * k + __builtin_ctz(bits);
-      const __m512i id = _mm512_set1_epi32(group[i]);
-      const __m512 gi = _mm512_set1_ps(g[i]);
-      for (int q = 0; q < kRegs; ++q) {
-        const __mmask16 same = _mm512_mask_cmpeq_epi32_mask(on[q], ids[q], id);
-        sum[q] = _mm512_mask_add_ps(sum[q], same, sum[q], gi);
-        size[q] = _mm512_mask_add_ps(size[q], same, size[q], one);
-      }
-    }
-  }
-  const __m512 all = _mm512_add_ps(_mm512_add_ps(gv[0], gv[1]), _mm512_add_ps(gv[2], gv[3]));
-  const __m512 mean = _mm512_set1_ps(_mm512_reduce_add_ps(all) / static_cast<float>(support));
-  for (int k = 0; k < kRegs; ++k) {
-    _mm512_mask_storeu_ps(out + 16 * k, lanes[k], _mm512_maskz_sub_ps(on[k], _mm512_maskz_div_ps(on[k], sum[k], size[k]), mean));
-  }
-  return true;
-}
 #endif
 
 }  // namespace regattn

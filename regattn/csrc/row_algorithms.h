@@ -1258,19 +1258,10 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 // group lies entirely on or off the support, and the average of g_i - mean over a support
 // group is the group's mean of g minus mean. So only the support (usually a few entries) is
 // visited after one pass that finds it. Group ids lie in [0, n); `support` (n entries),
-// `acc` and `count` (indexed by group id) are scratch. Float rows of up to 64 values take
-// grouped_simplex_jvp_row_avx512 where the CPU has AVX-512, in registers.
+// `acc` and `count` (indexed by group id) are scratch.
 template <typename T>
 void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
                              T* acc, T* count) {
-#ifdef REGATTN_HAVE_AVX2_POWERS
-  if constexpr (std::is_same_v<T, float>) {
-    if (avx512_enabled().load(std::memory_order_relaxed) &&
-        grouped_simplex_jvp_row_avx512(y, g, out, n, group)) {
-      return;
-    }
-  }
-#endif
   std::fill(out, out + n, T(0));
   const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
   T g_sum = 0;

@@ -533,9 +533,9 @@ def test_grouped_float32_kernels_match_float64(vector_isa, d, masked, name, para
     # every path of the float32 fusedmax kernel (AVX-512: fusedmax_rows_avx512 on unmasked
     # rows, its threshold by pairwise comparisons up to 16 candidates, Michelot's passes in
     # registers up to 64 and in memory beyond; Condat's algorithm on whole rows at large lam)
-    # and of the grouped backward (in registers up to 64 values on AVX-512, the compaction
-    # otherwise, shared with oscarmax) against the float64 kernels on the same scores: values
-    # and gradients to float32 rounding, the same groups on the support
+    # and of the grouped backward (its compaction, shared with oscarmax) against the float64
+    # kernels on the same scores: values and gradients to float32 rounding, the same groups on
+    # the support
     x, mask = random_case(seed=d + 100, rows=300, d=d)
     mask = mask if masked else None
     x[:20] *= 0.01  # near-uniform rows: every value a candidate

@@ -1,7 +1,6 @@
-// Softmax, sparsemax, the rows' compaction and alpha-entmax's powers in 16 float lanes on
-// x86-64 CPUs with AVX-512F (chosen at run
-// time, as the AVX2 paths of avx2_powers.h and avx2_rows.h: the extension itself is built for
-// baseline x86-64). Masked loads and stores take a row's last partial vector, so a 50-wide
+// Softmax, sparsemax and alpha-entmax in 16 float lanes on x86-64 CPUs with AVX-512F (chosen
+// at run time, as the AVX2 paths of avx2_powers.h and avx2_rows.h: the extension itself is
+// built for baseline x86-64). Masked loads and stores take a row's last partial vector, so a 50-wide
 // attention row is four vector steps with no scalar tail; torch.softmax runs in 16 lanes on
 // these CPUs, and the fused check and softmax of the CPU kernel has to as well to cost no more.
 #pragma once
@@ -107,19 +106,73 @@ __attribute__((target("avx512f"))) inline void softmax_rows_avx512(const float* 
   }
 }
 
+// Michelot's passes (as michelot_threshold in row_algorithms.h) over the values of up to
+// kSparsemaxRegisterD / 16 registers, the lanes of `lanes` (0 for unused registers), from the
+// set of values above `tau`: tau = (sum of the values above tau - 1) / their count until the
+// set stops changing or tau stops growing. Each pass adds the registers' values above tau
+// lane by lane and reduces the lanes once: the reduction (four dependent shuffles and adds)
+// and the division are the chain that sets each pass's time, not the adds.
+constexpr int64_t kSparsemaxRegisterD = 64;
+constexpr int kThresholdRegisters = kSparsemaxRegisterD / 16;
+
+__attribute__((target("avx512f"))) inline float michelot_threshold_avx512(const __m512* v, const __mmask16* lanes,
+                                                                         float tau) {
+  int count_before = -1;
+  for (;;) {
+    const __m512 t = _mm512_set1_ps(tau);
+    __m512 sums = _mm512_setzero_ps();
+    int count = 0;
+    for (int k = 0; k < kThresholdRegisters; ++k) {
+      const __mmask16 above = _mm512_mask_cmp_ps_mask(lanes[k], v[k], t, _CMP_GT_OQ);
+      sums = _mm512_mask_add_ps(sums, above, sums, v[k]);
+      count += __builtin_popcount(above);
+    }
+    if (count == count_before) break;  // the same set as the last pass: tau is its threshold
+    const float next = (_mm512_reduce_add_ps(sums) - 1.0f) / static_cast<float>(count);
+    if (!(next > tau)) break;
+    tau = next;
+    count_before = count;
+  }
+  return tau;
+}
+
+// simplex_threshold_pairwise (row_algorithms.h) of the m <= 16 candidates in the first lanes
+// of one register: the threshold by all pairwise comparisons (candidate i is in the support
+// iff 1 + k_i c_i > S_i, k_i the number of candidates >= c_i and S_i their sum), with no
+// iteration. On the usual 5-12 candidates of attention rows this is m broadcasts (lane
+// permutes, from the register) and compares, where Michelot's passes are a chain of three or
+// four reductions and divisions.
+__attribute__((target("avx512f"))) inline float simplex_threshold_pairwise_avx512(__m512 a, int64_t m) {
+  const __mmask16 valid = lanes16(0, m);
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  __m512 k0 = zero, k1 = zero, s0 = zero, s1 = zero;  // two chains of adds, even and odd j
+  auto add = [&](int64_t j, __m512& k, __m512& s) __attribute__((target("avx512f"))) {
+    const __m512 t = _mm512_permutexvar_ps(_mm512_set1_epi32(static_cast<int32_t>(j)), a);
+    const __mmask16 ge = _mm512_mask_cmp_ps_mask(valid, t, a, _CMP_GE_OQ);
+    k = _mm512_mask_add_ps(k, ge, k, one);
+    s = _mm512_mask_add_ps(s, ge, s, t);
+  };
+  int64_t j = 0;
+  for (; j + 2 <= m; j += 2) {
+    add(j, k0, s0);
+    add(j + 1, k1, s1);
+  }
+  if (j < m) add(j, k0, s0);
+  const __m512 count = _mm512_add_ps(k0, k1), sum = _mm512_add_ps(s0, s1);
+  const __mmask16 in = _mm512_mask_cmp_ps_mask(valid, _mm512_add_ps(one, _mm512_mul_ps(count, a)), sum, _CMP_GT_OQ);
+  return (_mm512_mask_reduce_add_ps(in, a) - 1.0f) / static_cast<float>(__builtin_popcount(in));
+}
+
 // Sparsemax, P_simplex((z - max) * scale), of the unmasked float rows [0, rows) of x (each of
 // d <= kSparsemaxRegisterD values) into y, each row checked as in softmax_rows_avx512. After
-// the check, the row stays in at most four registers from its load to its store: Michelot's passes (as
-// michelot_threshold: from the values above -1, the only ones that can reach the support,
-// tau = (sum of the values above tau - 1) / their count until the set stops changing or tau
-// stops growing) are a masked sum and a popcount per register, with no compaction, padding
-// or call per row, which on 30-50 wide rows cost more than the threshold itself.
-constexpr int64_t kSparsemaxRegisterD = 64;
-
+// the check, the row stays in at most four registers from its load to its store, and its
+// threshold is Michelot's (michelot_threshold_avx512) from the values above -1, the only ones
+// that can reach the support: on 30-50 wide rows the compaction, padding and calls per row of
+// project_simplex_row cost more than the threshold itself.
 __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float* x, float* y, int64_t rows, int64_t d,
                                                                      float scale, float limit, bool& non_finite,
                                                                      bool& overflow) {
-  constexpr int kRegs = kSparsemaxRegisterD / 16;
+  constexpr int kRegs = kThresholdRegisters;
   const int regs = static_cast<int>((d + 15) / 16);
   const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale);
   __mmask16 lanes[kRegs];
@@ -132,56 +185,9 @@ __attribute__((target("avx512f"))) inline void sparsemax_rows_avx512(const float
     const __m512 s = _mm512_set1_ps(shift);
     __m512 v[kRegs];
     for (int k = 0; k < kRegs; ++k) v[k] = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], z + 16 * k), s), c);
-    float tau = -1.0f;  // the values above -1: Michelot's first set (as compact_above's floor)
-    int count_before = -1;
-    for (;;) {
-      const __m512 t = _mm512_set1_ps(tau);
-      // the registers' values above tau added lane by lane, then one reduction: the pass's
-      // latency is what a row costs
-      __m512 above_sum = zero;
-      int count = 0;
-      for (int k = 0; k < kRegs; ++k) {
-        const __mmask16 above = _mm512_mask_cmp_ps_mask(lanes[k], v[k], t, _CMP_GT_OQ);
-        above_sum = _mm512_mask_add_ps(above_sum, above, above_sum, v[k]);
-        count += __builtin_popcount(above);
-      }
-      if (count == count_before) break;  // the same set as the last pass: tau is its threshold
-      const float next = (_mm512_reduce_add_ps(above_sum) - 1.0f) / static_cast<float>(count);
-      if (!(next > tau)) break;
-      tau = next;
-      count_before = count;
-    }
-    const __m512 t = _mm512_set1_ps(tau);
+    const __m512 t = _mm512_set1_ps(michelot_threshold_avx512(v, lanes, -1.0f));  // -1: compact_above's floor
     for (int k = 0; k < regs; ++k) _mm512_mask_storeu_ps(out + 16 * k, lanes[k], _mm512_max_ps(_mm512_sub_ps(v[k], t), zero));
   }
-}
-
-// compact_above (row_algorithms.h) for float rows in 16 lanes: AVX-512's compress moves the
-// kept values (and their positions) of a vector to its front in one instruction, where
-// compact_above_avx2 looks a permutation up per 8 lanes; masked loads read the row's last
-// partial vector and masked stores write exactly the kept lanes, so nothing past out[k) or
-// below the values still to be read is written (out may be x and pos may be index).
-__attribute__((target("avx512f"))) inline int64_t compact_above_avx512(const float* x, const int32_t* index,
-                                                                       int64_t n, float shift, float scale,
-                                                                       float floor, float* out, int32_t* pos) {
-  const __m512 s = _mm512_set1_ps(shift), c = _mm512_set1_ps(scale), f = _mm512_set1_ps(floor);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes16(i, n);
-    const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s), c);
-    const __mmask16 keep = _mm512_mask_cmp_ps_mask(m, v, f, _CMP_GT_OQ);
-    const int kept = __builtin_popcount(keep);
-    const __mmask16 front = lanes16(0, kept);
-    if (pos) {
-      const __m512i at = index ? _mm512_maskz_loadu_epi32(m, index + i)
-                               : _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(i)));
-      _mm512_mask_storeu_epi32(pos + k, front, _mm512_maskz_compress_epi32(keep, at));
-    }
-    if (out) _mm512_mask_storeu_ps(out + k, front, _mm512_maskz_compress_ps(keep, v));
-    k += kept;
-  }
-  return k;
 }
 
 // The 12-bit head and the tail of a power's exponent r (pow16: r e is head e + tail e with

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "avx512_fused.h"
 #include "dp_sweeps.h"
 #include "row_algorithms.h"
 
@@ -288,12 +289,27 @@ std::vector<torch::Tensor> prox_tv1d_rows(torch::Tensor x, torch::Tensor mask, d
 // per-thread scratch, not to a tensor that the projection would read back. The prox runs on
 // v = (x - max) / gamma (it commutes with adding a constant, as does the projection), written
 // to scratch first: its many reads of v would otherwise each redo the subtraction, and on
-// x itself its arithmetic would be at the scores' magnitude, not their spread.
+// x itself its arithmetic would be at the scores' magnitude, not their spread. Unmasked float
+// rows on a CPU with AVX-512 take fusedmax_rows_avx512, which fuses these passes per chunk of
+// rows and gives segment ids on the support only (-1 elsewhere; the backward reads no other).
 std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   auto group = new_groups(x);
   const int64_t d = x.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (unmasked_float_avx512(x, mask)) {
+    const float* xp = x.data_ptr<float>();
+    int32_t* gp = group.data_ptr<int32_t>();
+    run_row_chunks_avx512(x, y, gamma,
+                          [gp, xp, lam](const float* xc, float* yc, int64_t rows, int64_t dc, float scale, float limit,
+                                        bool& non_finite, bool& overflow) {
+                            fusedmax_rows_avx512(xc, yc, gp + (xc - xp), rows, dc, scale, static_cast<float>(lam),
+                                                 limit, non_finite, overflow);
+                          });
+    return {y, group};
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fusedmax_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
     for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), max_spread<scalar_t>(gamma),

@@ -239,15 +239,13 @@ T simplex_threshold_pairwise(const T* c, int64_t m) {
 // returns k: how the row algorithms gather the few values that can reach the support. out
 // and pos hold n entries and may be x and index (in place). Branch-free: every value is
 // stored and the write index advances by the comparison (on attention rows the comparison
-// is unpredictable, and a branch on it would mispredict). Float rows take 16 AVX-512 or 8
-// AVX2 lanes where the CPU has them (compact_above_avx512, compact_above_avx2).
+// is unpredictable, and a branch on it would mispredict). Float rows take 8 AVX2 lanes where
+// the CPU has them (compact_above_avx2: about a third of this loop's time; 16 AVX-512 lanes
+// with vcompress measured slower, by 5-10%, on the prox's and the backward's rows).
 template <typename T>
 int64_t compact_above(const T* x, const int32_t* index, int64_t n, T shift, T scale, T floor, T* out, int32_t* pos) {
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
-    if (avx512_enabled().load(std::memory_order_relaxed)) {
-      return compact_above_avx512(x, index, n, shift, scale, floor, out, pos);
-    }
     if (avx2_enabled().load(std::memory_order_relaxed)) {
       return compact_above_avx2(x, index, n, shift, scale, floor, out, pos);
     }
@@ -393,66 +391,42 @@ void prox_tv1d_condat_row(const T* x, T* z, int32_t* group, int64_t n, T lam) {
   }
 }
 
-// Scratch of prox_tv1d_row, sized for rows of up to n values.
+// Scratch of prox_tv1d_row (and of fusedmax_rows_avx512), sized for rows of up to n values.
 template <typename T>
 struct TvScratch {
-  std::vector<T> jump, fails, window_in, window_out;
-  std::vector<int32_t> failing, boundary, window_group, window_start, window_end;
-  std::vector<uint8_t> inside;
+  std::vector<T> jump, fails, window_in;
+  std::vector<int32_t> failing, boundary, window_start, window_end;
 
   void resize(int64_t n) {
     if ((int64_t)jump.size() >= n) return;
-    for (auto* v : {&jump, &fails, &window_in, &window_out}) v->resize(n);
-    for (auto* v : {&failing, &boundary, &window_group, &window_start, &window_end}) v->resize(n);
-    inside.resize(n);
+    for (auto* v : {&jump, &fails, &window_in}) v->resize(n);
+    for (auto* v : {&failing, &boundary, &window_start, &window_end}) v->resize(n);
   }
 };
 
-// The same prox, usually faster than Condat's algorithm alone. On attention rows most
-// positions end up as their own segment (random scores, lam = 0.1: about 45 segments in 50),
-// and Condat's algorithm, which decides segment by segment, spends its time on mispredicted
-// branches. Here a branch-free pass first guesses that every position is its own segment:
-// the dual of the prox, z = x - D^T u with |u_e| <= lam (D the forward difference), is then
-// u_e = lam sign(x_{e+1} - x_e) on every edge e = (e, e+1), and z_i = x_i - u_{i-1} + u_i.
-// Where the guessed z jumps in the guessed direction on an edge, the guess satisfies that
-// edge's optimality condition. The edges where it does not (about 6 in 50 above) are grouped
-// into windows of consecutive edges, each solved with the duals of its two outer edges held
-// at their guessed values: they enter as -u_{a-1} on the window's first value and +u_c on its
-// last. A window of one edge (most of them) has a closed form; longer ones go to Condat's
-// algorithm. Each window's outer edges are then checked against the new values and, where
-// one fails, the window takes it in (merging with the window before it when they touch) and
-// is solved again. When no edge fails, every edge's optimality condition holds, so z is the
-// prox (the problem is strongly convex: its solution is unique). Rows where the guess fails
-// on many edges (large lam) go to Condat's algorithm directly. Values agree with
-// prox_tv1d_condat_row to rounding.
+// Whether the guessed or solved z of prox_tv1d_row satisfies edge e's optimality condition: z
+// jumps on edge e strictly in the direction of its dual u_e = jump[e].
 template <typename T>
-void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch<T>& s) {
-  if (n <= 2 || !(lam > T(0))) return prox_tv1d_condat_row(x, z, group, n, lam);
-  T* jump = s.jump.data();  // u_e, the guessed dual of edge e
-  for (int64_t e = 0; e + 1 < n; ++e) {
-    const T dx = x[e + 1] - x[e];
-    jump[e] = lam * (T(dx > T(0)) - T(dx < T(0)));  // 0 on ties: never passes the check below
-  }
-  z[0] = x[0] + jump[0];
-  for (int64_t i = 1; i + 1 < n; ++i) z[i] = x[i] - jump[i - 1] + jump[i];
-  z[n - 1] = x[n - 1] - jump[n - 2];
-  // holds(e): z jumps on edge e strictly in the direction of u_e. The failing edges: 1 where
-  // the test fails, in a loop that the compiler vectorizes, then their list (compact_above)
-  auto holds = [&](int64_t e) { return jump[e] * (z[e + 1] - z[e]) > T(0); };
-  T* fails = s.fails.data();
-  for (int64_t e = 0; e + 1 < n; ++e) fails[e] = holds(e) ? T(0) : T(1);
-  int32_t* failing = s.failing.data();
-  const int64_t failures = compact_above(fails, nullptr, n - 1, T(0), T(1), T(0.5), static_cast<T*>(nullptr), failing);
-  if (4 * failures > n) return prox_tv1d_condat_row(x, z, group, n, lam);
+inline bool tv1d_edge_holds(const T* jump, const T* z, int64_t e) {
+  return jump[e] * (z[e + 1] - z[e]) > T(0);
+}
 
-  uint8_t* inside = s.inside.data();  // edge e lies inside a window
-  std::fill(inside, inside + n - 1, uint8_t(0));
-  int32_t* local = group;  // segment ids within each window, turned into row ids below
-  int64_t windows = 0;     // stack of solved windows [window_start, window_end] (positions)
+// The second half of prox_tv1d_row (see there): given the guess (z = x - D^T u with the duals
+// u_e = s.jump[e] = lam sign(x_{e+1} - x_e)) and the edges where it fails (`failing`, in
+// increasing order), solves those edges in windows until every edge's optimality condition
+// holds. Writes the windows' values to z and their segment ids within each window to
+// `local`, and leaves the final windows, disjoint and in increasing order, in
+// s.window_start/window_end (positions); returns their number. Positions outside every window
+// keep the guess: each is its own segment.
+template <typename T>
+int64_t tv1d_solve_windows(const T* x, T* z, int32_t* local, int64_t n, T lam, const int32_t* failing,
+                           int64_t failures, TvScratch<T>& s) {
+  const T* jump = s.jump.data();
+  auto holds = [&](int64_t e) { return tv1d_edge_holds(jump, z, e); };
+  int64_t windows = 0;  // stack of solved windows [window_start, window_end] (positions)
   auto solve = [&](int64_t a, int64_t c) {  // positions a..c, outer duals held
     const T first = x[a] - (a > 0 ? jump[a - 1] : T(0));
     const T last = x[c] + (c < n - 1 ? jump[c] : T(0));
-    std::fill(inside + a, inside + c, uint8_t(1));
     if (c == a + 1) {  // argmin 1/2 (z_a - first)^2 + 1/2 (z_c - last)^2 + lam |z_c - z_a|
       const T gap = last - first;
       const bool fused = std::abs(gap) <= T(2) * lam;
@@ -468,9 +442,7 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch
     std::copy(x + a, x + c + 1, in);
     in[0] = first;
     in[len - 1] = last;
-    prox_tv1d_condat_row(in, s.window_out.data(), s.window_group.data(), len, lam);
-    std::copy(s.window_out.data(), s.window_out.data() + len, z + a);
-    std::copy(s.window_group.data(), s.window_group.data() + len, local + a);
+    prox_tv1d_condat_row(in, z + a, local + a, len, lam);
   };
   for (int64_t f = 0; f < failures;) {
     int64_t a = failing[f], c = a + 1;  // the window's first and last positions
@@ -498,11 +470,54 @@ void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch
     s.window_end[windows++] = static_cast<int32_t>(c);
     // edge c was just checked; a later window re-checks it if it moves z[c + 1]
   }
+  return windows;
+}
+
+// The same prox, usually faster than Condat's algorithm alone. On attention rows most
+// positions end up as their own segment (random scores, lam = 0.1: about 45 segments in 50),
+// and Condat's algorithm, which decides segment by segment, spends its time on mispredicted
+// branches. Here a branch-free pass first guesses that every position is its own segment:
+// the dual of the prox, z = x - D^T u with |u_e| <= lam (D the forward difference), is then
+// u_e = lam sign(x_{e+1} - x_e) on every edge e = (e, e+1), and z_i = x_i - u_{i-1} + u_i.
+// Where the guessed z jumps in the guessed direction on an edge, the guess satisfies that
+// edge's optimality condition. The edges where it does not (about 6 in 50 above) are grouped
+// into windows of consecutive edges, each solved with the duals of its two outer edges held
+// at their guessed values: they enter as -u_{a-1} on the window's first value and +u_c on its
+// last. A window of one edge (most of them) has a closed form; longer ones go to Condat's
+// algorithm. Each window's outer edges are then checked against the new values and, where
+// one fails, the window takes it in (merging with the window before it when they touch) and
+// is solved again (tv1d_solve_windows). When no edge fails, every edge's optimality condition
+// holds, so z is the prox (the problem is strongly convex: its solution is unique). Rows where
+// the guess fails on many edges (large lam) go to Condat's algorithm directly. Values agree
+// with prox_tv1d_condat_row to rounding.
+template <typename T>
+void prox_tv1d_row(const T* x, T* z, int32_t* group, int64_t n, T lam, TvScratch<T>& s) {
+  if (n <= 2 || !(lam > T(0))) return prox_tv1d_condat_row(x, z, group, n, lam);
+  T* jump = s.jump.data();  // u_e, the guessed dual of edge e
+  for (int64_t e = 0; e + 1 < n; ++e) {
+    const T dx = x[e + 1] - x[e];
+    jump[e] = lam * (T(dx > T(0)) - T(dx < T(0)));  // 0 on ties: never passes the check below
+  }
+  z[0] = x[0] + jump[0];
+  for (int64_t i = 1; i + 1 < n; ++i) z[i] = x[i] - jump[i - 1] + jump[i];
+  z[n - 1] = x[n - 1] - jump[n - 2];
+  // The failing edges: 1 where tv1d_edge_holds fails, in a loop that the compiler vectorizes,
+  // then their list (compact_above)
+  T* fails = s.fails.data();
+  for (int64_t e = 0; e + 1 < n; ++e) fails[e] = tv1d_edge_holds(jump, z, e) ? T(0) : T(1);
+  int32_t* failing = s.failing.data();
+  const int64_t failures = compact_above(fails, nullptr, n - 1, T(0), T(1), T(0.5), static_cast<T*>(nullptr), failing);
+  if (4 * failures > n) return prox_tv1d_condat_row(x, z, group, n, lam);
+  // segment ids within each window go to `group`, turned into row ids below
+  const int64_t windows = tv1d_solve_windows(x, z, group, n, lam, failing, failures, s);
   // row ids: the running count of segment boundaries (edges outside every window, or between
-  // two segments of one), flagged first in a loop that the compiler vectorizes (one loop
-  // that did both was a fifth of this function's time)
+  // two segments of one), flagged first (one loop that did both was a fifth of this
+  // function's time)
   int32_t* boundary = s.boundary.data();
-  for (int64_t e = 0; e + 1 < n; ++e) boundary[e] = (inside[e] == 0) | (local[e + 1] != local[e]);
+  std::fill(boundary, boundary + n - 1, 1);
+  for (int64_t w = 0; w < windows; ++w) {
+    for (int64_t e = s.window_start[w]; e < s.window_end[w]; ++e) boundary[e] = group[e + 1] != group[e];
+  }
   int32_t segment = 0;
   group[0] = 0;
   for (int64_t e = 0; e + 1 < n; ++e) {

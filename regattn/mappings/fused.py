@@ -181,9 +181,10 @@ def prox_tv1d(
 
 def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam: float):
     """(y, segment) for each row of a (rows, d) tensor: y = P_simplex(prox_TV(x / gamma; lam))
-    over the unmasked positions and the prox's segments. One kernel call on CPU or Triton
-    (which shift each row to a max of 0 as they read it); the torch reference on x as given
-    elsewhere.
+    over the unmasked positions and the prox's segments, which the backward reads on the
+    support only (the CPU kernel's AVX-512 path labels only those, -1 elsewhere). One kernel
+    call on CPU or Triton (which shift each row to a max of 0 as they read it); the torch
+    reference on x as given elsewhere.
     """
     if backend_for(x) == "triton":
         return triton_kernels().fusedmax_rows(x, mask, float(gamma), float(lam))

@@ -538,3 +538,48 @@ def test_kernels_check_finiteness_of_unmasked_scores_only(name, bad):
     mask[4, 3] = False
     y = module(x, mask=mask)
     assert torch.isfinite(y).all() and y[4, 3] == 0
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 16, 17, 30, 50, 64, 65, 400])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("fusedmax", {"lam": 0.1}),
+        ("fusedmax", {"lam": 1.0, "gamma": 3.0}),
+        ("oscarmax", {"lam": 0.01}),
+    ],
+)
+def test_grouped_float32_kernels_match_float64(vector_isa, d, masked, name, params):
+    # every path of the float32 fusedmax kernel (AVX-512: fusedmax_rows_avx512 on unmasked
+    # rows, its threshold by pairwise comparisons up to 16 candidates, Michelot's passes in
+    # registers up to 64 and in memory beyond; Condat's algorithm on whole rows at large lam)
+    # and of the grouped backward (its compaction, shared with oscarmax) against the float64
+    # kernels on the same scores: values and gradients to float32 rounding, the same groups on
+    # the support
+    x, mask = random_case(seed=d + 100, rows=300, d=d)
+    mask = mask if masked else None
+    x[:20] *= 0.01  # near-uniform rows: every value a candidate
+    x[20:40] *= 20  # supports of one or two values
+    x = x.float()
+    grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(d), dtype=torch.float64)
+    outputs = []
+    for dtype in (torch.float32, torch.float64):
+        xr = x.to(dtype).requires_grad_()
+        y = mappings.build(name, **params)(xr, mask=mask)
+        (g,) = torch.autograd.grad(y, xr, grad.to(dtype))
+        outputs.append((y.detach().double(), g.double()))
+    (y32, g32), (y64, g64) = outputs
+    torch.testing.assert_close(y32, y64, rtol=0, atol=2e-6)
+    assert torch.equal(y32 > 0, y64 > 0)
+    torch.testing.assert_close(g32, g64, rtol=0, atol=1e-5)
+    if name == "fusedmax":
+        y32k, group32 = fusedmax_rows(x, mask, params.get("gamma", 1.0), params["lam"])
+        _, group64 = fusedmax_rows(x.double(), mask, params.get("gamma", 1.0), params["lam"])
+        on = y32k > 0
+        for r in range(x.shape[0]):
+            assert same_partition(group32[r][on[r]], group64[r][on[r]])
+    x_bad = x.clone()
+    x_bad[7, d // 2] = float("nan")
+    with pytest.raises(ValueError, match="(?i)nan"):
+        mappings.build(name, **params)(x_bad)

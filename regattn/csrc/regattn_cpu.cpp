@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "avx512_pnorm.h"
 #include "dp_sweeps.h"
 #include "row_algorithms.h"
 
@@ -484,10 +485,25 @@ torch::Tensor weighted_jvp_rows(torch::Tensor w, torch::Tensor g) {
   return out;
 }
 
+// sq-pnorm-max of each row (sq_pnorm_max_row; for p = 1.5, unmasked float rows of up to 64
+// values on a CPU with AVX-512: sq_pnorm15_rows_avx512, in registers).
 torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamma, double p) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (p == 1.5 && d <= kSqPnormRegisterD && unmasked_float_avx512(x, mask)) {
+    // no temperature scales the scores here: the rows are checked as for_each_row checks them
+    // below, for gamma = 1 (max_spread(1.0)), and the kernel takes gamma itself
+    const float g = static_cast<float>(gamma);
+    run_row_chunks_avx512(x, y, 1.0,
+                          [g](const float* in, float* out, int64_t rows, int64_t n, float, float limit,
+                              bool& non_finite, bool& overflow) {
+                            sq_pnorm15_rows_avx512(in, out, rows, n, g, limit, non_finite, overflow);
+                          });
+    return y;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sq_pnorm_max_rows", [&] {
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
@@ -498,14 +514,27 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
   return y;
 }
 
-// Backward of sq-pnorm-max (see sq_pnorm_max_jvp_row); y is 0 at masked positions, which
-// therefore get 0 with no gathering.
+// Backward of sq-pnorm-max (see sq_pnorm_max_jvp_row; for p = 1.5, float rows on a CPU with
+// AVX-512: sq_pnorm15_jvp_row_avx512); y is 0 at masked positions, which therefore get 0 with
+// no gathering.
 torch::Tensor sq_pnorm_max_jvp_rows(torch::Tensor y, torch::Tensor v, double gamma, double p) {
   check_rows(y, torch::Tensor());
   TORCH_CHECK(v.sizes() == y.sizes() && v.is_contiguous() && v.scalar_type() == y.scalar_type(),
               "the vector must match the output's shape and dtype");
   auto out = torch::empty_like(y);
   const int64_t rows = y.size(0), d = y.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (p == 1.5 && unmasked_float_avx512(y, torch::Tensor())) {
+    const float* yp = y.data_ptr<float>();
+    const float* vp = v.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    const float g = static_cast<float>(gamma);
+    at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) sq_pnorm15_jvp_row_avx512(yp + r * d, vp + r * d, op + r * d, d, g);
+    });
+    return out;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "sq_pnorm_max_jvp_rows", [&] {
     const scalar_t* yp = y.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();

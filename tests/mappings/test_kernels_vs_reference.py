@@ -454,6 +454,40 @@ def test_sparsemax_float32_kernel_matches_sort_based_projection(vector_isa, d, g
             mappings.sparsemax(x_bad, gamma=gamma)
 
 
+@pytest.mark.parametrize("d", [1, 2, 16, 17, 30, 50, 64, 65, 400])
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("p", [1.5, 1.7])
+@pytest.mark.parametrize("masked", [False, True])
+def test_sq_pnorm_max_float32_kernel_matches_float64(vector_isa, d, gamma, p, masked):
+    # every path of the float32 kernels (for p = 1.5: unmasked rows of up to 64 values in
+    # AVX-512 registers and the backward in 16 lanes; the portable rows otherwise) against the
+    # float64 kernel on the same float32 scores: peaked rows (supports of one or two values),
+    # a uniform row, and the masks' gathered rows
+    x, mask = random_case(seed=d, rows=300, d=d)
+    mask = mask if masked else None
+    x[:30] *= 40
+    x[30:40] = 1.5
+    x = x.float()
+    y32 = mappings.sq_pnorm_max(x, mask=mask, gamma=gamma, p=p)
+    y64 = mappings.sq_pnorm_max(x.double(), mask=mask, gamma=gamma, p=p)
+    torch.testing.assert_close(y32.double(), y64, rtol=0, atol=2e-6)
+    torch.testing.assert_close(y32.sum(-1), torch.ones(x.shape[0]), rtol=0, atol=1e-5)
+    if mask is not None:
+        assert bool((y32[~mask] == 0).all())
+    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(d))
+    j32 = sq_pnorm_max_jvp(y32, v, gamma, p)
+    j64 = sq_pnorm_max_jvp_reference(y32.double(), v.double(), gamma, p)
+    # J v is v's deviation on the support scaled by y^{2-p} / gamma: float32 rounding of that
+    torch.testing.assert_close(j32.double(), j64, rtol=0, atol=2e-6 * (1 + 1 / gamma))
+    for bad in (float("nan"), float("inf")):
+        x_bad = x.clone()
+        x_bad[7, d // 2] = bad
+        if mask is not None:
+            mask[7, d // 2] = True
+        with pytest.raises(ValueError, match="(?i)nan" if bad != bad else "(?i)infinite"):
+            mappings.sq_pnorm_max(x_bad, mask=mask, gamma=gamma, p=p)
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 @pytest.mark.parametrize("d", [9, 50])
 def test_softmax_float32_kernel_rejects_non_finite_scores(vector_isa, bad, d):

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "avx512_oscar.h"
 #include "avx512_pnorm.h"
 #include "dp_sweeps.h"
 #include "row_algorithms.h"
@@ -329,12 +330,27 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
 }
 
 // oscarmax = P_simplex(prox_P(x / gamma)) (Prop. 2) in one pass per row, computing the
-// support only (oscarmax_row): group ids are -1 off the support.
+// support only (oscarmax_row): group ids are -1 off the support. Unmasked float rows of up to
+// 64 values on a CPU with AVX-512 take oscarmax_rows_avx512 (the same outputs).
 std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   auto group = new_groups(x);
   const int64_t d = x.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (d <= kOscarRegisterD && unmasked_float_avx512(x, mask)) {
+    const float* xp = x.data_ptr<float>();
+    int32_t* gp = group.data_ptr<int32_t>();
+    const float l = static_cast<float>(lam);
+    run_row_chunks_avx512(x, y, gamma,
+                          [xp, gp, l](const float* in, float* out, int64_t rows, int64_t n, float scale, float limit,
+                                      bool& non_finite, bool& overflow) {
+                            oscarmax_rows_avx512(in, out, gp + (in - xp), rows, n, l, scale, limit, non_finite,
+                                                 overflow);
+                          });
+    return {y, group};
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "oscarmax_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
     for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), max_spread<scalar_t>(gamma),

@@ -652,27 +652,64 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, acc_t
 // (`top`, in position order; m = n for the whole row, fewer for oscarmax_row's support).
 // Leaves the result in sorted order in a[0, m), non-increasing, with order[k] the index in
 // `top` of a[k] and block[k] its cluster. Scratch: start, sum (m entries each).
+// The prox's steps after the sort (pool_pairwise_max: a holds the m values sorted, in place)
+// are shared with oscarmax_row and the float rows in AVX-512 registers (avx512_oscar.h),
+// which sort otherwise.
 template <typename T>
-void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, int32_t* order, int32_t* block,
-                              int64_t* start, acc_t<T>* sum) {
-  sort_decreasing(top, m, a, order);  // ties keep their order: top is in position order
+void pool_pairwise_max(T* a, int64_t m, int64_t n, T lam, int32_t* block, int64_t* start, acc_t<T>* sum) {
   for (int64_t k = 0; k < m; ++k) a[k] -= lam * T(n - 1 - k);
   pav_nonincreasing(a, block, m, start, sum);
 }
 
-// oscarmax's output from the prox of its candidates, sorted (a, order, block over m values)
-// and the threshold tau: y and group on the support, 0 and -1 elsewhere.
 template <typename T>
-void oscarmax_write(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order, const int32_t* block,
-                    T* y, int32_t* group, int64_t n) {
-  std::fill(y, y + n, T(0));
-  std::fill(group, group + n, int32_t(-1));
+void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, int32_t* order, int32_t* block,
+                              int64_t* start, acc_t<T>* sum) {
+  sort_decreasing(top, m, a, order);  // ties keep their order: top is in position order
+  pool_pairwise_max(a, m, n, lam, block, start, sum);
+}
+
+// oscarmax's output on the support from the prox of its candidates, sorted (a, order, block
+// over m values) and the threshold tau: y and group there; the caller has written 0 and -1
+// everywhere (oscarmax_write; the AVX-512 rows with vector stores).
+template <typename T>
+void oscarmax_write_support(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order,
+                            const int32_t* block, T* y, int32_t* group) {
   for (int64_t k = 0; k < m; ++k) {
     if (!(a[k] > tau)) break;  // a is non-increasing: the support is a prefix
     const int32_t i = cand_pos[order[k]];
     y[i] = a[k] - tau;
     group[i] = block[k];
   }
+}
+
+// The same with y and group filled first: 0 and -1 off the support.
+template <typename T>
+void oscarmax_write(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order, const int32_t* block,
+                    T* y, int32_t* group, int64_t n) {
+  std::fill(y, y + n, T(0));
+  std::fill(group, group + n, int32_t(-1));
+  oscarmax_write_support(a, m, tau, cand_pos, order, block, y, group);
+}
+
+// oscarmax_row's steps once its m candidates are sorted into a (with order): the prox's
+// pooling, the simplex threshold, and y and group on the support (the caller has filled the
+// rest). Never inlined: the AVX-512 rows (avx512_oscar.h) call it too, and inlined there it
+// would be compiled with fused multiply-adds, whose different rounding split or merged
+// clusters of tied scores differently from the portable row.
+template <typename T>
+__attribute__((noinline)) void oscarmax_from_sorted(T* a, int64_t m, int64_t n, T lam, const int32_t* cand_pos,
+                                                    const int32_t* order, int32_t* block, int64_t* start,
+                                                    acc_t<T>* sum, T* y, int32_t* group) {
+  pool_pairwise_max(a, m, n, lam, block, start, sum);
+  oscarmax_write_support(a, m, simplex_threshold_sorted(a, m), cand_pos, order, block, y, group);
+}
+
+// oscarmax_row's bound (see there): only values above it can reach the support.
+template <typename T>
+T oscarmax_floor(int64_t n, T lam) {
+  const T reach = T(1) + lam * T(n - 1);
+  // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
+  return -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
 }
 
 // Rows with more candidates than this try oscarmax_pruned first.
@@ -815,16 +852,15 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
   // on v = (x - shift) * scale, v_max = 0 (shift is the row's max, scale 1/gamma): prox_P
   // commutes with adding a constant (mappings/oscar.py), and working at v_max = 0 keeps the
   // threshold arithmetic at the size of the scores' spread
-  const T reach = T(1) + lam * T(n - 1);
-  // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
-  const T floor = -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
+  const T floor = oscarmax_floor(n, lam);
   const int64_t m = compact_above(x, nullptr, n, shift, scale, floor, cand, cand_pos);
   if (m > kOscarPruneMin && oscarmax_pruned(cand, cand_pos, m, n, lam, floor, y, group, a, order, block, start, sum)) {
     return;
   }
-  prox_pairwise_max_sorted(cand, m, n, lam, a, order, block, start, sum);
-  const T tau = simplex_threshold_sorted(a, m);
-  oscarmax_write(a, m, tau, cand_pos, order, block, y, group, n);
+  sort_decreasing(cand, m, a, order);  // ties keep their order: cand is in position order
+  std::fill(y, y + n, T(0));
+  std::fill(group, group + n, int32_t(-1));
+  oscarmax_from_sorted(a, m, n, lam, cand_pos, order, block, start, sum, y, group);
 }
 
 // entmax15_row's Newton iteration on its candidates (`padded` entries, see pad_lowest), from

@@ -455,6 +455,48 @@ def test_sparsemax_float32_kernel_matches_sort_based_projection(vector_isa, d, g
 
 
 @pytest.mark.parametrize("d", [1, 2, 16, 17, 30, 50, 64, 65, 400])
+@pytest.mark.parametrize("gamma", [0.5, 2.0])
+@pytest.mark.parametrize("lam", [0.01, 0.1])
+@pytest.mark.parametrize("ties", [False, True])
+def test_oscarmax_float32_kernel_matches_float64(vector_isa, d, gamma, lam, ties):
+    # every path of the float32 kernel (unmasked rows of up to 64 values in AVX-512 registers,
+    # the portable rows otherwise, masked rows included): the same outputs as the portable
+    # path, bit for bit, and against the float64 kernel on the same float32 scores, values to
+    # float32 rounding of the prox's size and, without ties (whose pooling float32 rounding
+    # may decide otherwise), the same supports and clusters
+    from regattn.mappings._kernels import kernels
+
+    x, mask = random_case(seed=d + 100, rows=200, d=d, ties=ties)
+    x[:20] *= 40  # supports of one or two values
+    x[20:30] = 1.5  # a uniform row: one cluster
+    x = x.float()
+    for m in (None, mask):
+        y32, g32 = oscarmax_rows(x, m, gamma, lam)
+        kernels.use_vector_isa("portable")
+        try:
+            y_portable, g_portable = oscarmax_rows(x, m, gamma, lam)
+        finally:
+            kernels.use_vector_isa(vector_isa)
+        assert torch.equal(y32, y_portable) and torch.equal(g32, g_portable)
+        y64, g64 = oscarmax_rows(x.double(), m, gamma, lam)
+        spread = (x.double().amax(-1, keepdim=True) - x.double().amin(-1, keepdim=True)) / gamma
+        atol = 16 * torch.finfo(torch.float32).eps * (1 + spread + lam * (d - 1))
+        assert ((y32.double() - y64).abs() <= atol).all(), (y32.double() - y64).abs().max()
+        assert torch.equal(g32 < 0, y32 <= 0)
+        if m is not None:
+            assert bool((y32[~m] == 0).all())
+        if not ties:
+            assert torch.equal(y32 > 0, y64 > 0)
+            for r in range(x.shape[0]):
+                on = y32[r] > 0
+                assert same_partition(g32[r][on], g64[r][on])
+    x_bad = x.clone()
+    x_bad[7, d // 2] = float("nan")
+    with pytest.raises(ValueError, match="(?i)nan"):
+        mappings.oscarmax(x_bad, gamma=gamma, lam=lam)
+
+
+@pytest.mark.parametrize("d", [1, 2, 16, 17, 30, 50, 64, 65, 400])
 @pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
 @pytest.mark.parametrize("p", [1.5, 1.7])
 @pytest.mark.parametrize("masked", [False, True])

@@ -1,0 +1,110 @@
+// oscarmax's float rows of up to 64 values in 16 lanes on x86-64 CPUs with AVX-512F, chosen
+// at run time as the paths of avx512_rows.h. The algorithm is oscarmax_row's (row_algorithms.h):
+// the candidates above oscarmax_floor, sorted, then pooled, thresholded and written on the
+// support by the portable row's own code (oscarmax_from_sorted): the same operations on the
+// same values, so the outputs are those of the portable row, bit for bit. What changes is the
+// data's path: on 30-50 wide rows the portable row's calls (the check, the compaction, the
+// fills of y and group) and its scalar sort cost more than pooling the ~10 candidates.
+#pragma once
+
+#include <cstdint>
+
+#include "row_algorithms.h"
+
+#ifdef REGATTN_HAVE_AVX2_POWERS
+#include <immintrin.h>
+#endif
+
+namespace regattn {
+
+#ifdef REGATTN_HAVE_AVX2_POWERS
+constexpr int64_t kOscarRegisterD = 64;
+
+// Sorts the m <= 16 kRegs values of c decreasingly into sorted, with order[k] the index in c
+// of sorted[k], ties in c's order: sort_decreasing's ranks (rank_i = #{j: c_j > c_i} +
+// #{j < i: c_j == c_i}, a permutation), counted for 16 values at once per broadcast c_j and
+// scattered to their places. c holds 16 kRegs readable values. The register count is a
+// template argument, so that the vectors stay in registers (with a count known only at run
+// time, the compiler kept them in arrays that it copied and zeroed per row).
+template <int kRegs>
+__attribute__((target("avx512f"))) inline void sort_decreasing_avx512_regs(const float* c, int64_t m, float* sorted,
+                                                                           int32_t* order) {
+  const __m512i one = _mm512_set1_epi32(1);
+  __m512 v[kRegs];
+  __m512i index[kRegs], rank[kRegs];
+  for (int r = 0; r < kRegs; ++r) {
+    v[r] = _mm512_loadu_ps(c + 16 * r);
+    index[r] = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    index[r] = _mm512_add_epi32(index[r], _mm512_set1_epi32(16 * r));
+    rank[r] = _mm512_setzero_si512();
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    const __m512 cj = _mm512_set1_ps(c[j]);
+    const __m512i jv = _mm512_set1_epi32(static_cast<int32_t>(j));
+    for (int r = 0; r < kRegs; ++r) {
+      const __mmask16 before = _mm512_cmp_ps_mask(cj, v[r], _CMP_GT_OQ) |
+                               _mm512_mask_cmp_ps_mask(_mm512_cmpgt_epi32_mask(index[r], jv), cj, v[r], _CMP_EQ_OQ);
+      rank[r] = _mm512_mask_add_epi32(rank[r], before, rank[r], one);
+    }
+  }
+  for (int r = 0; r < kRegs; ++r) {
+    const __mmask16 valid = lanes16(16 * r, m);
+    _mm512_mask_i32scatter_ps(sorted, valid, rank[r], v[r], 4);
+    _mm512_mask_i32scatter_epi32(order, valid, rank[r], index[r], 4);
+  }
+}
+
+__attribute__((target("avx512f"))) inline void sort_decreasing_avx512(const float* c, int64_t m, float* sorted,
+                                                                      int32_t* order) {
+  switch ((m + 15) / 16) {
+    case 1: return sort_decreasing_avx512_regs<1>(c, m, sorted, order);
+    case 2: return sort_decreasing_avx512_regs<2>(c, m, sorted, order);
+    case 3: return sort_decreasing_avx512_regs<3>(c, m, sorted, order);
+    default: return sort_decreasing_avx512_regs<4>(c, m, sorted, order);
+  }
+}
+
+// oscarmax of the unmasked float rows [0, rows) of x (each of d <= kOscarRegisterD values)
+// into y and group, each row checked as in softmax_rows_avx512: v = (x - max) * scale from
+// the registers, its candidates (v > oscarmax_floor) gathered by compress stores with their
+// positions, sorted by sort_decreasing_avx512; y and group written as vector stores of 0 and
+// -1 and then the support.
+__attribute__((target("avx512f"))) inline void oscarmax_rows_avx512(const float* x, float* y, int32_t* group,
+                                                                    int64_t rows, int64_t d, float lam, float scale,
+                                                                    float limit, bool& non_finite, bool& overflow) {
+  constexpr int kRegs = kOscarRegisterD / 16;
+  const int regs = static_cast<int>((d + 15) / 16);
+  const __m512 zero = _mm512_setzero_ps(), c = _mm512_set1_ps(scale), floor = _mm512_set1_ps(oscarmax_floor(d, lam));
+  const __m512i minus_one = _mm512_set1_epi32(-1);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __mmask16 lanes[kRegs];
+  for (int k = 0; k < kRegs; ++k) lanes[k] = k < regs ? lanes16(16 * k, d) : __mmask16(0);
+  // candidates padded to whole vectors (sort_decreasing_avx512 loads them as such)
+  alignas(64) float cand[kOscarRegisterD] = {}, a[kOscarRegisterD];
+  alignas(64) int32_t cand_pos[kOscarRegisterD], order[kOscarRegisterD], block[kOscarRegisterD];
+  int64_t start[kOscarRegisterD];
+  acc_t<float> sum[kOscarRegisterD];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = x + r * d;
+    float* out = y + r * d;
+    int32_t* g = group + r * d;
+    float shift;
+    if (!checked_row_max_avx512(z, d, limit, shift, non_finite, overflow)) continue;
+    const __m512 s = _mm512_set1_ps(shift);
+    int64_t m = 0;
+    for (int k = 0; k < regs; ++k) {
+      const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], z + 16 * k), s), c);
+      const __mmask16 above = _mm512_mask_cmp_ps_mask(lanes[k], v, floor, _CMP_GT_OQ);
+      _mm512_mask_compressstoreu_ps(cand + m, above, v);
+      _mm512_mask_compressstoreu_epi32(cand_pos + m, above, _mm512_add_epi32(iota, _mm512_set1_epi32(16 * k)));
+      m += __builtin_popcount(above);
+      _mm512_mask_storeu_ps(out + 16 * k, lanes[k], zero);
+      _mm512_mask_storeu_epi32(g + 16 * k, lanes[k], minus_one);
+    }
+    sort_decreasing_avx512(cand, m, a, order);
+    oscarmax_from_sorted(a, m, d, lam, cand_pos, order, block, start, sum, out, g);
+  }
+}
+#endif
+
+}  // namespace regattn

@@ -105,6 +105,27 @@ __attribute__((target("avx512f"))) inline void oscarmax_rows_avx512(const float*
     oscarmax_from_sorted(a, m, d, lam, cand_pos, order, block, start, sum, out, g);
   }
 }
+
+// grouped_simplex_jvp_row (the backward of oscarmax and fusedmax) of a float row of any
+// length n: the zeros written and the support listed (by compress stores of the positions
+// with y > 0) in one pass of 16 lanes with a masked last vector, where the portable row calls
+// a fill and the compaction; then the same visit of the support.
+__attribute__((target("avx512f"))) inline void grouped_simplex_jvp_row_avx512(const float* y, const float* g, float* out,
+                                                                              int64_t n, const int32_t* group,
+                                                                              int32_t* support, float* acc,
+                                                                              float* count) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t m = 0;
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 lanes = lanes16(k, n);
+    const __mmask16 on = _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, y + k), zero, _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(out + k, lanes, zero);
+    _mm512_mask_compressstoreu_epi32(support + m, on, _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(k))));
+    m += __builtin_popcount(on);
+  }
+  grouped_simplex_jvp_support(g, out, group, support, m, acc, count);
+}
 #endif
 
 }  // namespace regattn

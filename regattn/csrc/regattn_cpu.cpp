@@ -377,9 +377,29 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   return y;
 }
 
+// grouped_simplex_jvp_row of the rows [begin, end) of (rows, d) tensors (float rows on a CPU
+// with AVX-512: grouped_simplex_jvp_row_avx512).
+template <typename T>
+void grouped_simplex_jvp_rows(const T* y, const T* g, T* out, int64_t d, const int32_t* group, int64_t begin,
+                              int64_t end, int32_t* support, T* acc, T* count) {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx512_enabled().load(std::memory_order_relaxed)) {
+      for (int64_t r = begin; r < end; ++r) {
+        grouped_simplex_jvp_row_avx512(y + r * d, g + r * d, out + r * d, d, group + r * d, support, acc, count);
+      }
+      return;
+    }
+  }
+#endif
+  for (int64_t r = begin; r < end; ++r) {
+    grouped_simplex_jvp_row(y + r * d, g + r * d, out + r * d, d, group + r * d, support, acc, count);
+  }
+}
+
 // J^T g of the sparse mappings (see sparse_jvp_row); y is 0 and group -1 at masked
 // positions, so no gathering is needed. alpha = 2 for the simplex-projection family, whose
-// result a non-empty int32 `group` then averages within groups (grouped_simplex_jvp_row);
+// result a non-empty int32 `group` then averages within groups (grouped_simplex_jvp_rows);
 // a non-empty alpha_rows ((rows,), the output's dtype) gives one entmax alpha per row.
 torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, torch::Tensor group,
                               torch::Tensor alpha_rows) {
@@ -416,9 +436,7 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
         scalar_t* acc = scratch<scalar_t>(d);
         scalar_t* count = scratch<scalar_t, 1>(d);
         int32_t* support = scratch<int32_t>(d);
-        for (int64_t r = begin; r < end; ++r) {
-          grouped_simplex_jvp_row(yp + r * d, gp + r * d, op + r * d, d, grp + r * d, support, acc, count);
-        }
+        grouped_simplex_jvp_rows(yp, gp, op, d, grp, begin, end, support, acc, count);
       });
     } else if (per_row) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kPow>);

@@ -1296,13 +1296,13 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 // then averaged within each group of the prox. A group's entries share one value of y, so a
 // group lies entirely on or off the support, and the average of g_i - mean over a support
 // group is the group's mean of g minus mean. So only the support (usually a few entries) is
-// visited after one pass that finds it. Group ids lie in [0, n); `support` (n entries),
-// `acc` and `count` (indexed by group id) are scratch.
+// visited after one pass that finds it (and writes the zeros elsewhere). Group ids lie in
+// [0, n); `support` (n entries), `acc` and `count` (indexed by group id) are scratch. The
+// visit of the support, listed in support[0, m), is shared with the float rows in 16 lanes
+// (grouped_simplex_jvp_row_avx512 in avx512_oscar.h), which find the support otherwise.
 template <typename T>
-void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
-                             T* acc, T* count) {
-  std::fill(out, out + n, T(0));
-  const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
+void grouped_simplex_jvp_support(const T* g, T* out, const int32_t* group, const int32_t* support, int64_t m, T* acc,
+                                 T* count) {
   T g_sum = 0;
   for (int64_t j = 0; j < m; ++j) {
     const int32_t i = support[j];
@@ -1319,6 +1319,14 @@ void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const in
     const int32_t i = support[j];
     out[i] = acc[group[i]] / count[group[i]] - mean;
   }
+}
+
+template <typename T>
+void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
+                             T* acc, T* count) {
+  std::fill(out, out + n, T(0));
+  const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
+  grouped_simplex_jvp_support(g, out, group, support, m, acc, count);
 }
 
 }  // namespace regattn

@@ -6,6 +6,7 @@ import torch
 
 from regattn import mappings
 from regattn.mappings import torch_reference
+from regattn.mappings._backward import group_mean_reference, sparse_vjp, support_jvp_reference
 from regattn.mappings._rows import shift_to_max
 from regattn.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_threshold_rows
 from regattn.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
@@ -490,6 +491,12 @@ def test_oscarmax_float32_kernel_matches_float64(vector_isa, d, gamma, lam, ties
             for r in range(x.shape[0]):
                 on = y32[r] > 0
                 assert same_partition(g32[r][on], g64[r][on])
+        # the backward (group means of the support Jacobian; its AVX-512 row for any d)
+        v = torch.randn(x.shape, generator=torch.Generator().manual_seed(d))
+        expected = group_mean_reference(support_jvp_reference(y32.double(), v.double(), 2), g32)
+        torch.testing.assert_close(
+            sparse_vjp(y32, v, group=g32).double(), expected, rtol=0, atol=1e-5
+        )
     x_bad = x.clone()
     x_bad[7, d // 2] = float("nan")
     with pytest.raises(ValueError, match="(?i)nan"):

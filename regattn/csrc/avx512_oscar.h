@@ -107,12 +107,14 @@ __attribute__((target("avx512f"))) inline void oscarmax_rows_avx512(const float*
 }
 
 // grouped_simplex_jvp_row (the backward of oscarmax and fusedmax) of a float row of any
-// length n: the zeros written and the support listed (by compress stores of the positions
-// with y > 0) in one pass of 16 lanes with a masked last vector, where the portable row calls
-// a fill and the compaction; then the same visit of the support.
+// length n: the zeros written and the support's positions, gradients and group ids listed (by
+// compress stores of the lanes with y > 0) in one pass of 16 lanes over y, g and group with a
+// masked last vector, where the portable row calls a fill and the compaction and then reads
+// g and group at the support's places; then the same visit of the support.
 __attribute__((target("avx512f"))) inline void grouped_simplex_jvp_row_avx512(const float* y, const float* g, float* out,
                                                                               int64_t n, const int32_t* group,
-                                                                              int32_t* support, float* acc,
+                                                                              int32_t* support, float* g_on,
+                                                                              int32_t* group_on, float* acc,
                                                                               float* count) {
   const __m512 zero = _mm512_setzero_ps();
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -122,9 +124,11 @@ __attribute__((target("avx512f"))) inline void grouped_simplex_jvp_row_avx512(co
     const __mmask16 on = _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, y + k), zero, _CMP_GT_OQ);
     _mm512_mask_storeu_ps(out + k, lanes, zero);
     _mm512_mask_compressstoreu_epi32(support + m, on, _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(k))));
+    _mm512_mask_compressstoreu_ps(g_on + m, on, _mm512_maskz_loadu_ps(lanes, g + k));
+    _mm512_mask_compressstoreu_epi32(group_on + m, on, _mm512_maskz_loadu_epi32(lanes, group + k));
     m += __builtin_popcount(on);
   }
-  grouped_simplex_jvp_support(g, out, group, support, m, acc, count);
+  grouped_simplex_jvp_support(support, g_on, group_on, m, out, acc, count);
 }
 #endif
 

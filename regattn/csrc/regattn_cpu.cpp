@@ -378,22 +378,28 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
 }
 
 // grouped_simplex_jvp_row of the rows [begin, end) of (rows, d) tensors (float rows on a CPU
-// with AVX-512: grouped_simplex_jvp_row_avx512).
+// with AVX-512: grouped_simplex_jvp_row_avx512), with per-thread scratch.
 template <typename T>
 void grouped_simplex_jvp_rows(const T* y, const T* g, T* out, int64_t d, const int32_t* group, int64_t begin,
-                              int64_t end, int32_t* support, T* acc, T* count) {
+                              int64_t end) {
+  T* acc = scratch<T>(d);
+  T* count = scratch<T, 1>(d);
+  T* g_on = scratch<T, 2>(d);
+  int32_t* support = scratch<int32_t>(d);
+  int32_t* group_on = scratch<int32_t, 1>(d);
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
     if (avx512_enabled().load(std::memory_order_relaxed)) {
       for (int64_t r = begin; r < end; ++r) {
-        grouped_simplex_jvp_row_avx512(y + r * d, g + r * d, out + r * d, d, group + r * d, support, acc, count);
+        grouped_simplex_jvp_row_avx512(y + r * d, g + r * d, out + r * d, d, group + r * d, support, g_on, group_on,
+                                       acc, count);
       }
       return;
     }
   }
 #endif
   for (int64_t r = begin; r < end; ++r) {
-    grouped_simplex_jvp_row(y + r * d, g + r * d, out + r * d, d, group + r * d, support, acc, count);
+    grouped_simplex_jvp_row(y + r * d, g + r * d, out + r * d, d, group + r * d, support, g_on, group_on, acc, count);
   }
 }
 
@@ -433,10 +439,7 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
     };
     if (grouped) {
       at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
-        scalar_t* acc = scratch<scalar_t>(d);
-        scalar_t* count = scratch<scalar_t, 1>(d);
-        int32_t* support = scratch<int32_t>(d);
-        grouped_simplex_jvp_rows(yp, gp, op, d, grp, begin, end, support, acc, count);
+        grouped_simplex_jvp_rows(yp, gp, op, d, grp, begin, end);
       });
     } else if (per_row) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kPow>);

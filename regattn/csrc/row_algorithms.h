@@ -1297,36 +1297,39 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 // group lies entirely on or off the support, and the average of g_i - mean over a support
 // group is the group's mean of g minus mean. So only the support (usually a few entries) is
 // visited after one pass that finds it (and writes the zeros elsewhere). Group ids lie in
-// [0, n); `support` (n entries), `acc` and `count` (indexed by group id) are scratch. The
-// visit of the support, listed in support[0, m), is shared with the float rows in 16 lanes
-// (grouped_simplex_jvp_row_avx512 in avx512_oscar.h), which find the support otherwise.
+// [0, n); `support`, `g_on`, `group_on` (n entries each), `acc` and `count` (indexed by group
+// id) are scratch. The visit (grouped_simplex_jvp_support) reads the support's positions,
+// gradients and group ids from lists, support[j], g_on[j] = g[support[j]] and group_on[j] =
+// group[support[j]]: shared with the float rows in 16 lanes (grouped_simplex_jvp_row_avx512 in
+// avx512_oscar.h), which gather them by compress stores in their pass over the whole row,
+// where reading g and group at the support's places, which no hardware prefetcher
+// anticipates, cost a cache miss per row on each.
 template <typename T>
-void grouped_simplex_jvp_support(const T* g, T* out, const int32_t* group, const int32_t* support, int64_t m, T* acc,
-                                 T* count) {
+void grouped_simplex_jvp_support(const int32_t* support, const T* g_on, const int32_t* group_on, int64_t m, T* out,
+                                 T* acc, T* count) {
   T g_sum = 0;
   for (int64_t j = 0; j < m; ++j) {
-    const int32_t i = support[j];
-    acc[group[i]] = count[group[i]] = T(0);
-    g_sum += g[i];
+    acc[group_on[j]] = count[group_on[j]] = T(0);
+    g_sum += g_on[j];
   }
   for (int64_t j = 0; j < m; ++j) {
-    const int32_t i = support[j];
-    acc[group[i]] += g[i];
-    count[group[i]] += T(1);
+    acc[group_on[j]] += g_on[j];
+    count[group_on[j]] += T(1);
   }
   const T mean = g_sum / T(m);
-  for (int64_t j = 0; j < m; ++j) {
-    const int32_t i = support[j];
-    out[i] = acc[group[i]] / count[group[i]] - mean;
-  }
+  for (int64_t j = 0; j < m; ++j) out[support[j]] = acc[group_on[j]] / count[group_on[j]] - mean;
 }
 
 template <typename T>
 void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
-                             T* acc, T* count) {
+                             T* g_on, int32_t* group_on, T* acc, T* count) {
   std::fill(out, out + n, T(0));
   const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
-  grouped_simplex_jvp_support(g, out, group, support, m, acc, count);
+  for (int64_t j = 0; j < m; ++j) {
+    g_on[j] = g[support[j]];
+    group_on[j] = group[support[j]];
+  }
+  grouped_simplex_jvp_support(support, g_on, group_on, m, out, acc, count);
 }
 
 }  // namespace regattn

@@ -17,8 +17,25 @@
 
 namespace regattn {
 
+// Entries past n that the buffers written by compress16 (below) hold: defined on every target,
+// for the callers that size them.
+constexpr int64_t kCompressSlack = 16;
+
 #ifdef REGATTN_HAVE_AVX2_POWERS
 constexpr int64_t kOscarRegisterD = 64;
+
+// Writes the lanes of v that `keep` selects, in order, to p[0, popcount(keep)), and garbage to
+// the rest of p[0, 16): compressed in a register, then stored whole, because a compress store
+// to memory (vcompressps/vpcompressd with a memory destination) is several times slower on
+// Intel CPUs, and the loads that read it back do not get its data forwarded. p must have 16
+// writable entries (kCompressSlack past the buffers' n).
+__attribute__((target("avx512f"))) inline void compress16(float* p, __mmask16 keep, __m512 v) {
+  _mm512_storeu_ps(p, _mm512_maskz_compress_ps(keep, v));
+}
+
+__attribute__((target("avx512f"))) inline void compress16(int32_t* p, __mmask16 keep, __m512i v) {
+  _mm512_storeu_si512(p, _mm512_maskz_compress_epi32(keep, v));
+}
 
 // Sorts the m <= 16 kRegs values of c decreasingly into sorted, with order[k] the index in c
 // of sorted[k], ties in c's order: sort_decreasing's ranks (rank_i = #{j: c_j > c_i} +
@@ -80,8 +97,8 @@ __attribute__((target("avx512f"))) inline void oscarmax_rows_avx512(const float*
   __mmask16 lanes[kRegs];
   for (int k = 0; k < kRegs; ++k) lanes[k] = k < regs ? lanes16(16 * k, d) : __mmask16(0);
   // candidates padded to whole vectors (sort_decreasing_avx512 loads them as such)
-  alignas(64) float cand[kOscarRegisterD] = {}, a[kOscarRegisterD];
-  alignas(64) int32_t cand_pos[kOscarRegisterD], order[kOscarRegisterD], block[kOscarRegisterD];
+  alignas(64) float cand[kOscarRegisterD + kCompressSlack] = {}, a[kOscarRegisterD];
+  alignas(64) int32_t cand_pos[kOscarRegisterD + kCompressSlack], order[kOscarRegisterD], block[kOscarRegisterD];
   int64_t start[kOscarRegisterD];
   acc_t<float> sum[kOscarRegisterD];
   for (int64_t r = 0; r < rows; ++r) {
@@ -95,8 +112,8 @@ __attribute__((target("avx512f"))) inline void oscarmax_rows_avx512(const float*
     for (int k = 0; k < regs; ++k) {
       const __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], z + 16 * k), s), c);
       const __mmask16 above = _mm512_mask_cmp_ps_mask(lanes[k], v, floor, _CMP_GT_OQ);
-      _mm512_mask_compressstoreu_ps(cand + m, above, v);
-      _mm512_mask_compressstoreu_epi32(cand_pos + m, above, _mm512_add_epi32(iota, _mm512_set1_epi32(16 * k)));
+      compress16(cand + m, above, v);
+      compress16(cand_pos + m, above, _mm512_add_epi32(iota, _mm512_set1_epi32(16 * k)));
       m += __builtin_popcount(above);
       _mm512_mask_storeu_ps(out + 16 * k, lanes[k], zero);
       _mm512_mask_storeu_epi32(g + 16 * k, lanes[k], minus_one);
@@ -110,7 +127,8 @@ __attribute__((target("avx512f"))) inline void oscarmax_rows_avx512(const float*
 // length n: the zeros written and the support's positions, gradients and group ids listed (by
 // compress stores of the lanes with y > 0) in one pass of 16 lanes over y, g and group with a
 // masked last vector, where the portable row calls a fill and the compaction and then reads
-// g and group at the support's places; then the same visit of the support.
+// g and group at the support's places; then the same visit of the support. support, g_on and
+// group_on hold n + kCompressSlack entries.
 __attribute__((target("avx512f"))) inline void grouped_simplex_jvp_row_avx512(const float* y, const float* g, float* out,
                                                                               int64_t n, const int32_t* group,
                                                                               int32_t* support, float* g_on,
@@ -123,9 +141,9 @@ __attribute__((target("avx512f"))) inline void grouped_simplex_jvp_row_avx512(co
     const __mmask16 lanes = lanes16(k, n);
     const __mmask16 on = _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, y + k), zero, _CMP_GT_OQ);
     _mm512_mask_storeu_ps(out + k, lanes, zero);
-    _mm512_mask_compressstoreu_epi32(support + m, on, _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(k))));
-    _mm512_mask_compressstoreu_ps(g_on + m, on, _mm512_maskz_loadu_ps(lanes, g + k));
-    _mm512_mask_compressstoreu_epi32(group_on + m, on, _mm512_maskz_loadu_epi32(lanes, group + k));
+    compress16(support + m, on, _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(k))));
+    compress16(g_on + m, on, _mm512_maskz_loadu_ps(lanes, g + k));
+    compress16(group_on + m, on, _mm512_maskz_loadu_epi32(lanes, group + k));
     m += __builtin_popcount(on);
   }
   grouped_simplex_jvp_support(support, g_on, group_on, m, out, acc, count);

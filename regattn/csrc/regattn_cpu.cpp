@@ -384,9 +384,10 @@ void grouped_simplex_jvp_rows(const T* y, const T* g, T* out, int64_t d, const i
                               int64_t end) {
   T* acc = scratch<T>(d);
   T* count = scratch<T, 1>(d);
-  T* g_on = scratch<T, 2>(d);
-  int32_t* support = scratch<int32_t>(d);
-  int32_t* group_on = scratch<int32_t, 1>(d);
+  // kCompressSlack: the AVX-512 row's whole-vector stores (avx512_oscar.h)
+  T* g_on = scratch<T, 2>(d + kCompressSlack);
+  int32_t* support = scratch<int32_t>(d + kCompressSlack);
+  int32_t* group_on = scratch<int32_t, 1>(d + kCompressSlack);
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if constexpr (std::is_same_v<T, float>) {
     if (avx512_enabled().load(std::memory_order_relaxed)) {

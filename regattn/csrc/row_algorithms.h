@@ -735,7 +735,8 @@ constexpr int64_t kOscarPruneMin = 64;
 //    stops where the whole row's scan stops (the values it reads are the same).
 // If either fails, the cut is lowered (4x as many values) and tried once more; then false:
 // the caller sorts every candidate, as before. Values, groups and tau are those of the full
-// computation. floor: oscarmax_row's bound (every candidate is > floor, the n - m others
+// computation; y and group are written on the support only (the caller has filled them with
+// 0 and -1). floor: oscarmax_row's bound (every candidate is > floor, the n - m others
 // <= floor, so their sum is at most (n - m) floor: a bound is all the certificate needs, and
 // it saves a pass over the row); cand, cand_pos: the m candidates. Other scratch as
 // oscarmax_row's.
@@ -820,7 +821,7 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     }
     if (n > m) visit(n - m, floor, A(floor) * A(n - m));
     if (!below) continue;
-    oscarmax_write(a, k, tau, sel_pos.data(), order, block, y, group, n);
+    oscarmax_write_support(a, k, tau, sel_pos.data(), order, block, y, group);
     return true;
   }
   return false;
@@ -854,12 +855,12 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
   // threshold arithmetic at the size of the scores' spread
   const T floor = oscarmax_floor(n, lam);
   const int64_t m = compact_above(x, nullptr, n, shift, scale, floor, cand, cand_pos);
+  std::fill(y, y + n, T(0));
+  std::fill(group, group + n, int32_t(-1));
   if (m > kOscarPruneMin && oscarmax_pruned(cand, cand_pos, m, n, lam, floor, y, group, a, order, block, start, sum)) {
     return;
   }
   sort_decreasing(cand, m, a, order);  // ties keep their order: cand is in position order
-  std::fill(y, y + n, T(0));
-  std::fill(group, group + n, int32_t(-1));
   oscarmax_from_sorted(a, m, n, lam, cand_pos, order, block, start, sum, y, group);
 }
 

@@ -670,7 +670,7 @@ void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, i
 
 // oscarmax's output on the support from the prox of its candidates, sorted (a, order, block
 // over m values) and the threshold tau: y and group there; the caller has written 0 and -1
-// everywhere (oscarmax_write; the AVX-512 rows with vector stores).
+// everywhere (oscarmax_row with fills, the AVX-512 rows with vector stores).
 template <typename T>
 void oscarmax_write_support(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order,
                             const int32_t* block, T* y, int32_t* group) {
@@ -680,15 +680,6 @@ void oscarmax_write_support(const T* a, int64_t m, T tau, const int32_t* cand_po
     y[i] = a[k] - tau;
     group[i] = block[k];
   }
-}
-
-// The same with y and group filled first: 0 and -1 off the support.
-template <typename T>
-void oscarmax_write(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order, const int32_t* block,
-                    T* y, int32_t* group, int64_t n) {
-  std::fill(y, y + n, T(0));
-  std::fill(group, group + n, int32_t(-1));
-  oscarmax_write_support(a, m, tau, cand_pos, order, block, y, group);
 }
 
 // oscarmax_row's steps once its m candidates are sorted into a (with order): the prox's

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "avx512_fused.h"
+#include "avx512_oscar.h"
+#include "avx512_pnorm.h"
 #include "dp_sweeps.h"
 #include "row_algorithms.h"
 
@@ -300,13 +302,13 @@ std::vector<torch::Tensor> fusedmax_rows(torch::Tensor x, torch::Tensor mask, do
 #ifdef REGATTN_HAVE_AVX2_POWERS
   if (unmasked_float_avx512(x, mask)) {
     const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
     int32_t* gp = group.data_ptr<int32_t>();
-    run_row_chunks_avx512(x, y, gamma,
-                          [gp, xp, lam](const float* xc, float* yc, int64_t rows, int64_t dc, float scale, float limit,
-                                        bool& non_finite, bool& overflow) {
-                            fusedmax_rows_avx512(xc, yc, gp + (xc - xp), rows, dc, scale, static_cast<float>(lam),
-                                                 limit, non_finite, overflow);
-                          });
+    for_each_chunk_avx512(x, [&](int64_t begin, int64_t end, bool& non_finite, bool& overflow) {
+      fusedmax_rows_avx512(xp + begin * d, yp + begin * d, gp + begin * d, end - begin, d,
+                           static_cast<float>(1.0 / gamma), static_cast<float>(lam), max_spread<float>(gamma),
+                           non_finite, overflow);
+    });
     return {y, group};
   }
 #endif
@@ -368,12 +370,25 @@ std::vector<torch::Tensor> prox_pairwise_max_rows(torch::Tensor x, torch::Tensor
 }
 
 // oscarmax = P_simplex(prox_P(x / gamma)) (Prop. 2) in one pass per row, computing the
-// support only (oscarmax_row): group ids are -1 off the support.
+// support only (oscarmax_row): group ids are -1 off the support. Unmasked float rows of up to
+// 64 values on a CPU with AVX-512 take oscarmax_rows_avx512 (the same outputs).
 std::vector<torch::Tensor> oscarmax_rows(torch::Tensor x, torch::Tensor mask, double gamma, double lam) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   auto group = new_groups(x);
   const int64_t d = x.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (d <= kOscarRegisterD && unmasked_float_avx512(x, mask)) {
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    int32_t* gp = group.data_ptr<int32_t>();
+    for_each_chunk_avx512(x, [&](int64_t begin, int64_t end, bool& non_finite, bool& overflow) {
+      oscarmax_rows_avx512(xp + begin * d, yp + begin * d, gp + begin * d, end - begin, d, static_cast<float>(lam),
+                           static_cast<float>(1.0 / gamma), max_spread<float>(gamma), non_finite, overflow);
+    });
+    return {y, group};
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "oscarmax_rows", [&] {
     const scalar_t l = static_cast<scalar_t>(lam), scale = static_cast<scalar_t>(1.0 / gamma);
     for_each_row<scalar_t>(x, mask, y, group.data_ptr<int32_t>(), max_spread<scalar_t>(gamma),
@@ -400,9 +415,36 @@ torch::Tensor entmax15_rows(torch::Tensor x, torch::Tensor mask) {
   return y;
 }
 
+// grouped_simplex_jvp_row of the rows [begin, end) of (rows, d) tensors (float rows on a CPU
+// with AVX-512: grouped_simplex_jvp_row_avx512), with per-thread scratch.
+template <typename T>
+void grouped_simplex_jvp_rows(const T* y, const T* g, T* out, int64_t d, const int32_t* group, int64_t begin,
+                              int64_t end) {
+  T* acc = scratch<T>(d);
+  T* count = scratch<T, 1>(d);
+  // kCompressSlack: the AVX-512 row's whole-vector stores (avx512_oscar.h)
+  T* g_on = scratch<T, 2>(d + kCompressSlack);
+  int32_t* support = scratch<int32_t>(d + kCompressSlack);
+  int32_t* group_on = scratch<int32_t, 1>(d + kCompressSlack);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx512_enabled().load(std::memory_order_relaxed)) {
+      for (int64_t r = begin; r < end; ++r) {
+        grouped_simplex_jvp_row_avx512(y + r * d, g + r * d, out + r * d, d, group + r * d, support, g_on, group_on,
+                                       acc, count);
+      }
+      return;
+    }
+  }
+#endif
+  for (int64_t r = begin; r < end; ++r) {
+    grouped_simplex_jvp_row(y + r * d, g + r * d, out + r * d, d, group + r * d, support, g_on, group_on, acc, count);
+  }
+}
+
 // J^T g of the sparse mappings (see sparse_jvp_row); y is 0 and group -1 at masked
 // positions, so no gathering is needed. alpha = 2 for the simplex-projection family, whose
-// result a non-empty int32 `group` then averages within groups (grouped_simplex_jvp_row);
+// result a non-empty int32 `group` then averages within groups (grouped_simplex_jvp_rows);
 // a non-empty alpha_rows ((rows,), the output's dtype) gives one entmax alpha per row.
 torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, torch::Tensor group,
                               torch::Tensor alpha_rows) {
@@ -436,12 +478,7 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
     };
     if (grouped) {
       at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
-        scalar_t* acc = scratch<scalar_t>(d);
-        scalar_t* count = scratch<scalar_t, 1>(d);
-        int32_t* support = scratch<int32_t>(d);
-        for (int64_t r = begin; r < end; ++r) {
-          grouped_simplex_jvp_row(yp + r * d, gp + r * d, op + r * d, d, grp + r * d, support, acc, count);
-        }
+        grouped_simplex_jvp_rows(yp, gp, op, d, grp, begin, end);
       });
     } else if (per_row) {
       run(sparse_jvp_row<scalar_t, SupportWeight::kPow>);
@@ -531,10 +568,25 @@ torch::Tensor weighted_jvp_rows(torch::Tensor w, torch::Tensor g) {
   return out;
 }
 
+// sq-pnorm-max of each row (sq_pnorm_max_row; for p = 1.5, unmasked float rows of up to 64
+// values on a CPU with AVX-512: sq_pnorm15_rows_avx512, in registers).
 torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamma, double p) {
   check_rows(x, mask);
   auto y = torch::empty_like(x);
   const int64_t d = x.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (p == 1.5 && d <= kSqPnormRegisterD && unmasked_float_avx512(x, mask)) {
+    // no temperature scales the scores here: the rows are checked as for_each_row checks them
+    // below, for gamma = 1 (max_spread(1.0)), and the kernel takes gamma itself
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    for_each_chunk_avx512(x, [&](int64_t begin, int64_t end, bool& non_finite, bool& overflow) {
+      sq_pnorm15_rows_avx512(xp + begin * d, yp + begin * d, end - begin, d, static_cast<float>(gamma),
+                             max_spread<float>(1.0), non_finite, overflow);
+    });
+    return y;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sq_pnorm_max_rows", [&] {
     const scalar_t g = static_cast<scalar_t>(gamma), pp = static_cast<scalar_t>(p);
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
@@ -545,14 +597,27 @@ torch::Tensor sq_pnorm_max_rows(torch::Tensor x, torch::Tensor mask, double gamm
   return y;
 }
 
-// Backward of sq-pnorm-max (see sq_pnorm_max_jvp_row); y is 0 at masked positions, which
-// therefore get 0 with no gathering.
+// Backward of sq-pnorm-max (see sq_pnorm_max_jvp_row; for p = 1.5, float rows on a CPU with
+// AVX-512: sq_pnorm15_jvp_row_avx512); y is 0 at masked positions, which therefore get 0 with
+// no gathering.
 torch::Tensor sq_pnorm_max_jvp_rows(torch::Tensor y, torch::Tensor v, double gamma, double p) {
   check_rows(y, torch::Tensor());
   TORCH_CHECK(v.sizes() == y.sizes() && v.is_contiguous() && v.scalar_type() == y.scalar_type(),
               "the vector must match the output's shape and dtype");
   auto out = torch::empty_like(y);
   const int64_t rows = y.size(0), d = y.size(1);
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if (p == 1.5 && unmasked_float_avx512(y, torch::Tensor())) {
+    const float* yp = y.data_ptr<float>();
+    const float* vp = v.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    const float g = static_cast<float>(gamma);
+    at::parallel_for(0, rows, grain_for(d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) sq_pnorm15_jvp_row_avx512(yp + r * d, vp + r * d, op + r * d, d, g);
+    });
+    return out;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "sq_pnorm_max_jvp_rows", [&] {
     const scalar_t* yp = y.data_ptr<scalar_t>();
     const scalar_t* vp = v.data_ptr<scalar_t>();

@@ -652,6 +652,10 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, acc_t
   }
   for (int64_t b = 0; b <= top; ++b) {
     const int64_t end = b < top ? start[b + 1] : n;
+    if (end - start[b] == 1) {  // a[i] is its own mean: no division (most blocks at small lam)
+      block_of[start[b]] = static_cast<int32_t>(b);
+      continue;
+    }
     const T mean = static_cast<T>(sum[b] / static_cast<acc_t<T>>(end - start[b]));
     for (int64_t i = start[b]; i < end; ++i) {
       a[i] = mean;
@@ -667,27 +671,55 @@ void pav_nonincreasing(T* a, int32_t* block_of, int64_t n, int64_t* start, acc_t
 // (`top`, in position order; m = n for the whole row, fewer for oscarmax_row's support).
 // Leaves the result in sorted order in a[0, m), non-increasing, with order[k] the index in
 // `top` of a[k] and block[k] its cluster. Scratch: start, sum (m entries each).
+// The prox's steps after the sort (pool_pairwise_max: a holds the m values sorted, in place)
+// are shared with oscarmax_row and the float rows in AVX-512 registers (avx512_oscar.h),
+// which sort otherwise.
 template <typename T>
-void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, int32_t* order, int32_t* block,
-                              int64_t* start, acc_t<T>* sum) {
-  sort_decreasing(top, m, a, order);  // ties keep their order: top is in position order
+void pool_pairwise_max(T* a, int64_t m, int64_t n, T lam, int32_t* block, int64_t* start, acc_t<T>* sum) {
   for (int64_t k = 0; k < m; ++k) a[k] -= lam * T(n - 1 - k);
   pav_nonincreasing(a, block, m, start, sum);
 }
 
-// oscarmax's output from the prox of its candidates, sorted (a, order, block over m values)
-// and the threshold tau: y and group on the support, 0 and -1 elsewhere.
 template <typename T>
-void oscarmax_write(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order, const int32_t* block,
-                    T* y, int32_t* group, int64_t n) {
-  std::fill(y, y + n, T(0));
-  std::fill(group, group + n, int32_t(-1));
+void prox_pairwise_max_sorted(const T* top, int64_t m, int64_t n, T lam, T* a, int32_t* order, int32_t* block,
+                              int64_t* start, acc_t<T>* sum) {
+  sort_decreasing(top, m, a, order);  // ties keep their order: top is in position order
+  pool_pairwise_max(a, m, n, lam, block, start, sum);
+}
+
+// oscarmax's output on the support from the prox of its candidates, sorted (a, order, block
+// over m values) and the threshold tau: y and group there; the caller has written 0 and -1
+// everywhere (oscarmax_row with fills, the AVX-512 rows with vector stores).
+template <typename T>
+void oscarmax_write_support(const T* a, int64_t m, T tau, const int32_t* cand_pos, const int32_t* order,
+                            const int32_t* block, T* y, int32_t* group) {
   for (int64_t k = 0; k < m; ++k) {
     if (!(a[k] > tau)) break;  // a is non-increasing: the support is a prefix
     const int32_t i = cand_pos[order[k]];
     y[i] = a[k] - tau;
     group[i] = block[k];
   }
+}
+
+// oscarmax_row's steps once its m candidates are sorted into a (with order): the prox's
+// pooling, the simplex threshold, and y and group on the support (the caller has filled the
+// rest). Never inlined: the AVX-512 rows (avx512_oscar.h) call it too, and inlined there it
+// would be compiled with fused multiply-adds, whose different rounding split or merged
+// clusters of tied scores differently from the portable row.
+template <typename T>
+__attribute__((noinline)) void oscarmax_from_sorted(T* a, int64_t m, int64_t n, T lam, const int32_t* cand_pos,
+                                                    const int32_t* order, int32_t* block, int64_t* start,
+                                                    acc_t<T>* sum, T* y, int32_t* group) {
+  pool_pairwise_max(a, m, n, lam, block, start, sum);
+  oscarmax_write_support(a, m, simplex_threshold_sorted(a, m), cand_pos, order, block, y, group);
+}
+
+// oscarmax_row's bound (see there): only values above it can reach the support.
+template <typename T>
+T oscarmax_floor(int64_t n, T lam) {
+  const T reach = T(1) + lam * T(n - 1);
+  // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
+  return -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
 }
 
 // Rows with more candidates than this try oscarmax_pruned first.
@@ -713,13 +745,14 @@ constexpr int64_t kOscarPruneMin = 64;
 //    stops where the whole row's scan stops (the values it reads are the same).
 // If either fails, the cut is lowered (4x as many values) and tried once more; then false:
 // the caller sorts every candidate, as before. Values, groups and tau are those of the full
-// computation. floor: oscarmax_row's bound (every candidate is > floor, the n - m others
-// <= floor, with sum below_sum); cand, cand_pos: the m candidates. Other scratch as
+// computation; y and group are written on the support only (the caller has filled them with
+// 0 and -1). floor: oscarmax_row's bound (every candidate is > floor, the n - m others
+// <= floor, so their sum is at most (n - m) floor: a bound is all the certificate needs, and
+// it saves a pass over the row); cand, cand_pos: the m candidates. Other scratch as
 // oscarmax_row's.
 template <typename T>
-bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t n, T lam, T floor,
-                     acc_t<T> below_sum, T* y, int32_t* group, T* a, int32_t* order, int32_t* block, int64_t* start,
-                     acc_t<T>* sum) {
+bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t n, T lam, T floor, T* y,
+                     int32_t* group, T* a, int32_t* order, int32_t* block, int64_t* start, acc_t<T>* sum) {
   using A = acc_t<T>;  // the certificate's sums and bounds
   constexpr int kBuckets = 128;
   thread_local std::vector<T> sel;
@@ -766,34 +799,39 @@ bool oscarmax_pruned(const T* cand, const int32_t* cand_pos, int64_t m, int64_t 
     while (support < k && a[support] > tau) ++support;
     if (support == k) continue;  // every value of S on the support: S may be too small
     // M, the first block value of the prox from rank `support` on, over the sorted values
-    // w_t from that rank: max_t (w_1 + ... + w_t) / t + lam (t-1)/2, + lam (support - (n-1))
-    A best = std::numeric_limits<A>::lowest(), ub_sum = 0;
+    // w_t from that rank: max_t (w_1 + ... + w_t) / t + lam (t-1)/2, + lam (support - (n-1)).
+    // The certificate M + lam (support - (n-1)) + eps < tau holds iff every term does, each
+    // tested as S < (limit - lam (t-1)/2) t for S a bound on w_1 + ... + w_t (t > 0): with a
+    // product, where a division per term (two per bucket) cost most of this function.
     const A half_lam = A(lam) / 2;
+    const A limit = A(tau) - eps - A(lam) * A(support) + A(lam) * A(n - 1);
+    bool below = true;
+    auto term_below = [&](A bound_sum, int64_t t) { return bound_sum < (limit - half_lam * A(t - 1)) * A(t); };
+    A ub_sum = 0;
     int64_t t_before = 0;
     for (int64_t j = support; j < k; ++j) {  // S's values past the support: known exactly
       ub_sum += sel[order[j]];
       ++t_before;
-      best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1));
+      below &= term_below(ub_sum, t_before);
     }
     // the rest by buckets: buckets are monotone in v, so at the end of each bucket the
     // largest rest values are the buckets so far, whose sum is known (up to rounding, in the
     // margin eps); inside a bucket the next value is bounded by the bucket's upper edge (the
     // bucket's largest value, a third update per candidate, certified no more randn rows).
     // With no branch on empty buckets (taken unpredictably): an empty one's bound is
-    // lowest(), which adds nothing to `best`, and its end repeats the bucket before it.
-    auto visit = [&](int64_t c, T upper, A exact) {
-      best = std::max(best, (ub_sum + (upper + eps)) / A(t_before + 1) + half_lam * A(t_before));
-      ub_sum += exact;
+    // lowest(), which passes, and its end repeats the bucket before it.
+    auto visit = [&](int64_t c, T upper, A sum_bound) {
+      below &= term_below(ub_sum + (upper + eps), t_before + 1);
+      ub_sum += sum_bound;
       t_before += c;
-      best = std::max(best, ub_sum / A(t_before) + half_lam * A(t_before - 1) + eps);
+      below &= term_below(ub_sum + eps * A(t_before), t_before);
     };
     for (int64_t b = cut + 1; b < kBuckets; ++b) {
       visit(count[b], count[b] > 0 ? -T(b) * width : std::numeric_limits<T>::lowest(), b_sum[b]);
     }
-    if (n > m) visit(n - m, floor, below_sum);
-    const A bound = best + A(lam) * A(support) - A(lam) * A(n - 1);
-    if (!(bound + eps < tau)) continue;
-    oscarmax_write(a, k, tau, sel_pos.data(), order, block, y, group, n);
+    if (n > m) visit(n - m, floor, A(floor) * A(n - m));
+    if (!below) continue;
+    oscarmax_write_support(a, k, tau, sel_pos.data(), order, block, y, group);
     return true;
   }
   return false;
@@ -825,35 +863,15 @@ void oscarmax_row(const T* x, T* y, int32_t* group, int64_t n, T lam, T shift, T
   // on v = (x - shift) * scale, v_max = 0 (shift is the row's max, scale 1/gamma): prox_P
   // commutes with adding a constant (mappings/oscar.py), and working at v_max = 0 keeps the
   // threshold arithmetic at the size of the scores' spread
-  const T reach = T(1) + lam * T(n - 1);
-  // slack of a few ulps, for the rounding of the pooled means: extra candidates cost nothing
-  const T floor = -reach - T(16) * std::numeric_limits<T>::epsilon() * reach;
+  const T floor = oscarmax_floor(n, lam);
   const int64_t m = compact_above(x, nullptr, n, shift, scale, floor, cand, cand_pos);
-  acc_t<T> below_sum = 0;  // of the values at or below floor, for oscarmax_pruned's certificate (a
-  // separate loop, four partial sums: in the one above, its chain of dependent additions
-  // slowed short rows)
-  if (m > kOscarPruneMin) {
-    acc_t<T> part[4] = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      for (int l = 0; l < 4; ++l) {
-        const T v = (x[i + l] - shift) * scale;
-        part[l] += v > floor ? T(0) : v;
-      }
-    }
-    for (; i < n; ++i) {
-      const T v = (x[i] - shift) * scale;
-      part[0] += v > floor ? T(0) : v;
-    }
-    below_sum = (part[0] + part[1]) + (part[2] + part[3]);
-  }
-  if (m > kOscarPruneMin &&
-      oscarmax_pruned(cand, cand_pos, m, n, lam, floor, below_sum, y, group, a, order, block, start, sum)) {
+  std::fill(y, y + n, T(0));
+  std::fill(group, group + n, int32_t(-1));
+  if (m > kOscarPruneMin && oscarmax_pruned(cand, cand_pos, m, n, lam, floor, y, group, a, order, block, start, sum)) {
     return;
   }
-  prox_pairwise_max_sorted(cand, m, n, lam, a, order, block, start, sum);
-  const T tau = simplex_threshold_sorted(a, m);
-  oscarmax_write(a, m, tau, cand_pos, order, block, y, group, n);
+  sort_decreasing(cand, m, a, order);  // ties keep their order: cand is in position order
+  oscarmax_from_sorted(a, m, n, lam, cand_pos, order, block, start, sum, y, group);
 }
 
 // entmax15_row's Newton iteration on its candidates (`padded` entries, see pad_lowest), from
@@ -1008,22 +1026,54 @@ void entmax_halley_row(const T* x, T* y, int64_t n, T alpha, T shift, T* candida
   }
 }
 
+// One step of sq_pnorm_max_row's iteration (below), from the sums A_k = sum_i (x_i - tau)_+^k
+// at tau for k = q-2, q-1, q, q+1 (x shifted to x_max = 0) and the logs of the last two:
+// narrows the bracket [lo, hi] by the sign of phi(tau), then moves tau by a safeguarded Halley
+// step (Newton where Halley's denominator is not positive, bisection where the step leaves
+// the bracket). Returns false, with tau left as it is, where tau is the root to float
+// resolution: the iteration stops. Shared by the portable row (libm's logs) and the float rows
+// in AVX-512 registers (avx512_pnorm.h: the logs of several rows in one vector), into which it
+// must be inlined: as a call from there it cost as much as the rest of the step (the rows'
+// registers saved and restored around it).
+template <typename T>
+__attribute__((always_inline)) inline bool sq_pnorm_max_step(T log_a_q, T log_a_qp1, T a_qm2, T a_qm1, T a_q, T a_qp1, T q, T p, T log_gamma, T& lo,
+                       T& hi, T& tau) {
+  const T c = (T(2) - p) / p;
+  const T phi = log_a_q - c * log_a_qp1 - log_gamma;
+  // phi is only known to a few ulps: past that, Newton wanders and bisection crawls
+  if (std::abs(phi) <= T(8) * std::numeric_limits<T>::epsilon()) return false;
+  if (phi > T(0)) lo = tau; else hi = tau;
+  // with A_k' = -k A_{k-1}: phi' = -q u + r v, u = A_{q-1} / A_q, v = A_q / A_{q+1},
+  // r = q (2-p), and phi'' = -q u' + r v'
+  const T u = a_qm1 / a_q, v = a_q / a_qp1, r = q * (T(2) - p);
+  const T dphi = -q * u + r * v;
+  const T du = (q * a_qm1 * a_qm1 - (q - T(1)) * a_qm2 * a_q) / (a_q * a_q);
+  const T dv = ((q + T(1)) * a_q * a_q - q * a_qm1 * a_qp1) / (a_qp1 * a_qp1);
+  const T halley = T(2) * dphi * dphi - phi * (-q * du + r * dv);  // Newton where not > 0
+  T next = !(dphi < T(0))  ? (lo + hi) / T(2)
+           : halley > T(0) ? tau - T(2) * phi * dphi / halley
+                           : tau - phi / dphi;
+  if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
+  if (next == tau || !(hi > lo)) return false;  // converged to float resolution
+  tau = next;
+  return true;
+}
+
 // sq-pnorm-max of a row, argmin_{y in simplex} gamma/2 ||y||_p^2 - y.x, p in (1, 2]:
 // y = u / sum(u), u_i = (x_i - tau)_+^q with q = 1/(p-1) and tau the root of
 // phi(tau) = log A_q - (2-p)/p log A_{q+1} - log gamma, A_k = sum_i (x_i - tau)_+^k
 // (the KKT condition sum(u) = gamma ||u||_p^{2-p} in logs), on x shifted to x_max = 0.
 // tau lies in [x_max - gamma, x_max):
 // phi >= 0 at the lower end and phi -> -inf at x_max. Safeguarded Halley steps from the
-// lower end (Newton where Halley's denominator is not positive; one pass fewer than Newton's
-// usual four or five, for one more sum, A_{q-2}), bisecting when a step leaves the bracket;
-// only values above x_max - gamma can be in the support, so the iterations run over those
-// (`candidates`, scratch of n + kPad entries). For the paper's p = 1.5 (q = 2) the powers are
-// products, with no call to pow (A_0 is the count of active values), and each step sums over
-// the padded candidates in two vectors of lanes with masks, as entmax15_newton (a branch per
-// candidate, taken unpredictably, cost more than the sums).
+// lower end (sq_pnorm_max_step; Halley saves one pass of Newton's usual four or five, for
+// one more sum, A_{q-2}); only values above x_max - gamma can be in the support, so the
+// iterations run over those (`candidates`, scratch of n + kPad entries). For the paper's
+// p = 1.5 (q = 2) the powers are products, with no call to pow (A_0 is the count of active
+// values), and each step sums over the padded candidates in two vectors of lanes with masks,
+// as entmax15_newton (a branch per candidate, taken unpredictably, cost more than the sums).
 template <typename T>
 void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* candidates) {
-  const T q = T(1) / (p - T(1)), c = (T(2) - p) / p, log_gamma = std::log(gamma);
+  const T q = T(1) / (p - T(1)), log_gamma = std::log(gamma);
   const bool q_is_two = q == T(2);
   // on x - shift, shift the row's max (see project_simplex_row): x_max = 0
   const int64_t m = compact_above(x, nullptr, n, shift, T(1), -gamma, candidates, static_cast<int32_t*>(nullptr));
@@ -1068,23 +1118,9 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
         }
       }
     }
-    const T phi = std::log(a_q) - c * std::log(a_qp1) - log_gamma;
-    // phi is only known to a few ulps: past that, Newton wanders and bisection crawls
-    if (std::abs(phi) <= T(8) * std::numeric_limits<T>::epsilon()) break;
-    if (phi > T(0)) lo = tau; else hi = tau;
-    // with A_k' = -k A_{k-1}: phi' = -q u + r v, u = A_{q-1} / A_q, v = A_q / A_{q+1},
-    // r = q (2-p), and phi'' = -q u' + r v'
-    const T u = a_qm1 / a_q, v = a_q / a_qp1, r = q * (T(2) - p);
-    const T dphi = -q * u + r * v;
-    const T du = (q * a_qm1 * a_qm1 - (q - T(1)) * a_qm2 * a_q) / (a_q * a_q);
-    const T dv = ((q + T(1)) * a_q * a_q - q * a_qm1 * a_qp1) / (a_qp1 * a_qp1);
-    const T halley = T(2) * dphi * dphi - phi * (-q * du + r * dv);  // Newton where not > 0
-    T next = !(dphi < T(0))  ? (lo + hi) / T(2)
-             : halley > T(0) ? tau - T(2) * phi * dphi / halley
-                             : tau - phi / dphi;
-    if (!(next > lo && next < hi)) next = (lo + hi) / T(2);
-    if (next == tau || !(hi > lo)) break;  // converged to float resolution
-    tau = next;
+    if (!sq_pnorm_max_step(std::log(a_q), std::log(a_qp1), a_qm2, a_qm1, a_q, a_qp1, q, p, log_gamma, lo, hi, tau)) {
+      break;
+    }
   }
   if (q_is_two) {
     for (int64_t i = 0; i < n; ++i) {
@@ -1099,6 +1135,26 @@ void sq_pnorm_max_row(const T* x, T* y, int64_t n, T gamma, T p, T shift, T* can
   }
   const T sum = row_sum(y, n);
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
+}
+
+// The per-row constants of sq_pnorm_max_jvp_row (below), out_i = (a_i (v_i - dtau) -
+// rank_one y_i) / c, from its sums over the row: of y^p, a, a v, y and y v. Shared by the
+// portable row and the float one in 16 lanes (avx512_pnorm.h).
+template <typename T>
+struct SqPnormJvp {
+  T dtau, rank_one, c;
+};
+
+template <typename T>
+SqPnormJvp<T> sq_pnorm_max_jvp_constants(T s_yp, T s_a, T s_av, T s_y, T s_yv, T gamma, T p) {
+  const T norm_2mp = std::pow(s_yp, (T(2) - p) / p);  // ||y||_p^{2-p}
+  const T c = gamma * (p - T(1)) * norm_2mp;
+  const T cw2 = gamma * (T(2) - p) * norm_2mp / s_yp;
+  const T k = cw2 / (c + cw2 * s_yp);
+  const T sum_minv_v = s_av - k * s_y * s_yv;
+  const T sum_minv_1 = s_a - k * s_y * s_y;
+  const T dtau = sum_minv_v / sum_minv_1;
+  return {dtau, k * (s_yv - dtau * s_y), c};
 }
 
 // Backward of sq-pnorm-max, J v for one row (J is symmetric, so this is also J^T v): the
@@ -1149,15 +1205,8 @@ void sq_pnorm_max_jvp_row(const T* y, const T* v, T* out, int64_t n, T gamma, T 
     s_y += yi;
     s_yv += yi * v[i];
   }
-  const T norm_2mp = std::pow(s_yp, (T(2) - p) / p);  // ||y||_p^{2-p}
-  const T c = gamma * (p - T(1)) * norm_2mp;
-  const T cw2 = gamma * (T(2) - p) * norm_2mp / s_yp;
-  const T k = cw2 / (c + cw2 * s_yp);
-  const T sum_minv_v = s_av - k * s_y * s_yv;
-  const T sum_minv_1 = s_a - k * s_y * s_y;
-  const T dtau = sum_minv_v / sum_minv_1;
-  const T rank_one = k * (s_yv - dtau * s_y);
-  for (i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - dtau) - rank_one * y[i]) / c;
+  const SqPnormJvp<T> k = sq_pnorm_max_jvp_constants(s_yp, s_a, s_av, s_y, s_yv, gamma, p);
+  for (i = 0; i < n; ++i) out[i] = (out[i] * (v[i] - k.dtau) - k.rank_one * y[i]) / k.c;
 }
 
 // sum_i w_i g_i and sum_i w_i over x[0, n), in two vectors of lanes each, for the reason given
@@ -1229,29 +1278,40 @@ void weighted_jvp_row(const T* w, const T* g, T* out, int64_t n) {
 // then averaged within each group of the prox. A group's entries share one value of y, so a
 // group lies entirely on or off the support, and the average of g_i - mean over a support
 // group is the group's mean of g minus mean. So only the support (usually a few entries) is
-// visited after one pass that finds it. Group ids lie in [0, n); `support` (n entries),
-// `acc` and `count` (indexed by group id) are scratch.
+// visited after one pass that finds it (and writes the zeros elsewhere). Group ids lie in
+// [0, n); `support`, `g_on`, `group_on` (n entries each), `acc` and `count` (indexed by group
+// id) are scratch. The visit (grouped_simplex_jvp_support) reads the support's positions,
+// gradients and group ids from lists, support[j], g_on[j] = g[support[j]] and group_on[j] =
+// group[support[j]]: shared with the float rows in 16 lanes (grouped_simplex_jvp_row_avx512 in
+// avx512_oscar.h), which gather them by compress stores in their pass over the whole row,
+// where reading g and group at the support's places, which no hardware prefetcher
+// anticipates, cost a cache miss per row on each.
 template <typename T>
-void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
-                             T* acc, T* count) {
-  std::fill(out, out + n, T(0));
-  const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
+void grouped_simplex_jvp_support(const int32_t* support, const T* g_on, const int32_t* group_on, int64_t m, T* out,
+                                 T* acc, T* count) {
   T g_sum = 0;
   for (int64_t j = 0; j < m; ++j) {
-    const int32_t i = support[j];
-    acc[group[i]] = count[group[i]] = T(0);
-    g_sum += g[i];
+    acc[group_on[j]] = count[group_on[j]] = T(0);
+    g_sum += g_on[j];
   }
   for (int64_t j = 0; j < m; ++j) {
-    const int32_t i = support[j];
-    acc[group[i]] += g[i];
-    count[group[i]] += T(1);
+    acc[group_on[j]] += g_on[j];
+    count[group_on[j]] += T(1);
   }
   const T mean = g_sum / T(m);
+  for (int64_t j = 0; j < m; ++j) out[support[j]] = acc[group_on[j]] / count[group_on[j]] - mean;
+}
+
+template <typename T>
+void grouped_simplex_jvp_row(const T* y, const T* g, T* out, int64_t n, const int32_t* group, int32_t* support,
+                             T* g_on, int32_t* group_on, T* acc, T* count) {
+  std::fill(out, out + n, T(0));
+  const int64_t m = compact_above(y, nullptr, n, T(0), T(1), T(0), static_cast<T*>(nullptr), support);
   for (int64_t j = 0; j < m; ++j) {
-    const int32_t i = support[j];
-    out[i] = acc[group[i]] / count[group[i]] - mean;
+    g_on[j] = g[support[j]];
+    group_on[j] = group[support[j]];
   }
+  grouped_simplex_jvp_support(support, g_on, group_on, m, out, acc, count);
 }
 
 }  // namespace regattn

@@ -6,6 +6,7 @@ import torch
 
 from regattn import mappings
 from regattn.mappings import torch_reference
+from regattn.mappings._backward import group_mean_reference, sparse_vjp, support_jvp_reference
 from regattn.mappings._rows import shift_to_max
 from regattn.mappings.entmax import entmax15_rows, entmax15_rows_by_sort, entmax_threshold_rows
 from regattn.mappings.fused import fusedmax_rows, prox_tv1d_rows, prox_tv1d_rows_reference
@@ -452,6 +453,88 @@ def test_sparsemax_float32_kernel_matches_sort_based_projection(vector_isa, d, g
         x_bad[7, d // 2] = bad
         with pytest.raises(ValueError, match="(?i)nan" if bad != bad else "(?i)infinite"):
             mappings.sparsemax(x_bad, gamma=gamma)
+
+
+@pytest.mark.parametrize("d", [1, 2, 16, 17, 30, 50, 64, 65, 400])
+@pytest.mark.parametrize("gamma", [0.5, 2.0])
+@pytest.mark.parametrize("lam", [0.01, 0.1])
+@pytest.mark.parametrize("ties", [False, True])
+def test_oscarmax_float32_kernel_matches_float64(vector_isa, d, gamma, lam, ties):
+    # every path of the float32 kernel (unmasked rows of up to 64 values in AVX-512 registers,
+    # the portable rows otherwise, masked rows included): the same outputs as the portable
+    # path, bit for bit, and against the float64 kernel on the same float32 scores, values to
+    # float32 rounding of the prox's size and, without ties (whose pooling float32 rounding
+    # may decide otherwise), the same supports and clusters
+    from regattn.mappings._kernels import kernels
+
+    x, mask = random_case(seed=d + 100, rows=200, d=d, ties=ties)
+    x[:20] *= 40  # supports of one or two values
+    x[20:30] = 1.5  # a uniform row: one cluster
+    x = x.float()
+    for m in (None, mask):
+        y32, g32 = oscarmax_rows(x, m, gamma, lam)
+        kernels.use_vector_isa("portable")
+        try:
+            y_portable, g_portable = oscarmax_rows(x, m, gamma, lam)
+        finally:
+            kernels.use_vector_isa(vector_isa)
+        assert torch.equal(y32, y_portable) and torch.equal(g32, g_portable)
+        y64, g64 = oscarmax_rows(x.double(), m, gamma, lam)
+        spread = (x.double().amax(-1, keepdim=True) - x.double().amin(-1, keepdim=True)) / gamma
+        atol = 16 * torch.finfo(torch.float32).eps * (1 + spread + lam * (d - 1))
+        assert ((y32.double() - y64).abs() <= atol).all(), (y32.double() - y64).abs().max()
+        assert torch.equal(g32 < 0, y32 <= 0)
+        if m is not None:
+            assert bool((y32[~m] == 0).all())
+        if not ties:
+            assert torch.equal(y32 > 0, y64 > 0)
+            for r in range(x.shape[0]):
+                on = y32[r] > 0
+                assert same_partition(g32[r][on], g64[r][on])
+        # the backward (group means of the support Jacobian; its AVX-512 row for any d)
+        v = torch.randn(x.shape, generator=torch.Generator().manual_seed(d))
+        expected = group_mean_reference(support_jvp_reference(y32.double(), v.double(), 2), g32)
+        torch.testing.assert_close(
+            sparse_vjp(y32, v, group=g32).double(), expected, rtol=0, atol=1e-5
+        )
+    x_bad = x.clone()
+    x_bad[7, d // 2] = float("nan")
+    with pytest.raises(ValueError, match="(?i)nan"):
+        mappings.oscarmax(x_bad, gamma=gamma, lam=lam)
+
+
+@pytest.mark.parametrize("d", [1, 2, 16, 17, 30, 50, 64, 65, 400])
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("p", [1.5, 1.7])
+@pytest.mark.parametrize("masked", [False, True])
+def test_sq_pnorm_max_float32_kernel_matches_float64(vector_isa, d, gamma, p, masked):
+    # every path of the float32 kernels (for p = 1.5: unmasked rows of up to 64 values in
+    # AVX-512 registers and the backward in 16 lanes; the portable rows otherwise) against the
+    # float64 kernel on the same float32 scores: peaked rows (supports of one or two values),
+    # a uniform row, and the masks' gathered rows
+    x, mask = random_case(seed=d, rows=300, d=d)
+    mask = mask if masked else None
+    x[:30] *= 40
+    x[30:40] = 1.5
+    x = x.float()
+    y32 = mappings.sq_pnorm_max(x, mask=mask, gamma=gamma, p=p)
+    y64 = mappings.sq_pnorm_max(x.double(), mask=mask, gamma=gamma, p=p)
+    torch.testing.assert_close(y32.double(), y64, rtol=0, atol=2e-6)
+    torch.testing.assert_close(y32.sum(-1), torch.ones(x.shape[0]), rtol=0, atol=1e-5)
+    if mask is not None:
+        assert bool((y32[~mask] == 0).all())
+    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(d))
+    j32 = sq_pnorm_max_jvp(y32, v, gamma, p)
+    j64 = sq_pnorm_max_jvp_reference(y32.double(), v.double(), gamma, p)
+    # J v is v's deviation on the support scaled by y^{2-p} / gamma: float32 rounding of that
+    torch.testing.assert_close(j32.double(), j64, rtol=0, atol=2e-6 * (1 + 1 / gamma))
+    for bad in (float("nan"), float("inf")):
+        x_bad = x.clone()
+        x_bad[7, d // 2] = bad
+        if mask is not None:
+            mask[7, d // 2] = True
+        with pytest.raises(ValueError, match="(?i)nan" if bad != bad else "(?i)infinite"):
+            mappings.sq_pnorm_max(x_bad, mask=mask, gamma=gamma, p=p)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])

@@ -805,9 +805,14 @@ torch::Tensor dtw_marginals_sweep(torch::Tensor q, torch::Tensor ends_m, torch::
 }  // namespace
 }  // namespace regattn
 
+namespace regattn {
+torch::Tensor softmax_rows_differentiable(torch::Tensor x, torch::Tensor mask, double gamma);
+}  // namespace regattn
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "regattn CPU kernels (rows x d, optional bool mask)";
-  m.def("softmax_rows", &regattn::softmax_rows, "softmax(x / gamma) of each row");
+  m.def("softmax_rows", &regattn::softmax_rows_differentiable,
+        "softmax(x / gamma) of each row, differentiable where x requires grad (its backward in C++)");
   m.def("sparsemax_rows", &regattn::sparsemax_rows, "P_simplex(x / gamma) of each row");
   m.def("prox_tv1d_rows", &regattn::prox_tv1d_rows, "1-D TV prox of each row -> (z, segment id)");
   m.def("prox_pairwise_max_rows", &regattn::prox_pairwise_max_rows, "prox of lam*sum_{i<j} max(z_i, z_j) of each row -> (z, cluster id)");
@@ -945,6 +950,17 @@ TORCH_LIBRARY_IMPL(regattn, CPU, m) {
   });
   m.impl("dtw_marginals_sweep", &regattn::dtw_marginals_sweep);
 }
+
+namespace regattn {
+// The pybind softmax_rows: the differentiable operator's autograd Function where a gradient
+// may be asked for, else the kernel, with no call through the dispatcher from Python (whose
+// boxed call costs microseconds that, after a kernel has streamed megabytes through the
+// caches, grow to tens).
+torch::Tensor softmax_rows_differentiable(torch::Tensor x, torch::Tensor mask, double gamma) {
+  if (x.requires_grad() && torch::GradMode::is_enabled()) return SoftmaxRowsAutograd::apply(x, mask, gamma);
+  return softmax_rows(x, mask, gamma);
+}
+}  // namespace regattn
 
 TORCH_LIBRARY_IMPL(regattn, Autograd, m) {
   m.impl("softmax_rows", [](torch::Tensor x, torch::Tensor mask, double gamma) {

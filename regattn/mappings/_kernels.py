@@ -105,26 +105,15 @@ _FAKES = {
 }
 
 
-# Kernels whose operator has an autograd implementation in C++ (csrc/regattn_cpu.cpp): their
-# pybind function is not differentiable, so Python calls the operator wherever a gradient
-# may be asked for (the first argument requires grad under grad mode).
-DIFFERENTIABLE_OPS = ("softmax_rows",)
-
-
 def _kernel_call(op, fn):
-    """A kernel call: fn (the pybind function) eagerly, op (its operator) under torch.compile
-    and, for the DIFFERENTIABLE_OPS, where autograd needs the operator's backward.
-    """
-    differentiable = fn.__name__ in DIFFERENTIABLE_OPS
+    """A kernel call: fn (the pybind function) eagerly, op (its operator) under torch.compile."""
 
     def call(*args):
         # a pybind call costs less than the dispatcher's (~1.5 us, and measured up to 30 us
         # on 1024 x 400 rows); Dynamo reads is_compiling() as True, so its graph holds the
         # operator (grouped kernels return a tuple from the operator, a list from pybind:
         # callers unpack or tuple() them)
-        if torch.compiler.is_compiling() or (
-            differentiable and args[0].requires_grad and torch.is_grad_enabled()
-        ):
+        if torch.compiler.is_compiling():
             return op(*args)
         return fn(*args)
 
@@ -142,9 +131,8 @@ def _kernel_ops(module) -> types.SimpleNamespace:
     the outputs' shapes, so Dynamo puts the calls in its graph instead of breaking it at an
     opaque extension function; eagerly the pybind function runs (it skips the dispatcher's
     argument boxing). Mapping forwards and backwards are autograd.Functions that call the
-    kernels, which therefore need no autograd formula; the exceptions, DIFFERENTIABLE_OPS,
-    are differentiable operators (their backward in C++), called as such where a gradient
-    may be asked for.
+    kernels, which therefore need no autograd formula; the exception, softmax_rows, is
+    differentiable itself (its backward in C++), as operator and as pybind function.
 
     Parameters
     ----------

@@ -15,7 +15,7 @@ import torch
 from ._backward import sparse_vjp
 from ._kernels import backend_for, kernels, mask_arg, triton_kernels
 from ._module import MappingModule
-from ._rows import check_positive, to_rows, unscale
+from ._rows import check_empty, check_positive, plain_rows, to_rows, unscale
 
 
 def sparsemax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float) -> torch.Tensor:
@@ -134,6 +134,11 @@ def softmax(
         max - min overflows the dtype.
     """
     check_gamma(gamma)
+    check_empty(empty)
+    x = plain_rows(scores, dim, mask)
+    if x is not None:  # the CPU kernel on the scores as they are (see plain_rows)
+        y = kernels.softmax_rows(x, mask_arg(None), float(gamma))
+        return y if y.dim() == scores.dim() else y.reshape(scores.shape)
     # the kernels shift and check each row as they read it; for the torch reference, which
     # subtracts the row max itself, only x / gamma with gamma < 1 could overflow before it
     # does, so only then is the row shifted first (either way its spread is checked)

@@ -42,3 +42,25 @@ def test_build_uses_paper_defaults():
         torch.testing.assert_close(
             mappings.build(name)(x), apply(name, x), rtol=0, atol=0, msg=name
         )
+
+
+@pytest.mark.parametrize("shape", [(7,), (5, 9), (2, 3, 17)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_on_plain_rows_equals_the_general_path(shape, dtype):
+    # unmasked contiguous rows along the last dim skip to_rows (plain_rows) and call the CPU
+    # kernel on the scores as they are; the same rows along another dim take to_rows: the
+    # same kernel on the same values, so the same bits, forward and backward
+    generator = torch.Generator().manual_seed(len(shape))
+    x = (3 * torch.randn(shape, generator=generator, dtype=dtype)).requires_grad_()
+    grad = torch.randn(shape, generator=generator, dtype=dtype)
+    y = mappings.softmax(x, gamma=0.7)
+    (gx,) = torch.autograd.grad(y, x, grad)
+    xt = x.detach().unsqueeze(0).transpose(0, -1).requires_grad_()  # the rows along dim 0
+    yt = mappings.softmax(xt, dim=0, gamma=0.7)
+    (gt,) = torch.autograd.grad(yt, xt, grad.unsqueeze(0).transpose(0, -1))
+    assert torch.equal(yt.transpose(0, -1).squeeze(0), y.detach())
+    assert torch.equal(gt.transpose(0, -1).squeeze(0), gx)
+    with pytest.raises(ValueError, match="empty must be"):
+        mappings.softmax(x, empty="nothing")
+    with pytest.raises(ValueError, match="NaN"):
+        mappings.softmax(torch.full(shape, float("nan"), dtype=dtype))

@@ -48,10 +48,12 @@ struct FusedScratchAvx512 {
 //      by pairwise comparisons (up to 16 candidates, the usual case), else Michelot's passes in
 //      registers (michelot_threshold_avx512; in memory past 64 candidates), and y.
 // Segment ids are written only on the support, the only ones the backward pass reads
-// (grouped_simplex_jvp_row), with -1 elsewhere: a position's id is its own index, or its left
-// neighbour's where the two are fused, which only happens inside a window. So the ids cost a
-// vector select in the output pass and a walk over the windows' edges, where prox_tv1d_row
-// counts the segments over the whole row.
+// (grouped_simplex_jvp_row), with -1 elsewhere: a position's id is the first position of its
+// segment. Two neighbours are in one segment iff their values are equal: a segment is written
+// from one value, and every edge between segments holds strictly (the windows' own two-value
+// closed form already joins by equality; adjacent segments of Condat's algorithm equal to
+// rounding, a degenerate tie, are joined too). So the ids cost a running max in the output
+// pass, where prox_tv1d_row counts the segments over the whole row.
 __attribute__((target("avx512f"))) inline void fusedmax_rows_avx512(const float* x, float* y, int32_t* group,
                                                                     int64_t rows, int64_t d, float scale, float lam,
                                                                     float limit, bool& non_finite, bool& overflow) {
@@ -113,9 +115,12 @@ __attribute__((target("avx512f"))) inline void fusedmax_rows_avx512(const float*
       z_before = zi;
     }
     const bool whole_row = n <= 2 || !(lam > 0.0f) || 4 * failures > n;
-    const int64_t windows =
-        whole_row ? 0 : tv1d_solve_windows(v, z, local, n, lam, failing, failures, s.tv);
-    if (whole_row) prox_tv1d_condat_row(v, z, local, n, lam);
+    // (their segment ids, in `local`, are not read: see the output pass)
+    if (whole_row) {
+      prox_tv1d_condat_row(v, z, local, n, lam);
+    } else {
+      tv1d_solve_windows(v, z, local, n, lam, failing, failures, s.tv);
+    }
     // 3. the projection: z's max, the candidates, the threshold, y and the support's ids
     __m512 top = _mm512_set1_ps(-__builtin_inff());
     for (int64_t k = 0; k < n; k += 16) top = _mm512_mask_max_ps(top, lanes16(k, n), top, _mm512_loadu_ps(z + k));
@@ -150,23 +155,33 @@ __attribute__((target("avx512f"))) inline void fusedmax_rows_avx512(const float*
     }
     const __m512 t = _mm512_set1_ps(tau);
     const __m512i outside = _mm512_set1_epi32(-1);
+    // a segment's id is its first position: the last position at or before i that is not
+    // fused with its left neighbour, by a running max over the lanes (four shifts, then the
+    // last vector's id), with no loop over the windows' edges, whose exits and tests are
+    // mispredicted
+    const __m512i none = _mm512_setzero_si512();
+    __m512i id_before = none;
+    __m512 z_earlier = zero;
     for (int64_t k = 0; k < n; k += 16) {
       const __mmask16 m = lanes16(k, n);
-      const __m512 yi = _mm512_max_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(z + k), z_max), t), zero);
+      const __m512 zk = _mm512_loadu_ps(z + k);
+      const __m512 yi = _mm512_max_ps(_mm512_sub_ps(_mm512_sub_ps(zk, z_max), t), zero);
       _mm512_mask_storeu_ps(yr + k, m, yi);
       const __mmask16 on = _mm512_mask_cmp_ps_mask(m, yi, zero, _CMP_GT_OQ);
-      _mm512_mask_storeu_epi32(gr + k, m,
-                               _mm512_mask_mov_epi32(outside, on, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(k)))));
+      const __mmask16 fused = _mm512_mask_cmp_ps_mask(
+          k > 0 ? m : static_cast<__mmask16>(m & 0xFFFE), zk,
+          _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(zk), _mm512_castps_si512(z_earlier), 15)),
+          _CMP_EQ_OQ);
+      __m512i id = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~fused),
+                                          _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(k))));
+      id = _mm512_max_epi32(id, _mm512_alignr_epi32(id, none, 15));
+      id = _mm512_max_epi32(id, _mm512_alignr_epi32(id, none, 14));
+      id = _mm512_max_epi32(id, _mm512_alignr_epi32(id, none, 12));
+      id = _mm512_max_epi32(_mm512_max_epi32(id, _mm512_alignr_epi32(id, none, 8)), id_before);
+      _mm512_mask_storeu_epi32(gr + k, m, _mm512_mask_mov_epi32(outside, on, id));
+      id_before = _mm512_permutexvar_epi32(_mm512_set1_epi32(15), id);
+      z_earlier = zk;
     }
-    // fused edges take their left neighbour's id (-1 stays -1: a segment is on the support or
-    // off it as a whole, its values being bit-identical)
-    auto carry_ids = [&](int64_t a, int64_t last) {
-      for (int64_t e = a; e < last; ++e) {
-        if (local[e + 1] == local[e]) gr[e + 1] = gr[e];
-      }
-    };
-    if (whole_row) carry_ids(0, n - 1);
-    for (int64_t w = 0; w < windows; ++w) carry_ids(s.tv.window_start[w], s.tv.window_end[w]);
   }
 }
 #endif

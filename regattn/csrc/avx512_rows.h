@@ -139,7 +139,7 @@ __attribute__((target("avx512f"))) inline float michelot_threshold_avx512(const 
 // simplex_threshold_pairwise (row_algorithms.h) of the m <= 16 candidates in the first lanes
 // of one register: the threshold by all pairwise comparisons (candidate i is in the support
 // iff 1 + k_i c_i > S_i, k_i the number of candidates >= c_i and S_i their sum), with no
-// iteration. On the usual 5-12 candidates of attention rows this is m broadcasts (lane
+// iteration. On the usual 5-12 candidates of attention rows this is 16 broadcasts (lane
 // permutes, from the register) and compares, where Michelot's passes are a chain of three or
 // four reductions and divisions.
 __attribute__((target("avx512f"))) inline float simplex_threshold_pairwise_avx512(__m512 a, int64_t m) {
@@ -152,12 +152,14 @@ __attribute__((target("avx512f"))) inline float simplex_threshold_pairwise_avx51
     k = _mm512_mask_add_ps(k, ge, k, one);
     s = _mm512_mask_add_ps(s, ge, s, t);
   };
-  int64_t j = 0;
-  for (; j + 2 <= m; j += 2) {
+  // all 16 lanes broadcast, those past m as -inf, never >= a candidate: a loop of a
+  // fixed count, where one of m iterations was mispredicted on leaving it, a flush that kept
+  // the next row's work from overlapping this row's chain (16384x30: forward 6% faster)
+  a = _mm512_mask_mov_ps(_mm512_set1_ps(-__builtin_inff()), valid, a);
+  for (int64_t j = 0; j < 16; j += 2) {
     add(j, k0, s0);
     add(j + 1, k1, s1);
   }
-  if (j < m) add(j, k0, s0);
   const __m512 count = _mm512_add_ps(k0, k1), sum = _mm512_add_ps(s0, s1);
   const __mmask16 in = _mm512_mask_cmp_ps_mask(valid, _mm512_add_ps(one, _mm512_mul_ps(count, a)), sum, _CMP_GT_OQ);
   return (_mm512_mask_reduce_add_ps(in, a) - 1.0f) / static_cast<float>(__builtin_popcount(in));

@@ -666,3 +666,31 @@ def test_grouped_float32_kernels_match_float64(vector_isa, d, masked, name, para
     x_bad[7, d // 2] = float("nan")
     with pytest.raises(ValueError, match="(?i)nan"):
         mappings.build(name, **params)(x_bad)
+
+
+@pytest.mark.parametrize("d", [7, 17, 30, 50, 64, 65, 400])
+def test_fusedmax_float32_avx512_groups_with_ties_match_portable(d):
+    # scores tied and spaced by multiples of lam: runs of equal scores fuse, and neighbours
+    # 2 lam apart sit at the edge of fusing. The AVX-512 rows label a segment by its first
+    # position where neighbours' values differ (a running max over the lanes, across
+    # vectors), the portable rows by counting the windows' and Condat's segments: the same
+    # values and the same partition on the support, up to segments of equal value
+    from regattn.mappings._kernels import kernels
+
+    x, _ = random_case(seed=d + 700, rows=200, d=d, ties=True)
+    x = (x * 0.05).float()
+    results = []
+    try:
+        for isa in ("avx512", "portable"):
+            if not kernels.use_vector_isa(isa):
+                pytest.skip(f"this CPU has no {isa}")
+            results.append(fusedmax_rows(x, None, 1.0, 0.1))
+    finally:
+        kernels.use_vector_isa("avx512")
+    (y_vec, group_vec), (y_port, group_port) = results
+    torch.testing.assert_close(y_vec, y_port, rtol=0, atol=1e-6)
+    for r in range(x.shape[0]):
+        on = (y_vec[r] > 0) & (y_port[r] > 0)
+        assert same_partition_up_to_ties(
+            y_port[r][on].double(), group_vec[r][on], group_port[r][on]
+        )

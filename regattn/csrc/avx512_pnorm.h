@@ -26,11 +26,8 @@ namespace regattn {
 // from vector code, also spilled the rows' registers around each call.
 __attribute__((target("avx512f"))) inline __m512 log16_nonnegative(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
-  __m512 e = _mm512_getexp_ps(x);
-  const __mmask16 high = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421356f), _CMP_GT_OQ);
-  m = _mm512_mask_mul_ps(m, high, m, _mm512_set1_ps(0.5f));
-  e = _mm512_mask_add_ps(e, high, e, one);
+  __m512 m, e;
+  split_mantissa16(x, m, e);
   const __m512 f = _mm512_sub_ps(m, one), f2 = _mm512_mul_ps(f, f);
   __m512 p = _mm512_set1_ps(7.0376836292e-2f);
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(-1.1514610310e-1f));

@@ -202,6 +202,17 @@ inline void split_exponent(float r, float& head, float& tail) {
   tail = r - head;
 }
 
+// x = 2^e m with m in (1/sqrt 2, sqrt 2] for x > 0 (subnormals included): getexp and
+// getmant give m in [1, 2), halved above sqrt 2; the range on which the log series of pow16
+// and log16_nonnegative (avx512_pnorm.h) converge fastest.
+__attribute__((target("avx512f"))) inline void split_mantissa16(__m512 x, __m512& m, __m512& e) {
+  m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
+  e = _mm512_getexp_ps(x);
+  const __mmask16 high = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421356f), _CMP_GT_OQ);
+  m = _mm512_mask_mul_ps(m, high, m, _mm512_set1_ps(0.5f));
+  e = _mm512_mask_add_ps(e, high, e, _mm512_set1_ps(1.0f));
+}
+
 // x^r for finite x > 0 in 16 lanes, as pow8 (avx2_powers.h) computes it: 2^(r log2 x) with
 // log2 x = e + log2 m, m in [1/sqrt 2, sqrt 2), and r e split exactly (r = r_head + r_tail,
 // r_head of 12 significant bits). getexp/getmant take e and m from subnormals too, the
@@ -209,11 +220,8 @@ inline void split_exponent(float r, float& head, float& tail) {
 // m + 1 lies in [1.7, 2.5]), and scalef applies 2^n with IEEE underflow and overflow.
 __attribute__((target("avx512f"))) inline __m512 pow16(__m512 x, float r, float r_head, float r_tail) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
-  __m512 e = _mm512_getexp_ps(x);
-  const __mmask16 high = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421356f), _CMP_GT_OQ);
-  m = _mm512_mask_mul_ps(m, high, m, _mm512_set1_ps(0.5f));
-  e = _mm512_mask_add_ps(e, high, e, one);
+  __m512 m, e;
+  split_mantissa16(x, m, e);
   const __m512 den = _mm512_add_ps(m, one);
   __m512 inv = _mm512_rcp14_ps(den);
   inv = _mm512_mul_ps(inv, _mm512_fnmadd_ps(den, inv, _mm512_set1_ps(2.0f)));

@@ -17,19 +17,25 @@
 namespace regattn {
 
 #ifdef REGATTN_HAVE_AVX2_POWERS
-// Per-thread scratch of fusedmax_rows_avx512 for rows of up to d values, with 16 entries to
-// spare: the compressed lists (failing edges, candidates) are stored a whole vector at a time.
+// Per-thread scratch of fusedmax_rows_avx512 for rows of up to `room` values, with 16 entries
+// to spare in every buffer: v, z and the guessed duals are stored a whole vector at a time, and
+// so are the compressed lists (failing edges, candidates). The buffers differ in length (kPad
+// more for the candidates), so whether they hold a row of d values is asked of `room`, never
+// of one buffer's size: a test on v's size once let rows up to kPad values longer than the
+// last resize write past the end of the others.
 struct FusedScratchAvx512 {
   std::vector<float> v, z, candidates;
   std::vector<int32_t> local;
   TvScratch<float> tv;
+  int64_t room = 0;
 
   static FusedScratchAvx512& for_thread(int64_t d) {
     thread_local FusedScratchAvx512 s;
-    if ((int64_t)s.v.size() < d + 16) {
+    if (d > s.room) {
       for (auto* b : {&s.v, &s.z, &s.candidates}) b->resize(d + 16 + kPad);
       s.local.resize(d + 16);
       s.tv.resize(d + 16);
+      s.room = d;
     }
     return s;
   }

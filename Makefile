@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow test-cuda bench bench-mappings bench-mappings-cuda bench-scaling bench-model bench-training bench-dp bench-hf clean-venv
+.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-scaling bench-model bench-training bench-dp bench-hf clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -57,6 +57,21 @@ test: setup ## run the test suite (the CI command)
 
 test-slow: setup ## run the slow end-to-end tests too
 	$(PY) -m pytest -q -m "slow or not slow"
+
+# AddressSanitizer: the kernels compiled with -fsanitize=address into a copy of the package
+# under build/asan (the in-place build is left alone), imported ahead of it (python -P: the
+# working directory is not on sys.path; PYTHONPATH is), with the runtime preloaded (python
+# itself is not instrumented) and libstdc++ after it (its exceptions are intercepted)
+ASAN_TREE := build/asan
+test-asan: setup ## the kernels' tests (tests/mappings, tests/dp) under AddressSanitizer: a write past a buffer fails where it happens
+	rm -rf $(ASAN_TREE) && mkdir -p $(ASAN_TREE)
+	cp -r regattn setup.py $(ASAN_TREE)/ && rm -f $(ASAN_TREE)/regattn/_C*.so
+	cd $(ASAN_TREE) && CFLAGS="-fsanitize=address -fno-omit-frame-pointer" LDFLAGS="-fsanitize=address" \
+	  $(CURDIR)/$(PY) setup.py -q build_ext --inplace
+	export PYTHONPATH=$(ASAN_TREE) ASAN_OPTIONS=detect_leaks=0 \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" && \
+	$(PY) -P -c "import regattn._C as k, sys; sys.exit(0 if '$(ASAN_TREE)/' in k.__file__ else 'not the ASan build: ' + k.__file__)" && \
+	$(PY) -P -m pytest -q -p no:cacheprovider tests/mappings tests/dp
 
 test-cuda: setup ## on a GPU: the Triton kernels compiled for CUDA vs the float64 reference and the oracles
 	TRITON_INTERPRET=0 $(PY) -m pytest -q tests/mappings/test_triton_cuda.py

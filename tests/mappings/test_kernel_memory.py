@@ -1,6 +1,7 @@
 """The compiled kernels write only inside their buffers: every mapping's forward and backward,
 on every vector path, over rows whose length grows one value at a time, in a child process
-under glibc's malloc checker (libc_malloc_debug, glibc.malloc.check=3).
+under glibc's malloc checker (libc_malloc_debug, glibc.malloc.check=3), or under
+AddressSanitizer where the suite runs under it (`make test-asan`).
 
 The kernels keep per-thread scratch that grows with the row length, and their vector paths
 store whole vectors past a row's end into that scratch's slack. A write past an allocation
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import regattn
 from regattn.mappings._kernels import kernels
 
 MALLOC_DEBUG = Path("/lib/x86_64-linux-gnu/libc_malloc_debug.so.0")
@@ -88,16 +90,17 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("isa", ["avx512", "avx2", "portable"])
 def test_kernels_write_inside_their_buffers_as_rows_grow(isa):
-    env = {
-        **os.environ,
-        "LD_PRELOAD": str(MALLOC_DEBUG),
-        "GLIBC_TUNABLES": "glibc.malloc.check=3",
-        "OMP_NUM_THREADS": "1",
-    }
+    # the child imports the regattn this process imported (-P: not the one in its working
+    # directory), so that under `make test-asan` it is the instrumented build
+    package_root = str(Path(regattn.__file__).resolve().parent.parent)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": package_root}
+    if "libasan" not in env.get("LD_PRELOAD", ""):
+        # under `make test-asan` the child inherits AddressSanitizer, which checks every write
+        env.update(LD_PRELOAD=str(MALLOC_DEBUG), GLIBC_TUNABLES="glibc.malloc.check=3")
     # first lengths up to 72, each grown by up to 9 values: past one and several 16-lane
     # vectors and the register kernels' 64-value limit, and every length up to kPad (8) + 1
     # beyond the one a thread's scratch was sized for
-    command = [sys.executable, "-c", CHILD, isa, "72", "9"]
+    command = [sys.executable, "-P", "-c", CHILD, isa, "72", "9"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode == 3:
         pytest.skip(f"this CPU has no {isa}")

@@ -61,10 +61,10 @@ CHILD = textwrap.dedent(
         # every mapping at `first` values, then at each of the next `grow` lengths
         try:
             for d in range(first, first + grow + 1):
-                x = torch.randn(64, d, generator=gen)
+                x = torch.randn(67, d, generator=gen)  # 67 rows: not a multiple of 2 or 4
                 x[::4] *= 0.01  # near-uniform rows: every value a candidate, most TV edges failing
                 x[1::4, ::2] += 0.05  # alternating rows: every guessed TV dual wrong
-                mask = torch.rand(64, d, generator=gen) > 0.3
+                mask = torch.rand(67, d, generator=gen) > 0.3
                 mask[:, 0] = True
                 for key, params in CASES.items():
                     fn = getattr(mappings, "entmax" if key.startswith("entmax") else key)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.rows.keys import cell_key, row_label, split_current
 from regattn_fairseq.experiments.score.significance import (
     SEED,
@@ -141,11 +142,7 @@ def representative_cells(rows: list[dict], experiment: str, scale: str, evaluati
 
 
 def _unconverged(cell_rows: list[dict]) -> list[str]:
-    return [
-        f"seed {row['seed']}"
-        for row in cell_rows
-        if ((row.get("train") or {}).get("learning_curve") or {}).get("stop") != "patience"
-    ]
+    return [f"seed {row['seed']}" for row in cell_rows if not stopped_early(row)]
 
 
 def _decide(kind: str, interval: tuple[float, float], margin: float) -> tuple[str, str]:

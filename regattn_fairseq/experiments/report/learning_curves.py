@@ -26,6 +26,32 @@ STOP_WORDS = {
 }
 
 
+def stopped_early(row: dict) -> bool:
+    """Whether the row's training stopped on its validation loss (fairseq's patience), the
+    only stop this suite calls converged: not the epoch cap, not a fixed epoch budget (rows
+    trained before early stopping record no curve), not an interruption."""
+    return ((row.get("train") or {}).get("learning_curve") or {}).get("stop") == "patience"
+
+
+def stopping_cell(rows: list[dict]) -> str:
+    """A table cell saying how many of a cell's training runs (one per seed) stopped early, and
+    the epochs of those that did not: "3/3", "1/3 (others: 12, 50 epochs)", "0/1 (5 epochs)";
+    "–" for a baseline's rows (nothing trained: they carry `baseline`)."""
+    runs = {row["seed"]: row for row in rows if not row.get("baseline")}
+    if not runs:
+        return "–"
+    early = [seed for seed, row in runs.items() if stopped_early(row)]
+    text = f"{len(early)}/{len(runs)}"
+    if len(early) < len(runs):
+        epochs = ", ".join(
+            str(row["train"].get("epochs"))
+            for seed, row in sorted(runs.items())
+            if seed not in early
+        )
+        text += f" ({'others: ' if early else ''}{epochs} epochs)"
+    return text
+
+
 def _runs(rows: list[dict]) -> dict:
     """cell key -> {seed: curve} over the rows that record a curve (one per training run)."""
     runs = defaultdict(dict)

@@ -17,6 +17,7 @@ from pathlib import Path
 from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.claims import judge, representative_cells
+from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
 from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label
@@ -91,10 +92,7 @@ def summary_lines(
                 baseline = [c for m, c in cells.items() if m.startswith("baseline:")]
                 systems = {m: c for m, c in cells.items() if not m.startswith("baseline:")}
                 runs = [r for cell in systems.values() for r in cell]
-                stopped = sum(
-                    ((r.get("train") or {}).get("learning_curve") or {}).get("stop") == "patience"
-                    for r in runs
-                )
+                stopped = sum(stopped_early(r) for r in runs)
                 verdicts = [
                     judge(
                         claim,

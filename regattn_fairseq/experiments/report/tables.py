@@ -22,6 +22,7 @@ from regattn_fairseq.experiments.report.claims import claims_section
 from regattn_fairseq.experiments.report.learning_curves import (
     convergence_lines,
     learning_curve_figure,
+    stopping_cell,
 )
 from regattn_fairseq.experiments.rows.keys import (
     cell_key,
@@ -112,6 +113,9 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
         "evaluation, scale, mapping with γ/λ/p/α, seed, config hash); rows of an older config "
         "of the same cell are listed as superseded under the table.",
         f"- {p_value_note(baseline_of(spec))}",
+        "- early-stopped: how many of the cell's runs (one per seed) stopped on their validation "
+        "loss (converged), with the epochs of the others (a fixed epoch budget or the epoch cap: "
+        "not known to have converged; claims are not judged on them).",
         f"- {DIRTY_LEGEND}",
         "",
     ]
@@ -280,7 +284,8 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
 
 def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
     """Per cell: each evaluation set's metrics (mean ± std over seeds, † dirty) beside the
-    paper's numbers, and the p-value of its first metric against the baseline."""
+    paper's numbers, the p-value of its first metric against the baseline, and how many of its
+    runs stopped on their validation loss (`stopping_cell`)."""
     metric_names = {e: spec.metrics[e] for e in evaluations}
     paper = spec.get("paper") or {}
     baseline_name = baseline_of(spec)
@@ -289,6 +294,9 @@ def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
         for metric in metric_names[evaluation]:
             header += [f"{evaluation} {metric}", "paper"]
         header += [f"p vs {baseline_name} ({metric_names[evaluation][0]})"]
+    # whether the cell's models had converged: a comparison of models stopped by a fixed
+    # epoch budget says nothing about the mappings (claims.py rules those out too)
+    header += ["early-stopped"]
     body = []
     for key, mapping_rows in cells.items():
         baseline = _baseline(cells, key, baseline_name)
@@ -317,6 +325,7 @@ def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
                     baseline_name,
                 )
             )
+        cells_out.append(stopping_cell(mapping_rows))
         body.append(cells_out)
     return _table(header, body)
 

@@ -120,3 +120,20 @@ def test_table_links_the_learning_curve_figure_it_draws(tmp_path, scale):
     drawn = learning_curves.draw_learning_curves(tmp_path, spec, rows)
     name = results.learning_curve_figure("nmt", "multi30k_en_de", scale)
     assert drawn == [tmp_path / "figures" / name]
+
+
+def test_stopping_cell_counts_the_seeds_that_stopped_on_validation():
+    stopped = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3}), 3, 50)
+    capped = runs.learning_curve(_log({1: 5.0, 2: 4.5}), 3, 2)
+    assert learning_curves.stopped_early(_row("softmax", 1, stopped))
+    assert not learning_curves.stopped_early(_row("softmax", 1, capped))
+    assert not learning_curves.stopped_early(_row("softmax", 1, None))  # before early stopping
+    cell = [_row("softmax", 1, stopped), _row("softmax", 2, stopped)]
+    # two evaluation sets of one run are one run
+    assert learning_curves.stopping_cell(cell + [dict(cell[0], evaluation="valid")]) == "2/2"
+    mixed = cell + [dict(_row("softmax", 3, capped), train={"epochs": 2, "learning_curve": capped})]
+    assert learning_curves.stopping_cell(mixed) == "2/3 (others: 2 epochs)"
+    old = [dict(_row("softmax", 1, None), train={"epochs": 5})]
+    assert learning_curves.stopping_cell(old) == "0/1 (5 epochs)"
+    baseline = [dict(_row("baseline: lead", 0, None), baseline={"name": "lead"})]
+    assert learning_curves.stopping_cell(baseline) == "–"

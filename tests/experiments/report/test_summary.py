@@ -40,6 +40,7 @@ def _results(tmp_path):
         _row("softmax", 2, 32.0, curve={"stop": "max_epoch"}),
         _row("sparsemax", 1, 29.0),
         _row("baseline: copy source", 0, 0.5),
+        _row("baseline: copy target", 0, 0.9),
     ]
     raw = results_dir / "raw" / "nmt.jsonl"
     raw.parent.mkdir(parents=True)
@@ -51,7 +52,8 @@ def test_summary_line_comes_from_the_rows(tmp_path):
     lines = summary.summary_lines(_results(tmp_path), "results/")
     nmt = next(line for line in lines if line.startswith("| [nmt](results/nmt.md)"))
     cells = [c.strip() for c in nmt.split("|")[1:-1]]
-    assert cells[3] == "copy source 0.50 (n=1)"
+    # every baseline, the strongest (the one claims.py judges against) first
+    assert cells[3] == "copy target 0.90 (n=1); copy source 0.50 (n=1)"
     assert cells[4] == "31.00 ± 1.41 (n=2)"  # softmax, mean ± std over the two seeds
     assert cells[5] == "29.00 (n=1)"  # sparsemax
     assert cells[-2] == "1/3"  # one run of three stopped early

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from regattn_bench import mapping_speed as bench_mappings
 from regattn_fairseq.benchmarks import model_throughput as bench_model
@@ -128,3 +129,17 @@ def test_hf_bench(tmp_path):
     assert ratios["eager (transformers softmax)"] == 1.0
     assert {"sparsemax", "fusedmax (λ=0.1)", "α-entmax (learned α)"} <= set(ratios)
     assert "| sparsemax |" in (tmp_path / "hf_cpu.md").read_text()
+
+
+def test_model_bench_times_the_cpu_offload_on_a_gpu_only():
+    # the paper's setup (model on the GPU, fusedmax/oscarmax on the CPU) needs a GPU to mean
+    # anything; on the CPU it would time the same thing twice
+    cpu = bench_model.variants("regattn_lstm", torch.device("cpu"))
+    cuda = bench_model.variants("regattn_lstm", torch.device("cuda"))
+    assert list(cpu) == list(bench_model.MAPPINGS)
+    assert list(cuda) == [*bench_model.MAPPINGS, *bench_model.CPU_OFFLOAD]
+    for label in bench_model.CPU_OFFLOAD:
+        assert cuda[label][-2:] == ["--attention-device", "cpu"]
+    assert "α-entmax (learned α)" in bench_model.variants(
+        "regattn_transformer_small", torch.device("cpu")
+    )

@@ -58,6 +58,8 @@ def provenance() -> dict:
             # hosts that differ in it may round differently and train different models
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "cuda": torch.cuda.is_available(),
+            # the GPU a training on it ran on (GPUS=N trains on the first N visible devices)
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         },
     }
 

@@ -19,6 +19,10 @@ One wandb run per training run, in three steps:
 
 Everything wandb writes goes under `<run dir>/wandb/` (WANDB_DIR and its cache folders), the
 run dir being the checkpoint folder's parent; never the home folder.
+
+`WANDB_MODE=disabled` turns tracking off: none of the three steps runs and wandb is not
+imported, so a machine without wandb (the GPU machine, whose Python has none) trains and scores;
+fairseq's own hook then finds no wandb and logs a warning.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 
 RUN_RECORD = "wandb_run.json"
 # the attention options a run's config names (None where the model has none)
+
+
+def disabled() -> bool:
+    """Whether the user turned tracking off (``WANDB_MODE=disabled``, wandb's own switch)."""
+    return os.environ.get("WANDB_MODE") == "disabled"
 
 
 def offline_by_default() -> None:
@@ -133,6 +142,8 @@ def start_training_run(cfg: DictConfig) -> None:
     cfg : DictConfig
         the job's composed config (Hydra's `on_job_start`).
     """
+    if disabled():
+        return
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -176,6 +187,8 @@ def start_training_run(cfg: DictConfig) -> None:
 def finish_training_run() -> None:
     """End this process's wandb run, if any: the next job of a multirun (same process) starts
     its own."""
+    if disabled():
+        return
     import wandb
 
     if wandb.run is not None:
@@ -199,7 +212,7 @@ def log_results(save_dir: Path, rows: list[dict]) -> None:
     uploads into the same run.
     """
     record = Path(save_dir).parent / RUN_RECORD
-    if not record.is_file():
+    if disabled() or not record.is_file():
         return
     identity = json.loads(record.read_text())
     summary = {}

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from make_runs import run_make
 from wandb_offline import offline_runs
 
@@ -25,6 +26,10 @@ def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str
         assert row["versions"]["torch"] and row["versions"]["fairseq-fixed"] != "not installed"
         assert row["hardware"]["cpu_count"] >= 1
         assert row["hardware"]["cpu_capability"] in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR")
+        # the GPU a training could see where it started (None without CUDA)
+        assert row["train"]["started"]["hardware"]["gpu"] == (
+            torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        )
         assert row["train"]["config"]["model"]["_name"].startswith("regattn_")
         assert row["train"]["epochs"] == 1 and row["train"]["tokens_per_s"] > 0
         assert 0.0 <= row["metrics"][metric] <= 100.0

@@ -67,3 +67,32 @@ def test_fairseq_progress_bars_start_no_second_run(started, tmp_path):
     assert {"train/loss", "valid/loss"} <= run["history_keys"]
     if started == "active":
         assert run["id"] == "started"
+
+
+# WANDB_MODE=disabled in a fresh process where `import wandb` fails (as on a machine without
+# it): the three tracking steps run and import nothing, even with a run record on disk
+DISABLED = """
+import json, os, sys
+from pathlib import Path
+sys.modules["wandb"] = None  # any `import wandb` now raises ImportError
+os.environ["WANDB_MODE"] = "disabled"
+from regattn_fairseq.experiments.train import tracking
+
+run_dir = Path(sys.argv[1])
+(run_dir / tracking.RUN_RECORD).write_text(json.dumps({"id": "x", "dir": str(run_dir)}))
+tracking.start_training_run(None)
+tracking.finish_training_run()
+tracking.log_results(run_dir / "checkpoints", [{"evaluation": "test", "metrics": {"bleu": 1.0}}])
+print("ok", sorted(p.name for p in run_dir.iterdir()))
+"""
+
+
+def test_disabled_tracking_never_imports_wandb(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(DISABLED), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["ok", "['wandb_run.json']"]

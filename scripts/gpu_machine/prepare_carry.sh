@@ -1,0 +1,31 @@
+#!/bin/bash
+# Fill .gpu/ and .whl/ (both ignored through .git/info/exclude) with what a lent GPU machine
+# needs to train through fairseq: it has Python 3.12, torch, triton, numpy and Cython, but no
+# network, no fairseq, hydra, omegaconf or wandb. Run here, in the repository's root, after
+# committing: the machine records the commit it is given (.gpu/commit), checked against the
+# bundle of HEAD it carries (.gpu/head.bundle), so its rows are not marked dirty.
+#
+#   bash scripts/gpu_machine/prepare_carry.sh
+#   then the device tool: run "bash .gpu/train_nmt_and_bench.sh", carry [".gpu", ".whl"]
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+DATA_DIR=${REGATTN_DATA_DIR:-$(cd .. && pwd)/shared/data}
+grep -qx '/.gpu/' .git/info/exclude || echo /.gpu/ >>.git/info/exclude
+grep -qx '/.whl/' .git/info/exclude || echo /.whl/ >>.git/info/exclude
+rm -rf .gpu .whl && mkdir -p .gpu/data .gpu/work/multi30k .whl
+# pure-Python or cp312 wheels of what fairseq and the suite import and the machine lacks
+$PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d .whl hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3 sacremoses==0.2.0 subword-nmt==0.3.8
+$PY -m pip wheel -q --no-deps antlr4-python3-runtime==4.9.3 -w .whl # an sdist only on PyPI
+# fairseq-fixed's sdist; the machine compiles only its Cython helpers (build_fairseq.py)
+$PY -m pip download -q --no-deps --no-build-isolation --no-binary :all: fairseq-fixed==0.12.3.1 -d .gpu
+cp scripts/gpu_machine/build_fairseq.py scripts/gpu_machine/train_nmt_and_bench.sh .gpu/
+# Multi30k, raw and prepared; the stamp names $DATA_DIR, which the machine recreates
+$PY scripts/prepare_data.py multi30k --scale small --data-dir "$DATA_DIR" --work-dir .gpu/prep
+cp -r "$DATA_DIR/multi30k" .gpu/data/
+echo "$DATA_DIR" >.gpu/data_root
+mv .gpu/prep/data/multi30k/small-offline .gpu/work/multi30k/ && rm -rf .gpu/prep
+git rev-parse HEAD >.gpu/commit
+git bundle create -q .gpu/head.bundle HEAD
+du -sh .gpu .whl

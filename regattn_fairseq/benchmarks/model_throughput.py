@@ -24,6 +24,7 @@ results/bench/model_<device>.md is regenerated from the latest full run.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -270,8 +271,29 @@ def run(
     return results
 
 
-def markdown(record: dict) -> str:
+def earlier_runs(out_dir: Path, stem: str) -> list[dict]:
+    """The full runs already in out_dir/<stem>.json (none when it does not exist)."""
+    path = out_dir / f"{stem}.json"
+    runs = json.loads(path.read_text())["runs"] if path.is_file() else []
+    return [r for r in runs if not r["args"].get("quick")]
+
+
+def markdown(record: dict, earlier: list[dict] = ()) -> str:
+    """The record's tables; with `earlier` runs on the same device, each ratio is shown beside
+    theirs: a GPU step of these small models is bound by the host launching kernels, so a
+    ratio moves between runs (machines) by more than the differences it is read for."""
     env = record["env"]
+    same_device = [r for r in earlier if r["env"]["device"] == env["device"]]
+
+    def earlier_ratios(result: dict) -> str:
+        ratios = [
+            f"{r['throughput_ratio_to_softmax']:.2f}"
+            for run in same_device
+            for r in run["results"]
+            if (r["model"], r["attention"]) == (result["model"], result["attention"])
+        ]
+        return ", ".join(ratios) or "–"
+
     lines = [
         f"# Training throughput per attention mapping ({record['date']}, {env['device']})",
         "",
@@ -292,15 +314,27 @@ def markdown(record: dict) -> str:
             f"batches of {first['batch']['batch']} pairs, source ~{first['batch']['src']} and "
             f"target ~{first['batch']['tgt']} tokens ({first['target_tokens']} target tokens)",
             "",
-            "| attention | ms / step | target tokens/s | throughput vs softmax |",
-            "|---|---|---|---|",
+            "| attention | ms / step | target tokens/s | throughput vs softmax |"
+            + (" earlier runs on this device |" if same_device else ""),
+            "|---|---|---|---|" + ("---|" if same_device else ""),
         ]
         for r in rows:
             lines.append(
                 f"| {r['attention']} | {r['median_step_ms']:.1f} | {r['tokens_per_s']:.0f} | "
                 f"{r['throughput_ratio_to_softmax']:.2f} |"
+                + (f" {earlier_ratios(r)} |" if same_device else "")
             )
         lines.append("")
+    if same_device:
+        lines += [
+            f"Earlier runs on {env['device']}: "
+            + ", ".join(
+                f"{run['date'][:16]} (commit `{commit_label(run['env'])}`)" for run in same_device
+            )
+            + ". Where the ratios of one variant differ between runs by more than the gap "
+            "between variants, that gap is not measured.",
+            "",
+        ]
     lines.append(f"All runs: `results/bench/{record['file_stem']}.json`.")
     return "\n".join(lines) + "\n"
 
@@ -349,7 +383,9 @@ def main():
         "env": env,
         "results": results,
     }
-    print(append_run(args.out_dir, f"model_{env['device_kind']}", record, markdown))
+    stem = f"model_{env['device_kind']}"
+    earlier = earlier_runs(args.out_dir, stem)
+    print(append_run(args.out_dir, stem, record, lambda latest: markdown(latest, earlier)))
 
 
 if __name__ == "__main__":

@@ -143,3 +143,37 @@ def test_model_bench_times_the_cpu_offload_on_a_gpu_only():
     assert "α-entmax (learned α)" in bench_model.variants(
         "regattn_transformer_small", torch.device("cpu")
     )
+
+
+def _model_record(date: str, device: str, ratio: float) -> dict:
+    env = {"device": device, "torch": "2", "cpu_model": "x", "threads": 1, "git_commit": "c"}
+    env["loadavg_1_5_15_before_after"] = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    result = {
+        "model": "LSTM summarizer",
+        "arch": "regattn_lstm",
+        "model_options": [],
+        "batch": {"batch": 1, "src": 1, "tgt": 1},
+        "target_tokens": 1,
+        "median_step_ms": 1.0,
+        "tokens_per_s": 1.0,
+    }
+    return {
+        "date": date,
+        "args": {"repeats": 1, "steps": 1},
+        "env": env,
+        "file_stem": "model_gpu",
+        "results": [
+            {**result, "attention": "softmax", "throughput_ratio_to_softmax": 1.0},
+            {**result, "attention": "sparsemax", "throughput_ratio_to_softmax": ratio},
+        ],
+    }
+
+
+def test_model_bench_table_shows_earlier_runs_on_the_same_device():
+    latest = _model_record("2026-11-26T12:04", "H100", 0.75)
+    earlier = [_model_record("2026-11-26T11:55", "H100", 0.88)]
+    earlier.append(_model_record("2026-11-20T10:00", "H200", 0.5))  # another device: not shown
+    text = bench_model.markdown(latest, earlier)
+    assert "| sparsemax | 1.0 | 1 | 0.75 | 0.88 |" in text
+    assert "0.50" not in text and "2026-11-26T11:55" in text
+    assert "earlier runs" not in bench_model.markdown(latest)

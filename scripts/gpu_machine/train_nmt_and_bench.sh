@@ -65,23 +65,27 @@ el train
 # γ as the CPU table chose it on 3-epoch runs (results/nmt.md), 4 where it had not chosen yet
 declare -A GAMMA=([softmax]=4 [sparsemax]=16 [entmax15]=16 [oscarmax]=4 [fusedmax]=4 [sq_pnorm_max]=4)
 nvidia-smi dmon -s um -d 10 >$RES/logs/dmon.log 2>&1 &
+DMON=$!
+PIDS=()
 for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
-  python3 scripts/reproduce.py nmt --scale small --mappings $m --seeds 1 --gamma ${GAMMA[$m]} \
+  # its own process group (setsid), so that only these trainings are stopped below
+  setsid python3 scripts/reproduce.py nmt --scale small --mappings $m --seeds 1 --gamma ${GAMMA[$m]} \
     --data-dir $DATA_ROOT --work-dir /work/gpu-work --results-dir $RES --gpus ${GPUS:-1} \
     --threads 2 $ALLOW >$RES/logs/$m.log 2>&1 &
+  PIDS+=($!)
 done
-while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && pgrep -f scripts/reproduce.py >/dev/null; do
+running() { for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
+while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && running; do
   sleep 30
   el progress
   for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
     echo "$m: $(grep -h -E '\][[](train_inner|train|valid)\]' /work/gpu-work/checkpoints/nmt/multi30k_en_de/small-offline/$m/*/seed1/train.log 2>/dev/null | tail -1 | cut -c1-190)"
   done
 done
-pkill -f scripts/reproduce.py
-pkill -f fairseq-
+for p in "${PIDS[@]}"; do kill -TERM -- -$p 2>/dev/null; done
 sleep 3
-pkill -9 -f fairseq-
-pkill -f "nvidia-smi dmon"
+for p in "${PIDS[@]}"; do kill -KILL -- -$p 2>/dev/null; done
+kill $DMON 2>/dev/null
 el trainings stopped
 for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do echo "--- $m"; grep -v -E "^(DEBUG|INFO)" $RES/logs/$m.log | tail -4; done
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
-from regattn_fairseq.experiments.rows.keys import cell_key, row_label, split_current
+from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, row_label, split_current
 from regattn_fairseq.experiments.score.significance import (
     SEED,
     concatenate,
@@ -113,7 +113,8 @@ def difference_interval(
     return float(low), float(high)
 
 
-def _mean(rows: list[dict], metric: str) -> float:
+def cell_mean(rows: list[dict], metric: str) -> float:
+    """The mean of `metric` over a cell's rows (its seeds)."""
     return float(np.mean([row["metrics"][metric] for row in rows]))
 
 
@@ -221,18 +222,18 @@ def judge(
                 "stopping on the validation loss)"
             )
             return verdict
-    trivial = [cell for mapping, cell in cells.items() if mapping.startswith("baseline:")]
+    trivial = [cell for cell in cells.values() if is_baseline(cell[0])]
     if trivial and reference in cells:
-        best_trivial = max(trivial, key=lambda cell: _mean(cell, metric))
-        if _mean(cells[reference], metric) <= _mean(best_trivial, metric):
+        best_trivial = max(trivial, key=lambda cell: cell_mean(cell, metric))
+        if cell_mean(cells[reference], metric) <= cell_mean(best_trivial, metric):
             verdict.reason = (
-                f"{reference} ({_mean(cells[reference], metric):.2f}) does not beat "
-                f"{best_trivial[0]['mapping']} ({_mean(best_trivial, metric):.2f}) on "
+                f"{reference} ({cell_mean(cells[reference], metric):.2f}) does not beat "
+                f"{best_trivial[0]['mapping']} ({cell_mean(best_trivial, metric):.2f}) on "
                 f"{evaluation} {metric}: the models have not learned the task"
             )
             return verdict
     if kind == "within_of_best":
-        best = max(names, key=lambda name: _mean(cells[name], metric))
+        best = max(names, key=lambda name: cell_mean(cells[name], metric))
         gaps = {}
         for name in names:
             if name == best:
@@ -241,7 +242,7 @@ def judge(
             if interval is None:
                 verdict.reason = f"no per-item data to compare {name} with {best}"
                 return verdict
-            gaps[name] = (_mean(cells[best], metric) - _mean(cells[name], metric), interval)
+            gaps[name] = (cell_mean(cells[best], metric) - cell_mean(cells[name], metric), interval)
         worst = max(gaps, key=lambda name: gaps[name][0])
         verdict.difference, verdict.interval = gaps[worst]
         if all(interval[1] <= margin for _, interval in gaps.values()):
@@ -257,7 +258,7 @@ def judge(
         return verdict
     a, b = cells[test["a"]], cells[test["b"]]
     interval = difference_interval(results_dir, a, b, metric)
-    verdict.difference = _mean(a, metric) - _mean(b, metric)
+    verdict.difference = cell_mean(a, metric) - cell_mean(b, metric)
     if interval is None:
         verdict.reason = "no per-item data for a paired interval"
         return verdict

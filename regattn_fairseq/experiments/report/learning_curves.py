@@ -12,6 +12,7 @@ import matplotlib
 
 from regattn_fairseq.experiments.rows.keys import (
     cell_key,
+    is_baseline,
     row_label,
     split_current,
 )
@@ -37,7 +38,7 @@ def stopping_cell(rows: list[dict]) -> str:
     """A table cell saying how many of a cell's training runs (one per seed) stopped early, and
     the epochs of those that did not: "3/3", "1/3 (others: 12, 50 epochs)", "0/1 (5 epochs)";
     "–" for a baseline's rows (nothing trained: they carry `baseline`)."""
-    runs = {row["seed"]: row for row in rows if not row.get("baseline")}
+    runs = {row["seed"]: row for row in rows if not is_baseline(row)}
     if not runs:
         return "–"
     early = [seed for seed, row in runs.items() if stopped_early(row)]

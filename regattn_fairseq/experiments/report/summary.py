@@ -16,11 +16,11 @@ from pathlib import Path
 
 from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.report.claims import judge, representative_cells
+from regattn_fairseq.experiments.report.claims import cell_mean, judge, representative_cells
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
-from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label
+from regattn_fairseq.experiments.rows.keys import is_baseline, row_config_sha256, row_label
 from regattn_fairseq.experiments.rows.store import load_rows
 
 START, END = "<!-- results-summary:start -->", "<!-- results-summary:end -->"
@@ -90,8 +90,8 @@ def summary_lines(
                 cells = representative_cells(rows, experiment.name, scale, evaluation)
                 if not cells:
                     continue
-                baseline = [c for m, c in cells.items() if m.startswith("baseline:")]
-                systems = {m: c for m, c in cells.items() if not m.startswith("baseline:")}
+                baseline = [c for c in cells.values() if is_baseline(c[0])]
+                systems = {m: c for m, c in cells.items() if not is_baseline(c[0])}
                 runs = [r for cell in systems.values() for r in cell]
                 stopped = sum(stopped_early(r) for r in runs)
                 verdicts = [
@@ -124,9 +124,7 @@ def summary_lines(
                             f"{_cell_text(cell, metric)}"
                             for cell in sorted(
                                 baseline,
-                                key=lambda cell: (
-                                    -statistics.mean(r["metrics"][metric] for r in cell)
-                                ),
+                                key=lambda cell: -cell_mean(cell, metric),
                             )
                         )
                         or "–"

@@ -26,6 +26,7 @@ from regattn_fairseq.experiments.report.learning_curves import (
 )
 from regattn_fairseq.experiments.rows.keys import (
     cell_key,
+    is_baseline,
     row_config_sha256,
     row_label,
     split_current,
@@ -389,7 +390,7 @@ def row_commits(rows: list[dict]) -> str:
         - set(scored)
     )
     text = ",".join(scored) + (f" (trained {','.join(trained)})" if trained else "")
-    if all(r.get("baseline") for r in rows):
+    if all(is_baseline(r) for r in rows):
         text += " (a baseline: nothing trained)"
     elif any(not r["train"].get("started") for r in rows):
         text += " (training commit unknown)"

@@ -97,6 +97,22 @@ def mapping_key(mapping: str, sweep_params: dict | None = None) -> str:
     return " ".join([mapping, *(f"{k.split('.')[-1]}={v}" for k, v in swept.items())])
 
 
+def is_baseline(row: dict) -> bool:
+    """Whether a row is a trivial baseline's (`rows.baselines`: nothing trained), read off its
+    ``baseline`` record; its mapping name ("baseline: lead") is a label for the tables.
+
+    Parameters
+    ----------
+    row : dict
+        a result row.
+
+    Returns
+    -------
+    bool
+    """
+    return bool(row.get("baseline"))
+
+
 def row_label(row: dict) -> str:
     """A row's mapping with its parameters (`labels.mapping_label`).
 

@@ -5,10 +5,11 @@
 # committing: the machine records the commit it is given (.gpu/commit), checked against the
 # bundle of HEAD it carries (.gpu/head.bundle), so its rows are not marked dirty.
 #
-#   bash scripts/gpu_machine/prepare_carry.sh
+#   PY=<that python> bash scripts/gpu_machine/prepare_carry.sh
 #   then the device tool: run "bash .gpu/train_nmt_and_bench.sh", carry [".gpu", ".whl"]
 set -euo pipefail
-PY=${PY:-.venv/bin/python}
+# the Python of the suite's environment (make setup's), e.g. PY=<its bin>/python
+PY=${PY:?set PY to the Python interpreter of the suite environment}
 DATA_DIR=${REGATTN_DATA_DIR:-$(cd .. && pwd)/shared/data}
 grep -qx '/.gpu/' .git/info/exclude || echo /.gpu/ >>.git/info/exclude
 grep -qx '/.whl/' .git/info/exclude || echo /.whl/ >>.git/info/exclude

@@ -22,7 +22,8 @@ Before any of that, the numbers must be able to carry a verdict, else it is *inc
 every cell involved exists at the scale; every run involved stopped on its validation loss
 (`train.learning_curve`: ``stop == "patience"``), not on a fixed epoch budget; and the table's
 reference mapping (softmax, or the table's ``baseline:``) beats the trivial baseline row
-(`baselines`) where the table has one: models below it have not learned the task.
+(`baselines`) where the table has one: models no better than a rule that ignores what the
+mappings attend over (the premise, the input beyond its lead) cannot show a difference in it.
 
 Which cell stands for a mapping: among the mapping's current cells of the experiment and scale,
 the γ-tuned one (GAMMA=auto) if there is one, then the one with the most seeds, then the newest.
@@ -229,7 +230,8 @@ def judge(
             verdict.reason = (
                 f"{reference} ({cell_mean(cells[reference], metric):.2f}) does not beat "
                 f"{best_trivial[0]['mapping']} ({cell_mean(best_trivial, metric):.2f}) on "
-                f"{evaluation} {metric}: the models have not learned the task"
+                f"{evaluation} {metric}: the models do no better than a trivial rule, so their "
+                "differences cannot test the claim"
             )
             return verdict
     if kind == "within_of_best":

@@ -19,6 +19,7 @@ ever rebuilt a plain TransformerConfig, `attention_spec_from_cfg` would fail at 
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 import fairseq
@@ -195,17 +196,29 @@ def decoder_attention(extra):
 
 
 def reset_best_checkpoint_loss() -> None:
-    """Forgets the best validation loss seen so far in this process.
+    """Forgets the best validation loss seen so far in this process, and early stopping's
+    count of validations without improvement.
 
-    fairseq keeps it on a function attribute, `checkpoint_utils.save_checkpoint.best`, and
-    writes checkpoint_best.pt only when a validation loss beats it; a second training run in
-    the same process (a Hydra multirun job, a test) would otherwise compare against the first
-    run's best. A run that resumes restores its own best from checkpoint_last.pt afterwards.
-    If fairseq moved the value elsewhere, this would silently do nothing: the contract test
-    checks that training sets the attribute to the best validation loss.
+    fairseq keeps them on function attributes: `checkpoint_utils.save_checkpoint.best`
+    (checkpoint_best.pt is written only when a validation loss beats it) and
+    `fairseq_cli.train.should_stop_early.best` / `.num_runs` (``checkpoint.patience``). A
+    second training run in the same process (a Hydra multirun job, a test) would otherwise
+    compare against the first run's best, and could stop after fewer epochs than its patience.
+    A run that resumes restores its checkpoint best from checkpoint_last.pt afterwards, but
+    not early stopping's count, which restarts at a resume: a resumed run can train more epochs
+    than an uninterrupted one (never fewer). If fairseq moved these values elsewhere, this
+    would silently do nothing: the contract test checks that training sets them.
     """
-    if hasattr(checkpoint_utils.save_checkpoint, "best"):
-        del checkpoint_utils.save_checkpoint.best
+    # fairseq_cli.train holds state only once a training has imported it (importing it here
+    # would configure the root logger for every user of the plugin)
+    train_module = sys.modules.get("fairseq_cli.train")
+    states = [(checkpoint_utils.save_checkpoint, ("best",))]
+    if train_module is not None:
+        states.append((train_module.should_stop_early, ("best", "num_runs")))
+    for function, names in states:
+        for name in names:
+            if hasattr(function, name):
+                delattr(function, name)
 
 
 class _DataParallelOnAnyDevice(torch.nn.parallel.DistributedDataParallel):

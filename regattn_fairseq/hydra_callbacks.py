@@ -12,7 +12,7 @@ from regattn_fairseq.fairseq_adapter import (
 
 
 class FreshCheckpointBest(Callback):
-    """Each job of a multirun starts with no best validation loss.
+    """Each job of a multirun starts with no best validation loss and no early-stopping count.
 
     Hydra's basic launcher runs a multirun's jobs one after another in one process, and fairseq
     keeps the best validation loss seen so far in the process (see

@@ -9,6 +9,7 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
+from fairseq_cli import train as fairseq_train
 from fairseq_helpers import (
     COMMON_ARGS,
     MODEL_ARGS,
@@ -178,14 +179,21 @@ def test_training_records_the_best_loss_and_checkpoints_load(translation_data, t
             "softmax",
             "--max-epoch",
             "1",
+            "--patience",
+            "3",
             "--save-dir",
             str(tmp_path),
         ]
     )
     valid_losses = [float(r["valid_loss"]) for r in records if "valid_loss" in r]
     assert checkpoint_utils.save_checkpoint.best == pytest.approx(min(valid_losses), abs=1e-3)
+    # early stopping's own best and count: a multirun's next job must not inherit them
+    assert fairseq_train.should_stop_early.best == pytest.approx(min(valid_losses), abs=1e-3)
+    assert fairseq_train.should_stop_early.num_runs == 0
     FreshCheckpointBest().on_job_start(config=None)
     assert not hasattr(checkpoint_utils.save_checkpoint, "best")
+    assert not hasattr(fairseq_train.should_stop_early, "best")
+    assert not hasattr(fairseq_train.should_stop_early, "num_runs")
 
     checkpoint = str(tmp_path / "checkpoint_best.pt")
     # what torch.load(weights_only=True) rejects unless allowed (our own file: safe to unpickle)

@@ -19,9 +19,14 @@ $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .whl hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3 sacremoses==0.2.0 subword-nmt==0.3.8
 $PY -m pip wheel -q --no-deps antlr4-python3-runtime==4.9.3 -w .whl # an sdist only on PyPI
+# the CUDA tests' oracles (cvxpy with Clarabel; scs, osqp, highspy and sparsediffpy, 60 MB, are
+# not imported for it) and the entmax package the benchmarks compare with
+$PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d .whl cvxpy==1.9.3 clarabel==0.11.1 qdldl==0.1.9.post1 cffi==2.1.1 pycparser==3.12 entmax==1.3
 # fairseq-fixed's sdist; the machine compiles only its Cython helpers (build_fairseq.py)
 $PY -m pip download -q --no-deps --no-build-isolation --no-binary :all: fairseq-fixed==0.12.3.1 -d .gpu
-cp scripts/gpu_machine/build_fairseq.py scripts/gpu_machine/train_nmt_and_bench.sh .gpu/
+cp scripts/gpu_machine/build_fairseq.py scripts/gpu_machine/*.sh .gpu/
 # Multi30k, raw and prepared; the stamp names $DATA_DIR, which the machine recreates
 $PY scripts/prepare_data.py multi30k --scale small --data-dir "$DATA_DIR" --work-dir .gpu/prep
 cp -r "$DATA_DIR/multi30k" .gpu/data/

@@ -6,14 +6,15 @@
 # bundle of HEAD it carries (.gpu/head.bundle), so its rows are not marked dirty.
 #
 #   PY=<that python> bash scripts/gpu_machine/prepare_carry.sh
-#   then the device tool: run "bash .gpu/train_nmt_and_bench.sh", carry [".gpu", ".whl"]
+#   then the device tool: run "bash .gpu/<call>.sh" (train_nmt_and_bench, cuda_tests_and_bench,
+#   gamma_grids), carry [".gpu", ".whl"]
 set -euo pipefail
 # the Python of the suite's environment (make setup's), e.g. PY=<its bin>/python
 PY=${PY:?set PY to the Python interpreter of the suite environment}
 DATA_DIR=${REGATTN_DATA_DIR:-$(cd .. && pwd)/shared/data}
 grep -qx '/.gpu/' .git/info/exclude || echo /.gpu/ >>.git/info/exclude
 grep -qx '/.whl/' .git/info/exclude || echo /.whl/ >>.git/info/exclude
-rm -rf .gpu .whl && mkdir -p .gpu/data .gpu/work/multi30k .whl
+rm -rf .gpu .whl && mkdir -p .gpu/data .gpu/work .whl
 # pure-Python or cp312 wheels of what fairseq and the suite import and the machine lacks
 $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
@@ -27,11 +28,12 @@ $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
 # fairseq-fixed's sdist; the machine compiles only its Cython helpers (build_fairseq.py)
 $PY -m pip download -q --no-deps --no-build-isolation --no-binary :all: fairseq-fixed==0.12.3.1 -d .gpu
 cp scripts/gpu_machine/build_fairseq.py scripts/gpu_machine/*.sh .gpu/
-# Multi30k, raw and prepared; the stamp names $DATA_DIR, which the machine recreates
-$PY scripts/prepare_data.py multi30k --scale small --data-dir "$DATA_DIR" --work-dir .gpu/prep
-cp -r "$DATA_DIR/multi30k" .gpu/data/
+# the small-scale data of TABLES, prepared, and the raw files their stamps name (the machine
+# recreates $DATA_DIR, which the stamps name, and puts them there)
+$PY scripts/gpu_machine/prepare_table_data.py --data-dir "$DATA_DIR" --work-dir .gpu/prep \
+  --inputs-to .gpu/data ${TABLES:-nmt table2 inflection}
 echo "$DATA_DIR" >.gpu/data_root
-mv .gpu/prep/data/multi30k/small-offline .gpu/work/multi30k/ && rm -rf .gpu/prep
+mv .gpu/prep/data/* .gpu/work/ && rm -rf .gpu/prep
 git rev-parse HEAD >.gpu/commit
 git bundle create -q .gpu/head.bundle HEAD
 du -sh .gpu .whl

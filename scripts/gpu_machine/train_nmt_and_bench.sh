@@ -6,60 +6,13 @@
 #   3. their rows, logs and curves packed under $OUT
 #   4. bench_model.py --device cuda on a quiet GPU (the trainings stopped), into $OUT
 cd "$(dirname "$0")/.." || exit 1
-REPO=$PWD
-export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 WANDB_MODE=disabled
 T0=$(date +%s)
-el() { echo "== $* at $(($(date +%s) - T0))s"; }
 TRAIN_UNTIL=${TRAIN_UNTIL:-420}
 BENCH_S=${BENCH_S:-95}
-COMMIT=$(cat .gpu/commit)
 RES=/tmp/gpu-results
 mkdir -p $RES/logs
 exec > >(tee -a $OUT/device.log) 2>&1
-
-el setup
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c "import sys, torch, triton, numpy; print(sys.version.split()[0], torch.__version__, torch.version.cuda, triton.__version__, numpy.__version__, torch.cuda.get_device_name())"
-echo "cores $(nproc)"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || echo "SETUP: wheels failed"
-mkdir -p /tmp/fs/fairseq_fixed-0.12.3.1.dist-info
-tar xzf .gpu/fairseq_fixed-0.12.3.1.tar.gz -C /tmp/fs --strip-components=1 \
-  fairseq_fixed-0.12.3.1/fairseq fairseq_fixed-0.12.3.1/fairseq_cli
-printf 'Metadata-Version: 2.1\nName: fairseq-fixed\nVersion: 0.12.3.1\n' \
-  >/tmp/fs/fairseq_fixed-0.12.3.1.dist-info/METADATA
-(cd /tmp/fs && python3 $REPO/.gpu/build_fairseq.py -q build_ext --inplace -j 16 >/tmp/fs-build.log 2>&1) ||
-  { echo "SETUP: fairseq build failed"; tail -20 /tmp/fs-build.log; }
-export PYTHONPATH=/tmp/site:/tmp/fs:$REPO
-# the compiled CPU kernels (decoding runs on the CPU; --attention-device cpu in the bench)
-(python3 setup.py -q build_ext --inplace >/tmp/c-build.log 2>&1; echo "regattn._C build rc=$? at $(($(date +%s) - T0))s") &
-CBUILD=$!
-# fairseq's console scripts beside the interpreter (tools.tool_path looks only there)
-PYEXE=$(python3 -c "import sys; print(sys.executable)")
-for pair in hydra_train:fairseq-hydra-train generate:fairseq-generate preprocess:fairseq-preprocess \
-  validate:fairseq-validate train:fairseq-train; do
-  printf '#!%s\nfrom fairseq_cli.%s import cli_main\ncli_main()\n' "$PYEXE" "${pair%%:*}" \
-    >"$(dirname $PYEXE)/${pair##*:}"
-  chmod +x "$(dirname $PYEXE)/${pair##*:}"
-done
-# the prepared data, at the paths its stamp names (so it is reused, not rebuilt)
-DATA_ROOT=$(cat .gpu/data_root)
-mkdir -p $DATA_ROOT /work/gpu-work/data/multi30k
-[ -n "$SIMULATION" ] || cp -r .gpu/data/multi30k $DATA_ROOT/
-cp -r .gpu/work/multi30k/small-offline /work/gpu-work/data/multi30k/
-# the commit: this call's .git may be older than the tree, or absent; the bundle holds HEAD
-git config --global --add safe.directory '*'
-if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then
-  echo "git HEAD was $(git rev-parse HEAD 2>&1 | head -1)"
-  git rev-parse --git-dir >/dev/null 2>&1 || git init -q
-  git fetch -q .gpu/head.bundle HEAD 2>&1 | tail -2
-fi
-printf '/.gpu/\n/.whl/\n' >>.git/info/exclude
-git reset -q "$COMMIT" 2>&1 | tail -2
-DIRTY=$(python3 -c "from regattn_bench.provenance import git_state; s = git_state(); print(s['git_commit'], s['git_dirty'])" 2>&1 | tail -1)
-echo "git state: $DIRTY"
-ALLOW=""
-[ "$DIRTY" = "$COMMIT False" ] || { ALLOW="--allow-dirty"; git status --porcelain | head; }
-python3 -c "import fairseq, hydra, omegaconf, regattn, regattn_fairseq; from fairseq.data import data_utils_fast; print('imports ok: fairseq', fairseq.__version__, fairseq.__file__)" 2>&1 | grep -v -E "^(DEBUG|INFO)" | tail -3
+source .gpu/setup.sh
 
 el train
 # γ as the CPU table chose it on 3-epoch runs (results/nmt.md), 4 where it had not chosen yet

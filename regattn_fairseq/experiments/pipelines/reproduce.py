@@ -119,6 +119,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
         "runs are the scale's full trainings)",
     )
+    parser.add_argument(
+        "--gamma-select-only",
+        action="store_true",
+        help="with --gamma auto: train the γ grid's runs, print each mapping's choice and "
+        "stop (no converged run, no baseline, no row); e.g. the grid on a GPU machine, its "
+        "train.log files then copied into WORK_DIR here (scripts/gpu_machine/README.md)",
+    )
     add_data_arguments(parser)
     add_run_arguments(parser)
     parser.add_argument(
@@ -169,9 +176,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # every training run of the job (γ selection included) stops at the dry run's max_update
     args.override = [*args.dry_run.train_overrides(), *args.override]
     if (
-        args.gamma_grid or args.gamma_seeds != "all" or args.gamma_select_epochs
+        args.gamma_grid
+        or args.gamma_seeds != "all"
+        or args.gamma_select_epochs
+        or args.gamma_select_only
     ) and args.gamma != "auto":
-        parser.error("--gamma-grid, --gamma-seeds and --gamma-select-epochs need --gamma auto")
+        parser.error(
+            "--gamma-grid, --gamma-seeds, --gamma-select-epochs and --gamma-select-only need "
+            "--gamma auto"
+        )
     if args.gamma not in (None, "auto"):
         try:
             fixed = float(args.gamma)
@@ -313,27 +326,39 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             if select_epochs:
                 run_dir = run_dir.with_name(f"{run_dir.name}-select{select_epochs}epochs")
             extra = [*args.override, f"model.attention_gamma={gamma}", *selection_overrides]
-            # Always through fairseq: a finished run stops at once, an interrupted one resumes
-            # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
-            with run_lock(run_dir, f"{experiment.name} {mapping} γ={gamma} seed {seed}"):
-                _train_fresh(
-                    experiment,
-                    scale,
-                    mapping,
-                    seed,
-                    data,
-                    run_dir,
-                    extra,
-                    args.retrain,
-                    args.launch,
+            what = f"{experiment.name} {mapping} γ={gamma} seed {seed}"
+            # Only the validation losses of a shortened selection run are used: once its log
+            # holds its last epoch's, it is not trained again, whether or not its checkpoints
+            # are here (deleted, or the run made on another machine).
+            if (
+                select_epochs
+                and not args.retrain
+                and _selection_run_finished(run_dir, select_epochs)
+            ):
+                print(
+                    f"[gamma] {what}: its {select_epochs} epochs are in "
+                    f"{run_dir / 'train.log'}; not trained again",
+                    flush=True,
                 )
+            else:
+                # Otherwise through fairseq: a finished run stops at once, an interrupted one
+                # resumes from checkpoint_last.pt (checkpoint_best.pt alone does not mean it
+                # finished).
+                with run_lock(run_dir, what):
+                    _train_fresh(
+                        experiment,
+                        scale,
+                        mapping,
+                        seed,
+                        data,
+                        run_dir,
+                        extra,
+                        args.retrain,
+                        args.launch,
+                    )
             # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
             # valid_best_loss only from the second validation on)
-            valid = [
-                float(record["valid_loss"])
-                for record in json_records((run_dir / "train.log").read_text())
-                if "valid_loss" in record
-            ]
+            valid = [record["valid_loss"] for record in _validation_records(run_dir)]
             if not valid:
                 raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
             losses.append(min(valid))
@@ -347,6 +372,24 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         "validation": validation,
         "chosen": chosen,
     }
+
+
+def _validation_records(run_dir: Path) -> list[dict]:
+    """The ``{"epoch", "valid_loss"}`` records of a run's train.log (none without a log)."""
+    log = run_dir / "train.log"
+    if not log.is_file():
+        return []
+    return [
+        {"epoch": int(record["epoch"]), "valid_loss": float(record["valid_loss"])}
+        for record in json_records(log.read_text())
+        if "valid_loss" in record and "epoch" in record
+    ]
+
+
+def _selection_run_finished(run_dir: Path, epochs: int) -> bool:
+    """Whether a selection run's train.log holds the validation of its last epoch (`epochs`):
+    an interrupted run's does not."""
+    return any(record["epoch"] == epochs for record in _validation_records(run_dir))
 
 
 def _recorded_gamma_choice(
@@ -575,7 +618,8 @@ def run(argv: list[str] | None = None) -> None:
     prepared = {e.name: _prepare(table, e) for e in experiments}
     for experiment in experiments:
         _leave_out_missing_evaluations(experiment, prepared[experiment.name])
-    if not args.dry_run.active:  # a dry run's capped data would make a meaningless baseline
+    # a dry run's capped data would make a meaningless baseline; a γ-grid-only run scores none
+    if not (args.dry_run.active or args.gamma_select_only):
         for experiment in experiments:
             run_baselines(
                 spec,
@@ -589,7 +633,11 @@ def run(argv: list[str] | None = None) -> None:
     if args.baselines_only:
         return
     for experiment in experiments:
-        _run_experiment(table, experiment, prepared[experiment.name])
+        if args.gamma_select_only:
+            for mapping in table.mappings:
+                _mapping_setup(table, experiment, prepared[experiment.name], mapping)
+        else:
+            _run_experiment(table, experiment, prepared[experiment.name])
 
 
 def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace) -> TableRun:

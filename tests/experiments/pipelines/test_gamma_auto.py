@@ -124,7 +124,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
         trained.append((seed, extra[-1]))
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
+        (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
     monkeypatch.setattr(reproduce, "train", fake_train)
     selection = reproduce.choose_gamma(
@@ -134,6 +134,89 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     assert selection["seeds"] == [1]
     with pytest.raises(SystemExit):
         reproduce.parse_args(["inflection", "--gamma-seeds", "first"])
+
+
+def _selection_log(run_dir, losses):
+    """A selection run's train.log: one validation record per epoch, as fairseq logs it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "[2026-11-26 15:00:00,000][valid][INFO] - "
+        + json.dumps({"epoch": epoch, "valid_loss": str(loss)})
+        for epoch, loss in enumerate(losses, start=1)
+    ]
+    (run_dir / "train.log").write_text("\n".join(lines) + "\n")
+
+
+def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp_path, monkeypatch):
+    """A shortened selection run (--gamma-select-epochs) whose log holds its last epoch is
+    not trained again, checkpoints or not (made on another machine); one whose log stops
+    earlier (interrupted) goes through fairseq."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}})()
+    args = reproduce.parse_args(
+        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4,16", "--gamma-select-epochs", "3"]
+    )
+    folders = {
+        gamma: reproduce._run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
+        for gamma in (1.0, 4.0, 16.0)
+    }
+    folders = {g: d.with_name(f"{d.name}-select3epochs") for g, d in folders.items()}
+    _selection_log(folders[1.0], [3.0, 2.5, 2.25])  # finished on another machine
+    _selection_log(folders[4.0], [2.9, 2.0])  # interrupted after epoch 2
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        trained.append((run_dir, extra[-2:]))
+        _selection_log(run_dir, [2.8, 1.75, 1.5] if "=4.0" in extra[-3] else [3.0, 2.6, 2.4])
+
+    monkeypatch.setattr(reproduce, "train", fake_train)
+    selection = reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
+    )
+    assert [run_dir for run_dir, _ in trained] == [folders[4.0], folders[16.0]]
+    assert trained[0][1] == ["optimization.max_epoch=3", "checkpoint.patience=-1"]
+    assert selection["validation"] == {"1.0": 2.25, "4.0": 1.5, "16.0": 2.4}
+    assert selection["chosen"] == 4.0
+    # --retrain trains every grid run again, finished or not
+    trained.clear()
+    args.retrain = True
+    reproduce.choose_gamma(spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args)
+    assert len(trained) == 3
+
+
+def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatch):
+    """--gamma-select-only: the grid of every mapping is trained and its choice printed; no
+    baseline is scored, no converged run trained, no row written."""
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        trained.append((mapping, seed, run_dir.name, extra[-3]))
+        _selection_log(run_dir, [2.0 if "=1.0" in extra[-3] else 1.0])
+
+    def never(*args, **kwargs):
+        raise AssertionError("--gamma-select-only scored or trained beyond the grid")
+
+    data = type("Prepared", (), {"manifest": {"source": "offline", "evaluations": {}}})()
+    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
+    monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
+    monkeypatch.setattr(reproduce, "run_baselines", never)
+    monkeypatch.setattr(reproduce, "_run_job", never)
+    argv = ["inflection", "--scale", "smoke", "--mappings", "sparsemax", "entmax15"]
+    argv += ["--seeds", "1,2", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds"]
+    argv += ["first", "--gamma-select-epochs", "1", "--gamma-select-only"]
+    argv += ["--work-dir", str(tmp_path), "--results-dir", str(tmp_path / "results")]
+    reproduce.run(argv)
+    assert [(m, seed, gamma) for m, seed, _, gamma in trained] == [
+        (mapping, 1, f"model.attention_gamma={gamma}")
+        for mapping in ("sparsemax", "entmax15")
+        for gamma in (1.0, 4.0)
+    ]
+    assert {folder for _, _, folder, _ in trained} == {"seed1-select1epochs"}
+    assert not (tmp_path / "results" / "raw").exists()
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(["inflection", "--gamma-select-only"])
 
 
 def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selection):
@@ -177,7 +260,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
     def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
         trained.append(extra[-1])
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "train.log").write_text(json.dumps({"valid_loss": 1.0}) + "\n")
+        (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
     monkeypatch.setattr(reproduce, "train", fake_train)
     recorded = {

@@ -19,6 +19,9 @@ ever rebuilt a plain TransformerConfig, `attention_spec_from_cfg` would fail at 
 """
 
 import argparse
+import json
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -205,9 +208,10 @@ def reset_best_checkpoint_loss() -> None:
     second training run in the same process (a Hydra multirun job, a test) would otherwise
     compare against the first run's best, and could stop after fewer epochs than its patience.
     A run that resumes restores its checkpoint best from checkpoint_last.pt afterwards, but
-    not early stopping's count, which restarts at a resume: a resumed run can train more epochs
-    than an uninterrupted one (never fewer). If fairseq moved these values elsewhere, this
-    would silently do nothing: the contract test checks that training sets them.
+    not early stopping's count, which fairseq restarts at a resume (a resumed run would train
+    more epochs than an uninterrupted one): `resume_early_stopping` gives it back. If fairseq
+    moved these values elsewhere, this would silently do nothing: the contract test checks that
+    training sets them.
     """
     # fairseq_cli.train holds state only once a training has imported it (importing it here
     # would configure the root logger for every user of the plugin)
@@ -219,6 +223,58 @@ def reset_best_checkpoint_loss() -> None:
         for name in names:
             if hasattr(function, name):
                 delattr(function, name)
+
+
+# the early-stopping state a resumed training starts from, set in its environment (JSON, see
+# `resume_early_stopping`)
+EARLY_STOPPING_ENV = "REGATTN_EARLY_STOPPING"
+
+
+def resume_early_stopping(save_dir: str | Path) -> dict | None:
+    """Gives fairseq's early stopping of a resumed run the state it had at the checkpoint the
+    run resumes from, so that it stops where an uninterrupted run would.
+
+    fairseq keeps that state on `fairseq_cli.train.should_stop_early` (``best``, ``num_runs``),
+    in memory only, and a resumed run restarts the count: it trains more epochs than an
+    uninterrupted one (see `reset_best_checkpoint_loss`). The state comes from the environment
+    variable `EARLY_STOPPING_ENV`, ``{"save_dir", "best", "num_runs", "updates"}``, which the
+    process that starts the training sets (the reproduction suite replays the run's log:
+    `experiments.train.fairseq_logs.early_stopping_state`); it is applied only to the run
+    whose ``checkpoint.save_dir`` it names. Call it after `reset_best_checkpoint_loss`, at the
+    start of the training job (`hydra_callbacks.FreshCheckpointBest`).
+
+    Returns
+    -------
+    dict or None
+        The state applied; None when the environment names none for this run.
+
+    Raises
+    ------
+    RuntimeError
+        a state is given but fairseq_cli.train is not imported (the callback ran outside
+        fairseq-hydra-train): it would be lost silently.
+    """
+    given = os.environ.get(EARLY_STOPPING_ENV)
+    if not given:
+        return None
+    state = json.loads(given)
+    if Path(state["save_dir"]).resolve() != Path(save_dir).resolve() or state["best"] is None:
+        return None
+    train_module = sys.modules.get("fairseq_cli.train")
+    if train_module is None:
+        raise RuntimeError(
+            f"{EARLY_STOPPING_ENV} is set for {save_dir}, but fairseq_cli.train is not imported: "
+            "the early-stopping state can only be resumed inside fairseq's training"
+        )
+    stop = train_module.should_stop_early
+    stop.best, stop.num_runs = state["best"], state["num_runs"]
+    logging.getLogger(__name__).info(
+        "early stopping resumed at %s updates: best %s, %s validation(s) without improvement",
+        state["updates"],
+        state["best"],
+        state["num_runs"],
+    )
+    return state
 
 
 class _DataParallelOnAnyDevice(torch.nn.parallel.DistributedDataParallel):

@@ -8,6 +8,7 @@ from omegaconf import DictConfig
 from regattn_fairseq.fairseq_adapter import (
     log_progress_into_active_wandb_run,
     reset_best_checkpoint_loss,
+    resume_early_stopping,
 )
 
 
@@ -19,11 +20,14 @@ class FreshCheckpointBest(Callback):
     fairseq_adapter.reset_best_checkpoint_loss). Left alone, a job whose validation loss never
     beats an earlier job's best writes no checkpoint_best.pt, and the best it records in its
     checkpoint_last.pt is the other job's. A job that resumes from its own checkpoint_last.pt
-    gets its own best back from it: fairseq restores it after this callback has run.
+    gets its own best back from it: fairseq restores it after this callback has run. Its
+    early-stopping count is given back here, when the environment carries it
+    (fairseq_adapter.resume_early_stopping).
     """
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         reset_best_checkpoint_loss()
+        resume_early_stopping(config.checkpoint.save_dir)
 
 
 class WandbRun(Callback):

@@ -18,6 +18,7 @@ from fairseq_helpers import (
     train_in_process,
     translation_batch,
 )
+from omegaconf import OmegaConf
 
 from regattn_fairseq import fairseq_adapter
 from regattn_fairseq.hydra_callbacks import FreshCheckpointBest
@@ -190,7 +191,9 @@ def test_training_records_the_best_loss_and_checkpoints_load(translation_data, t
     # early stopping's own best and count: a multirun's next job must not inherit them
     assert fairseq_train.should_stop_early.best == pytest.approx(min(valid_losses), abs=1e-3)
     assert fairseq_train.should_stop_early.num_runs == 0
-    FreshCheckpointBest().on_job_start(config=None)
+    FreshCheckpointBest().on_job_start(
+        OmegaConf.create({"checkpoint": {"save_dir": str(tmp_path)}})
+    )
     assert not hasattr(checkpoint_utils.save_checkpoint, "best")
     assert not hasattr(fairseq_train.should_stop_early, "best")
     assert not hasattr(fairseq_train.should_stop_early, "num_runs")

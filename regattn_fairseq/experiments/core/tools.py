@@ -81,12 +81,19 @@ def package_version(package: str) -> str:
         return "not installed"
 
 
-def run_logged(cmd: list[str], log_path: Path, cwd: Path | None = None, echo: bool = True) -> str:
-    """Run a command, streaming its output to the terminal (progress) and to log_path.
+def run_logged(
+    cmd: list[str],
+    log_path: Path,
+    cwd: Path | None = None,
+    echo: bool = True,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run a command, streaming its output to the terminal (progress) and to log_path; `env`:
+    variables set for it on top of this process's environment.
 
     Returns the captured output; raises ReproError naming the log on failure."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1")
     lines = []
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(cmd)}\n")

@@ -1,10 +1,12 @@
-"""fairseq's JSON log lines (`--log-format json`, and fairseq-hydra-train's default log):
-each record is a JSON object at the end of a line, after a logger prefix."""
+"""fairseq's log lines: JSON records (`--log-format json`, and fairseq-hydra-train's default
+log; each a JSON object at the end of a line, after a logger prefix) and the lines that say a
+checkpoint was saved."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 _JSON_TAIL = re.compile(r"(\{.*\})\s*$")
 
@@ -57,3 +59,83 @@ def last_record_with(text: str, key: str) -> dict | None:
         if key in record:
             found = record
     return found
+
+
+# fairseq's line for each checkpoint it saves (checkpoint_utils.save_checkpoint); every save
+# also writes checkpoint_last.pt, which a resumed run loads
+_SAVED_CHECKPOINT = re.compile(r"Saved checkpoint \S+ \(epoch (\d+) @ (\d+) updates")
+
+
+@dataclass(frozen=True)
+class EarlyStopping:
+    """fairseq's early-stopping state (`fairseq_cli.train.should_stop_early`) as it was when a
+    run saved its last checkpoint.
+
+    Attributes
+    ----------
+    updates : int
+        the number of updates of that checkpoint (checkpoint_last.pt).
+    best : float or None
+        the best validation metric so far (None: no validation yet).
+    num_runs : int
+        validations since the best without a better one.
+    stopped : bool
+        whether early stopping had ended the training (``num_runs`` reached the patience).
+    """
+
+    updates: int
+    best: float | None
+    num_runs: int
+    stopped: bool
+
+
+def early_stopping_state(
+    text: str, patience: int, metric: str = "loss", maximize: bool = False
+) -> EarlyStopping | None:
+    """Replay fairseq's early stopping over a run's log, up to its last saved checkpoint.
+
+    fairseq keeps the best validation metric and the count of validations without
+    improvement in process memory only: a resumed run starts counting afresh, so it trains
+    longer than an uninterrupted one, and a run that had stopped trains again. The log holds
+    every validation as fairseq compared it (the rounded value it logs), so the comparisons of
+    `should_stop_early` (strictly better resets the count; `patience` <= 0: never stops) can be
+    replayed. A log of several attempts keeps, for each update count, the last validation; those
+    after the last saved checkpoint are dropped (the resumed run repeats them).
+
+    Parameters
+    ----------
+    text : str
+        the run's log (fairseq's JSON records and its "Saved checkpoint" lines).
+    patience : int
+        ``checkpoint.patience``.
+    metric : str
+        ``checkpoint.best_checkpoint_metric`` (the log's ``valid_<metric>``).
+    maximize : bool
+        ``checkpoint.maximize_best_checkpoint_metric``.
+
+    Returns
+    -------
+    EarlyStopping or None
+        The state; None when the log records no saved checkpoint (nothing to resume).
+    """
+    saved = _SAVED_CHECKPOINT.findall(text)
+    if not saved:
+        return None
+    updates = int(saved[-1][1])
+    key = f"valid_{metric}"
+    validations = {}
+    for record in json_records(text):
+        if key in record and "valid_num_updates" in record:
+            at = int(record["valid_num_updates"])
+            if at <= updates:
+                validations[at] = float(record[key])
+    best, num_runs = None, 0
+    for at in sorted(validations):
+        value = validations[at]
+        if best is None or (value > best if maximize else value < best):
+            best, num_runs = value, 0
+            continue
+        num_runs += 1
+        if patience > 0 and num_runs >= patience:
+            return EarlyStopping(updates, best, num_runs, stopped=True)
+    return EarlyStopping(updates, best, num_runs, stopped=False)

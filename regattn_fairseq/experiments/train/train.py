@@ -18,8 +18,14 @@ from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.core.tools import run_logged, tool_path
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.train.fairseq_logs import json_records, last_record_with
+from regattn_fairseq.experiments.train.fairseq_logs import (
+    EarlyStopping,
+    early_stopping_state,
+    json_records,
+    last_record_with,
+)
 from regattn_fairseq.experiments.train.launch import ONE_PROCESS, Launch
+from regattn_fairseq.fairseq_adapter import EARLY_STOPPING_ENV
 
 
 @dataclass
@@ -170,15 +176,59 @@ def train(
     ]
     print(f"[train] {experiment.name} {scale} {mapping} seed {seed} -> {run_dir}", flush=True)
     checksums.verify(prepared)  # never train on damaged data (issue #26)
-    cli.at(f"training {experiment.name} {mapping} seed {seed} in {run_dir}")
-    record_training_start(run_dir)
-    launch.check_visible_gpus()
-    run_logged(launch.command(train_command(experiment, overrides)), run_dir / "train.log")
+    stopping = resumed_early_stopping(experiment, overrides, run_dir / "train.log")
+    if stopping is not None and stopping.stopped:
+        # fairseq would train it again (its early-stopping count restarts at a resume)
+        print(
+            f"[train] stopped early at {stopping.updates} updates (best {stopping.best}, "
+            f"{stopping.num_runs} validations without improvement): not trained again",
+            flush=True,
+        )
+    else:
+        cli.at(f"training {experiment.name} {mapping} seed {seed} in {run_dir}")
+        record_training_start(run_dir)
+        launch.check_visible_gpus()
+        run_logged(
+            launch.command(train_command(experiment, overrides)),
+            run_dir / "train.log",
+            env=early_stopping_environment(stopping, run_dir / "checkpoints"),
+        )
     if not launch.scores:
         return None
     return collect_trained(
         run_dir, run_dir / "hydra", run_dir / "checkpoints", run_dir / "train.log", overrides
     )
+
+
+def resumed_early_stopping(
+    experiment: DictConfig, overrides: list[str], log_file: Path
+) -> EarlyStopping | None:
+    """The early-stopping state of a run to resume, replayed from its log with the patience and
+    metric of the config it is resumed with (`fairseq_logs.early_stopping_state`); None for a
+    run never started or that saved no checkpoint."""
+    if not log_file.is_file():
+        return None
+    checkpoint = compose_config(experiment.train_config, overrides).checkpoint
+    return early_stopping_state(
+        log_file.read_text(),
+        checkpoint.patience,
+        checkpoint.best_checkpoint_metric,
+        checkpoint.maximize_best_checkpoint_metric,
+    )
+
+
+def early_stopping_environment(stopping: EarlyStopping | None, save_dir: Path) -> dict:
+    """The environment that gives a resumed training its early-stopping state
+    (fairseq_adapter.resume_early_stopping); empty for a fresh run."""
+    if stopping is None:
+        return {}
+    state = {
+        "save_dir": str(save_dir),
+        "best": stopping.best,
+        "num_runs": stopping.num_runs,
+        "updates": stopping.updates,
+    }
+    return {EARLY_STOPPING_ENV: json.dumps(state)}
 
 
 def record_training_start(run_dir: Path) -> None:

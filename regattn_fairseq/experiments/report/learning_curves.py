@@ -91,10 +91,30 @@ def convergence_lines(rows: list[dict]) -> list[str]:
         for seed, (_, curve) in sorted(seeds.items()):
             parts.append(
                 f"seed {seed}: best epoch {curve['best_epoch']} of {curve['stopped_epoch']} "
-                f"(valid loss {curve['best_valid_loss']:.3f}), {STOP_WORDS[curve.get('stop')]}"
+                f"({_kept_values(curve)}), {STOP_WORDS[curve.get('stop')]}{_past_stop(curve)}"
             )
         lines.append(f"- {label}: " + "; ".join(parts))
     return lines + [""]
+
+
+def _kept_values(curve: dict) -> str:
+    """The validation values of the kept epoch: the loss, and the metric that chose it when
+    that is another (SNLI: accuracy)."""
+    loss = curve.get("best_valid_loss")
+    text = "valid loss " + ("n/a" if loss is None else f"{loss:.3f}")
+    metric = curve.get("metric", "loss")
+    if metric != "loss":
+        text = f"valid {metric} {curve[f'best_valid_{metric}']:g}, chosen on it; " + text
+    return text
+
+
+def _past_stop(curve: dict) -> str:
+    """Words for a run that trained past where early stopping's rule ends it (resumed before
+    the count was kept across a resume): where the rule stops it."""
+    rule_stop = curve.get("rule_stop_epoch")
+    if rule_stop is None or curve["stopped_epoch"] <= rule_stop:
+        return ""
+    return f" (trained past the rule's stop at epoch {rule_stop}: resumed before e81e350)"
 
 
 def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | None:

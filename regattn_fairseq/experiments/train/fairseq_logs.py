@@ -129,13 +129,31 @@ def early_stopping_state(
             at = int(record["valid_num_updates"])
             if at <= updates:
                 validations[at] = float(record[key])
+    best, num_runs, stop = replay_early_stopping(
+        [validations[at] for at in sorted(validations)], patience, maximize
+    )
+    return EarlyStopping(updates, best, num_runs, stopped=stop is not None)
+
+
+def replay_early_stopping(
+    values: list[float], patience: int | None, maximize: bool = False
+) -> tuple[float | None, int, int | None]:
+    """fairseq's `should_stop_early` over a run's validation values, in order: a strictly
+    better value resets the count of validations without improvement; the count reaching
+    `patience` (> 0) stops the training.
+
+    Returns
+    -------
+    tuple
+        (best value, count, index of the value at which it stops or None), the first two as
+        they were at the stop or after the last value.
+    """
     best, num_runs = None, 0
-    for at in sorted(validations):
-        value = validations[at]
+    for index, value in enumerate(values):
         if best is None or (value > best if maximize else value < best):
             best, num_runs = value, 0
             continue
         num_runs += 1
-        if patience > 0 and num_runs >= patience:
-            return EarlyStopping(updates, best, num_runs, stopped=True)
-    return EarlyStopping(updates, best, num_runs, stopped=False)
+        if patience is not None and patience > 0 and num_runs >= patience:
+            return best, num_runs, index
+    return best, num_runs, None

@@ -23,6 +23,7 @@ from regattn_fairseq.experiments.train.fairseq_logs import (
     early_stopping_state,
     json_records,
     last_record_with,
+    replay_early_stopping,
 )
 from regattn_fairseq.experiments.train.launch import ONE_PROCESS, Launch
 from regattn_fairseq.fairseq_adapter import EARLY_STOPPING_ENV
@@ -42,14 +43,19 @@ class TrainedModel:
 
 
 def learning_curve(
-    log_text: str, patience: int | None = None, max_epoch: int | None = None
+    log_text: str,
+    patience: int | None = None,
+    max_epoch: int | None = None,
+    metric: str = "loss",
+    maximize: bool = False,
 ) -> dict:
     """The per-epoch losses of a training log and where training stopped.
 
-    fairseq validates after every epoch, keeps the checkpoint of the lowest validation loss as
-    checkpoint_best.pt, and with ``checkpoint.patience`` N stops once N validations in a row
-    have not improved on it. A resumed run appends to the same log and repeats no epoch it
-    finished; should one appear twice, its last record counts.
+    fairseq validates after every epoch and keeps as checkpoint_best.pt the epoch of the best
+    ``checkpoint.best_checkpoint_metric`` (the last of equal values: it saves on a tie); with
+    ``checkpoint.patience`` N it stops once N validations in a row have not strictly improved on
+    the best (`fairseq_logs.replay_early_stopping`). A resumed run appends to the same log;
+    should an epoch appear twice, its last record counts.
 
     Parameters
     ----------
@@ -59,44 +65,66 @@ def learning_curve(
         the run's ``checkpoint.patience`` (None or <= 0: no early stopping).
     max_epoch : int, optional
         the run's epoch cap.
+    metric : str
+        the run's ``checkpoint.best_checkpoint_metric`` (``valid_<metric>`` in the log).
+    maximize : bool
+        its ``checkpoint.maximize_best_checkpoint_metric``.
 
     Returns
     -------
     dict
         ``epochs`` (the epochs validated, in order), ``valid_loss`` and ``train_loss`` per epoch
-        (None where not logged), ``best_epoch`` (lowest validation loss, the first of ties, as
-        fairseq keeps it), ``best_valid_loss``, ``stopped_epoch``, and ``stop``: ``"patience"``
-        when early stopping ended training (the validation loss had stopped improving),
-        ``"max_epoch"`` when the cap did (the model may not have converged), None when the
-        log shows neither (an interrupted run); empty when no epoch was validated.
+        (None where not logged), and for another metric than the loss ``valid_<metric>``;
+        ``metric``; ``best_epoch`` (the epoch checkpoint_best.pt holds), ``best_valid_loss``
+        (and ``best_valid_<metric>``) at it; ``stopped_epoch`` (the last validated);
+        ``rule_stop_epoch`` (where early stopping's rule ends the run, None if it does not: a
+        later ``stopped_epoch`` means the run trained past it, as runs resumed before the
+        count was kept across a resume did); and ``stop``: ``"patience"`` when early stopping
+        ended training, ``"max_epoch"`` when the cap did (the model may not have converged),
+        None when the log shows neither (an interrupted run); empty when no epoch was
+        validated.
     """
-    valid, train = {}, {}
+    key = f"valid_{metric}"
+    valid, train, scores = {}, {}, {}
     for record in json_records(log_text):
-        if "valid_loss" in record and "epoch" in record:
-            valid[int(record["epoch"])] = float(record["valid_loss"])
-        if "train_loss" in record and "epoch" in record:
-            train[int(record["epoch"])] = float(record["train_loss"])
-    if not valid:
+        if "epoch" not in record:
+            continue
+        epoch = int(record["epoch"])
+        if "valid_loss" in record:
+            valid[epoch] = float(record["valid_loss"])
+        if key in record:
+            scores[epoch] = float(record[key])
+        if "train_loss" in record:
+            train[epoch] = float(record["train_loss"])
+    if not scores:
         return {}
-    epochs = sorted(valid)
-    best_epoch = min(epochs, key=lambda epoch: (valid[epoch], epoch))
-    stopped = epochs[-1]
+    epochs = sorted(scores)
+    values = [scores[epoch] for epoch in epochs]
+    best_value = max(values) if maximize else min(values)
+    best_epoch = max(epoch for epoch in epochs if scores[epoch] == best_value)
+    _, _, rule_stop = replay_early_stopping(values, patience, maximize)
     stop = None
-    if patience is not None and patience > 0 and stopped - best_epoch >= patience:
+    if rule_stop is not None:
         stop = "patience"
-    elif max_epoch is not None and max_epoch > 0 and stopped >= max_epoch:
+    elif max_epoch is not None and max_epoch > 0 and epochs[-1] >= max_epoch:
         stop = "max_epoch"
-    return {
+    curve = {
         "epochs": epochs,
-        "valid_loss": [valid[epoch] for epoch in epochs],
+        "valid_loss": [valid.get(epoch) for epoch in epochs],
         "train_loss": [train.get(epoch) for epoch in epochs],
+        "metric": metric,
         "best_epoch": best_epoch,
-        "best_valid_loss": valid[best_epoch],
-        "stopped_epoch": stopped,
+        "best_valid_loss": valid.get(best_epoch),
+        "stopped_epoch": epochs[-1],
+        "rule_stop_epoch": None if rule_stop is None else epochs[rule_stop],
         "stop": stop,
         "patience": patience if patience is not None and patience > 0 else None,
         "max_epoch": max_epoch,
     }
+    if metric != "loss":
+        curve[key] = values
+        curve[f"best_{key}"] = best_value
+    return curve
 
 
 def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) -> list[str]:
@@ -277,10 +305,13 @@ def collect_trained(
     stats = last_record_with(log_text, "train_wps") or {}
     config_file = hydra_dir / ".hydra" / "config.yaml"
     limits = OmegaConf.load(config_file) if config_file.is_file() else None
+    checkpointing = limits.checkpoint if limits is not None else {}
     curve = learning_curve(
         log_text,
-        patience=limits.checkpoint.get("patience") if limits is not None else None,
+        patience=checkpointing.get("patience"),
         max_epoch=limits.optimization.get("max_epoch") if limits is not None else None,
+        metric=checkpointing.get("best_checkpoint_metric") or "loss",
+        maximize=bool(checkpointing.get("maximize_best_checkpoint_metric")),
     )
     as_float = lambda key: float(stats[key]) if key in stats else None  # noqa: E731
     started = run_dir / "started.json"

@@ -34,9 +34,58 @@ def test_early_stopped_run_records_its_best_epoch_and_why_it_stopped():
     assert curve["epochs"] == [1, 2, 3, 4, 5, 6]
     assert curve["valid_loss"] == [5.0, 4.0, 3.5, 3.6, 3.5, 3.7]
     assert curve["train_loss"][:2] == [6.0, 4.5] and curve["train_loss"][2] is None
-    # a tie does not improve (fairseq keeps the first checkpoint of the lowest loss)
-    assert curve["best_epoch"] == 3 and curve["best_valid_loss"] == 3.5
+    # a tie does not reset early stopping's count, but fairseq saves checkpoint_best.pt on it:
+    # the kept epoch is the last of the lowest loss
+    assert curve["best_epoch"] == 5 and curve["best_valid_loss"] == 3.5
     assert curve["stopped_epoch"] == 6 and curve["stop"] == "patience"
+    assert curve["rule_stop_epoch"] == 6 and curve["metric"] == "loss"
+
+
+def _accuracy_log(accuracy: dict, loss: dict) -> str:
+    lines = []
+    for epoch, value in accuracy.items():
+        record = {"epoch": epoch, "valid_loss": str(loss[epoch]), "valid_accuracy": str(value)}
+        lines.append("[2026-11-25 10:00:01][valid][INFO] - " + json.dumps(record))
+    return "\n".join(lines) + "\n"
+
+
+def test_a_run_chosen_on_accuracy_keeps_and_stops_on_accuracy_not_loss():
+    """SNLI keeps the checkpoint of the best validation accuracy and stops on it: the curve's
+    best epoch and stop follow the accuracy, while the loss (drawn) is lowest elsewhere."""
+    loss = {1: 1.0, 2: 0.8, 3: 0.85, 4: 0.9, 5: 0.95, 6: 1.0}
+    accuracy = {1: 50.0, 2: 55.0, 3: 58.0, 4: 57.0, 5: 58.0, 6: 56.0}
+    text = _accuracy_log(accuracy, loss)
+    curve = runs.learning_curve(text, patience=3, max_epoch=50, metric="accuracy", maximize=True)
+    assert curve["best_epoch"] == 5 and curve["best_valid_accuracy"] == 58.0
+    assert curve["best_valid_loss"] == 0.95 and curve["valid_accuracy"][2] == 58.0
+    assert curve["stop"] == "patience" and curve["rule_stop_epoch"] == 6
+    line = learning_curves.convergence_lines([_curve_row(curve)])[2]
+    assert "best epoch 5 of 6 (valid accuracy 58, chosen on it; valid loss 0.950)" in line
+    # on the loss it would have kept epoch 2 and stopped at 5
+    by_loss = runs.learning_curve(text, patience=3, max_epoch=50)
+    assert by_loss["best_epoch"] == 2 and by_loss["rule_stop_epoch"] == 5
+
+
+def test_a_run_trained_past_its_stop_says_where_the_rule_stopped_it():
+    """A run resumed before early stopping's count was kept could train past the rule's stop;
+    its convergence line says so."""
+    losses = {1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3, 6: 3.9, 7: 4.0}
+    curve = runs.learning_curve(_log(losses), patience=3, max_epoch=50)
+    assert curve["rule_stop_epoch"] == 5 and curve["stopped_epoch"] == 7
+    assert curve["best_epoch"] == 6 and curve["stop"] == "patience"
+    line = learning_curves.convergence_lines([_curve_row(curve)])[2]
+    assert "trained past the rule's stop at epoch 5" in line
+
+
+def _curve_row(curve):
+    return {
+        "experiment": "x",
+        "evaluation": "test",
+        "scale": "small",
+        "mapping": "softmax",
+        "seed": 1,
+        "train": {"config": {"model": {}}, "learning_curve": curve},
+    }
 
 
 def test_a_run_that_hits_the_cap_is_not_called_converged():

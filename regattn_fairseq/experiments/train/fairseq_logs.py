@@ -90,7 +90,11 @@ class EarlyStopping:
 
 
 def early_stopping_state(
-    text: str, patience: int, metric: str = "loss", maximize: bool = False
+    text: str,
+    patience: int,
+    metric: str = "loss",
+    maximize: bool = False,
+    last_checkpoint: tuple[int, float | None] | None = None,
 ) -> EarlyStopping | None:
     """Replay fairseq's early stopping over a run's log, up to its last saved checkpoint.
 
@@ -112,16 +116,25 @@ def early_stopping_state(
         ``checkpoint.best_checkpoint_metric`` (the log's ``valid_<metric>``).
     maximize : bool
         ``checkpoint.maximize_best_checkpoint_metric``.
+    last_checkpoint : tuple, optional
+        (updates, validation value) recorded in checkpoint_last.pt itself, the checkpoint the
+        run resumes from: it decides where the replay ends. A run killed at once with the
+        process that writes its log can have saved it without its last lines reaching the
+        log; its own validation value then stands in for the lost record.
 
     Returns
     -------
     EarlyStopping or None
-        The state; None when the log records no saved checkpoint (nothing to resume).
+        The state; None when neither the log nor `last_checkpoint` records a saved checkpoint
+        (nothing to resume).
     """
     saved = _SAVED_CHECKPOINT.findall(text)
-    if not saved:
+    if last_checkpoint is not None:
+        updates = last_checkpoint[0]
+    elif saved:
+        updates = int(saved[-1][1])
+    else:
         return None
-    updates = int(saved[-1][1])
     key = f"valid_{metric}"
     validations = {}
     for record in json_records(text):
@@ -129,6 +142,8 @@ def early_stopping_state(
             at = int(record["valid_num_updates"])
             if at <= updates:
                 validations[at] = float(record[key])
+    if last_checkpoint is not None and last_checkpoint[1] is not None:
+        validations.setdefault(updates, float(last_checkpoint[1]))
     best, num_runs, stop = replay_early_stopping(
         [validations[at] for at in sorted(validations)], patience, maximize
     )

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from regattn_fairseq.experiments.core import cli
@@ -242,7 +243,20 @@ def resumed_early_stopping(
         checkpoint.patience,
         checkpoint.best_checkpoint_metric,
         checkpoint.maximize_best_checkpoint_metric,
+        last_checkpoint_validation(Path(checkpoint.save_dir) / "checkpoint_last.pt"),
     )
+
+
+def last_checkpoint_validation(path: Path) -> tuple[int, float | None] | None:
+    """(updates, validation value) that a fairseq checkpoint records of itself (its
+    optimizer history's ``num_updates``, its ``extra_state["val_loss"]``: the
+    best_checkpoint_metric value it was saved with); None when there is no such file."""
+    if not path.is_file():
+        return None
+    # our own checkpoint: it holds an argparse.Namespace, which weights_only refuses
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    updates = int(state["optimizer_history"][-1]["num_updates"])
+    return updates, (state.get("extra_state") or {}).get("val_loss")
 
 
 def early_stopping_environment(stopping: EarlyStopping | None, save_dir: Path) -> dict:

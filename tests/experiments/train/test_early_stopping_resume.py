@@ -8,6 +8,7 @@ import json
 import logging
 
 import pytest
+import torch
 from fairseq_cli import train as fairseq_train
 from fairseq_helpers import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
 from omegaconf import OmegaConf
@@ -84,6 +85,11 @@ def test_an_interrupted_run_stops_where_an_uninterrupted_one_does(
         text = _log(values[: saved + 1], metric, saved=saved)
         state = _resume_from_log(monkeypatch, text, patience, metric, maximize)
         assert state.updates == 10 * saved
+        # killed as the checkpoint was written: its lines never reached the log, and the
+        # checkpoint's own record (updates, value) stands in for them
+        lost = _log(values[: saved - 1], metric) if saved > 1 else ""
+        checkpoint = (10 * saved, values[saved - 1])
+        assert early_stopping_state(lost, patience, metric, maximize, checkpoint) == state
         if saved > uninterrupted:  # it had stopped: the suite does not train it again
             assert state.stopped
             continue
@@ -202,3 +208,21 @@ def test_a_run_that_had_stopped_is_scored_not_trained_again(tmp_path, monkeypatc
         "num_runs": patience - 1,
         "updates": 10 * (len(losses) - 1),
     }
+
+
+def test_the_checkpoint_says_where_the_replay_ends(tmp_path):
+    """checkpoint_last.pt's own updates and validation value, as fairseq saves them."""
+    path = tmp_path / "checkpoint_last.pt"
+    assert runs.last_checkpoint_validation(path) is None
+    torch.save(
+        {
+            "optimizer_history": [{"num_updates": 10}, {"num_updates": 30}],
+            "extra_state": {"val_loss": 2.5, "train_iterator": {"epoch": 4}},
+        },
+        path,
+    )
+    assert runs.last_checkpoint_validation(path) == (30, 2.5)
+    # the log went on past the checkpoint (a later epoch validated, killed before its save):
+    # the resumed run repeats it, so it is left out
+    state = early_stopping_state(_log([3.0, 2.0, 2.5, 1.0]), 3, last_checkpoint=(30, 2.5))
+    assert (state.updates, state.best, state.num_runs) == (30, 2.0, 1)

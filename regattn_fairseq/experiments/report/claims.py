@@ -26,7 +26,9 @@ reference mapping (softmax, or the table's ``baseline:``) beats the trivial base
 mappings attend over (the premise, the input beyond its lead) cannot show a difference in it.
 
 Which cell stands for a mapping: among the mapping's current cells of the experiment and scale,
-the γ-tuned one (GAMMA=auto) if there is one, then the one with the most seeds, then the newest.
+the γ-tuned one (GAMMA=auto) if there is one, then the one with the most runs that stopped early
+(a converged cell still gathering seeds stands before an older one trained to a fixed epoch
+budget), then the most seeds, then the newest.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ def representative_cells(rows: list[dict], experiment: str, scale: str, evaluati
         mapping = cell_rows[0]["mapping"]
         rank = (
             any(r.get("gamma_selection") for r in cell_rows),
+            len({r["seed"] for r in cell_rows if stopped_early(r)}),
             len({r["seed"] for r in cell_rows}),
             max(r["date"] for r in cell_rows),
         )

@@ -1,9 +1,10 @@
 """The results summary: one generated table over every paper table, in results/summary.md and
 in README between the ``<!-- results-summary:start -->`` and ``<!-- results-summary:end -->``
 markers. Nothing in it is typed by hand: each line is a table's headline metric per mapping
-(the cell `claims.representative_cells` picks: γ-tuned first, then most seeds, then newest),
-its trivial baseline, how many of the runs stopped on their validation loss, and the verdicts
-of the claims the table tests (`claims.judge`). Run by `make results-tables`.
+(the cell `claims.representative_cells` picks: γ-tuned first, then most runs stopped early,
+then most seeds, then newest), its trivial baseline, how many of the runs stopped on their
+validation loss, and the verdicts of the claims the table tests (`claims.judge`). Run by
+`make results-tables`.
 
     python -m regattn_fairseq.experiments.report.summary [--results-dir DIR] [--readme FILE]
 """

@@ -137,3 +137,34 @@ def test_bleu_interval_is_corpus_bleu_on_resampled_items(tmp_path):
 def test_unknown_kind_is_an_error(rows, tmp_path):
     with pytest.raises(ValueError, match="unknown test kind 'most'"):
         _judge(_claim("most", metric="accuracy", a="fusedmax", b="softmax"), rows, tmp_path)
+
+
+def test_a_converged_cell_stands_for_its_mapping_before_one_with_more_unconverged_seeds(tmp_path):
+    """Among a mapping's γ-tuned cells, the one whose runs stopped early stands for it, even
+    with fewer seeds so far; seeds decide between cells equally converged."""
+    rng = np.random.default_rng(0)
+
+    def cell(gamma, seeds, curve, day):
+        made = []
+        for seed in seeds:
+            row = _row(tmp_path, "softmax", seed, _correct(rng, 0.5), curve)
+            made.append(
+                {
+                    **row,
+                    "run_id": f"{row['run_id']}-{gamma}",
+                    "config_sha256": f"c{gamma}",
+                    "sweep_params": {"gamma": gamma},
+                    "gamma_selection": {"chosen": gamma},
+                    "date": f"2026-11-2{day}T00:00:0{seed}",
+                }
+            )
+        return made
+
+    budget = cell(4.0, [1, 2, 3], {"stop": "max_epoch"}, 4)
+    converged = cell(1.0, [1, 2], CONVERGED, 5)
+    chosen = claims.representative_cells(budget + converged, "snli", "small", "test")
+    assert [r["config_sha256"] for r in chosen["softmax"]] == ["c1.0", "c1.0"]
+    more_seeds = cell(16.0, [1, 2, 3], CONVERGED, 3)
+    chosen = claims.representative_cells(budget + converged + more_seeds, "snli", "small", "test")
+    assert [r["seed"] for r in chosen["softmax"]] == [1, 2, 3]
+    assert chosen["softmax"][0]["config_sha256"] == "c16.0"

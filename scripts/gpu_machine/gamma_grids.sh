@@ -20,7 +20,8 @@ DMON=$!
 PIDS=()
 for job in $GRIDS; do
   table=${job%%:*}
-  grid=$(python3 -c "from regattn_fairseq.experiments.core.config import load_config; print(*load_config('reproduce', '$table').gamma_grid)" 2>/dev/null | tail -1)
+  grid=$(python3 -c "from regattn_fairseq.experiments.core.config import load_config; print(*load_config('reproduce', '$table').gamma_grid)" 2>&1 | tail -1)
+  [[ $grid =~ ^[0-9.\ ]+$ ]] || { echo "GRIDS: no γ grid for $table: $grid"; exit 1; }
   for mapping in $(echo ${job#*:} | tr , ' '); do
     for gamma in $grid; do
       # its own process group (setsid), so that only these trainings are stopped below

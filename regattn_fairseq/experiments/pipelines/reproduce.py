@@ -60,7 +60,6 @@ from regattn_fairseq.experiments.rows.keys import (
     split_current,
 )
 from regattn_fairseq.experiments.rows.store import check_row_kinds, load_rows
-from regattn_fairseq.experiments.train.fairseq_logs import json_records
 from regattn_fairseq.experiments.train.launch import (
     add_launch_arguments,
     launch_from_args,
@@ -69,6 +68,7 @@ from regattn_fairseq.experiments.train.launch import (
 from regattn_fairseq.experiments.train.train import (
     compose_settings,
     hydra_overrides,
+    learning_curve,
     mapping_override,
     train,
 )
@@ -358,10 +358,10 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
                     )
             # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
             # valid_best_loss only from the second validation on)
-            valid = [record["valid_loss"] for record in _validation_records(run_dir)]
-            if not valid:
+            curve = _selection_curve(run_dir)
+            if not curve:
                 raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
-            losses.append(min(valid))
+            losses.append(curve["best_valid_loss"])
         validation[str(gamma)] = round(sum(losses) / len(losses), 4)
     chosen = min(grid, key=lambda g: validation[str(g)])
     print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
@@ -374,22 +374,17 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
     }
 
 
-def _validation_records(run_dir: Path) -> list[dict]:
-    """The ``{"epoch", "valid_loss"}`` records of a run's train.log (none without a log)."""
+def _selection_curve(run_dir: Path) -> dict:
+    """The validation curve of a selection run (`train.learning_curve`: each epoch's last
+    record, the lowest loss); empty without a log or a validation."""
     log = run_dir / "train.log"
-    if not log.is_file():
-        return []
-    return [
-        {"epoch": int(record["epoch"]), "valid_loss": float(record["valid_loss"])}
-        for record in json_records(log.read_text())
-        if "valid_loss" in record and "epoch" in record
-    ]
+    return learning_curve(log.read_text()) if log.is_file() else {}
 
 
 def _selection_run_finished(run_dir: Path, epochs: int) -> bool:
     """Whether a selection run's train.log holds the validation of its last epoch (`epochs`):
     an interrupted run's does not."""
-    return any(record["epoch"] == epochs for record in _validation_records(run_dir))
+    return epochs in _selection_curve(run_dir).get("epochs", [])
 
 
 def _recorded_gamma_choice(

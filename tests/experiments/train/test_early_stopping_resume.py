@@ -6,6 +6,7 @@ is not trained again."""
 
 import json
 import logging
+import sys
 
 import pytest
 import torch
@@ -16,7 +17,11 @@ from omegaconf import OmegaConf
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.train import train as runs
 from regattn_fairseq.experiments.train.fairseq_logs import early_stopping_state
-from regattn_fairseq.fairseq_adapter import EARLY_STOPPING_ENV, reset_best_checkpoint_loss
+from regattn_fairseq.fairseq_adapter import (
+    EARLY_STOPPING_ENV,
+    reset_best_checkpoint_loss,
+    resume_early_stopping,
+)
 from regattn_fairseq.hydra_callbacks import FreshCheckpointBest
 
 SAVE_DIR = "/runs/x/checkpoints"
@@ -130,6 +135,9 @@ def test_callback_leaves_other_runs_alone(monkeypatch):
         1,
     )
     reset_best_checkpoint_loss()
+    monkeypatch.delitem(sys.modules, "fairseq_cli.train")
+    with pytest.raises(RuntimeError, match="only be resumed inside fairseq's training"):
+        resume_early_stopping(SAVE_DIR)
 
 
 class _Lines(logging.Handler):

@@ -1,7 +1,9 @@
 #!/bin/bash
 # One call on a lent GPU machine, prepared by prepare_carry.sh: the γ grids' selection runs
 # (`reproduce.py --gamma auto --gamma-select-epochs 3 --gamma-select-only`, seed 1) of the
-# tables and mappings in GRIDS, every (table, mapping, γ) its own process, all side by side on
+# tables and mappings in GRIDS (`table:mapping,mapping` for the table's gamma_grid, or
+# `table:mapping@γ,γ` for those γ: the extension of a grid whose edge was chosen), every
+# (table, mapping, γ) its own process, all side by side on
 # the GPU, until GRID_UNTIL seconds. Their logs and configs (no checkpoints) come back in
 # $OUT/gamma-grids.tgz; copied into WORK_DIR here, a table run reads a finished one's
 # validation losses instead of training it (scripts/gpu_machine/README.md).
@@ -20,9 +22,15 @@ DMON=$!
 PIDS=()
 for job in $GRIDS; do
   table=${job%%:*}
-  grid=$(python3 -c "from regattn_fairseq.experiments.core.config import load_config; print(*load_config('reproduce', '$table').gamma_grid)" 2>&1 | tail -1)
+  mappings=${job#*:}
+  mappings=${mappings%%@*}
+  if [[ $job == *@* ]]; then
+    grid=$(echo ${job#*@} | tr , ' ')
+  else
+    grid=$(python3 -c "from regattn_fairseq.experiments.core.config import load_config; print(*load_config('reproduce', '$table').gamma_grid)" 2>&1 | tail -1)
+  fi
   [[ $grid =~ ^[0-9.\ ]+$ ]] || { echo "GRIDS: no γ grid for $table: $grid"; exit 1; }
-  for mapping in $(echo ${job#*:} | tr , ' '); do
+  for mapping in $(echo $mappings | tr , ' '); do
     for gamma in $grid; do
       # its own process group (setsid), so that only these trainings are stopped below
       setsid python3 scripts/reproduce.py $table --scale small --mappings $mapping --seeds 1 \

@@ -104,6 +104,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the grid is recorded with the choice",
     )
     parser.add_argument(
+        "--gamma-grid-extend",
+        type=whole_number(0),
+        help="with --gamma auto: when the best γ is the grid's largest (smallest), train the "
+        "next γ beyond it, at the grid's own factor, and again while the new edge wins, at "
+        "most this many times on each side (default: the table's gamma_grid_extend, else 0); "
+        "the values added are recorded with the choice",
+    )
+    parser.add_argument(
         "--gamma-seeds",
         choices=["all", "first"],
         default="all",
@@ -177,13 +185,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.override = [*args.dry_run.train_overrides(), *args.override]
     if (
         args.gamma_grid
+        or args.gamma_grid_extend is not None
         or args.gamma_seeds != "all"
         or args.gamma_select_epochs
         or args.gamma_select_only
     ) and args.gamma != "auto":
         parser.error(
-            "--gamma-grid, --gamma-seeds, --gamma-select-epochs and --gamma-select-only need "
-            "--gamma auto"
+            "--gamma-grid, --gamma-grid-extend, --gamma-seeds, --gamma-select-epochs and "
+            "--gamma-select-only need --gamma auto"
         )
     if args.gamma not in (None, "auto"):
         try:
@@ -258,10 +267,17 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
     the first seed only (``--gamma-seeds first``; the caller trains the other seeds at the
     chosen γ).
 
+    A best γ at the grid's edge says only that the optimum may lie beyond it, so the grid is
+    extended there (`_gamma_beyond_edge`): the next γ at the grid's own factor is trained, and
+    again while the new edge wins, at most ``gamma_grid_extend`` values on each side (the
+    table's config, or ``--gamma-grid-extend``). Those values are recorded apart from the grid
+    (``extended``), so choices made on the same grid stay comparable.
+
     A choice already recorded in the table's rows is taken instead of training the grid again
     (its checkpoints may be gone: another machine, a cleaned work dir): a finished row of one
     of ``seeds`` whose config is the job's at the γ it records as chosen, with the same grid,
-    criterion and selection seeds. ``--retrain`` always trains the grid.
+    criterion and selection seeds, and a choice the edge rule settles (`_selection_settled`).
+    ``--retrain`` always trains the grid.
 
     Parameters
     ----------
@@ -271,8 +287,8 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
     Returns
     -------
     dict
-        ``{"grid", "criterion", "seeds", "validation": {γ: mean best validation loss},
-        "chosen"}``.
+        ``{"grid", "extend", "extended", "criterion", "seeds", "validation": {γ: mean best
+        validation loss}, "chosen"}``.
     """
     grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
     if not grid:
@@ -282,6 +298,11 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         )
     if any(gamma <= 0 for gamma in grid):
         raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
+    extend = (
+        args.gamma_grid_extend
+        if args.gamma_grid_extend is not None
+        else spec.get("gamma_grid_extend", 0)
+    )
     selection_seeds = seeds[:1] if args.gamma_seeds == "first" else list(seeds)
     criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
     select_epochs = args.gamma_select_epochs
@@ -306,6 +327,7 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             work_dir,
             args,
             {"grid": grid, "criterion": criterion, "seeds": selection_seeds},
+            extend,
         )
         if recorded is not None:
             selection, run_id = recorded
@@ -317,7 +339,9 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             )
             return selection
     validation = {}
-    for gamma in grid:
+
+    def validation_loss(gamma):
+        """The selection seeds' mean best validation loss at γ, trained where it is not."""
         losses = []
         for seed in selection_seeds:
             run_dir = _run_dir(
@@ -362,16 +386,74 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             if not curve:
                 raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
             losses.append(curve["best_valid_loss"])
-        validation[str(gamma)] = round(sum(losses) / len(losses), 4)
-    chosen = min(grid, key=lambda g: validation[str(g)])
+        return round(sum(losses) / len(losses), 4)
+
+    for gamma in grid:
+        validation[str(gamma)] = validation_loss(gamma)
+    extended = []
+    while (beyond := _gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+        print(
+            f"[gamma] {mapping}: the best γ is the edge of {sorted([*grid, *extended])}: "
+            f"γ = {beyond} is tried beyond it",
+            flush=True,
+        )
+        validation[str(beyond)] = validation_loss(beyond)
+        extended.append(beyond)
+    tried = [*grid, *extended]
+    chosen = min(tried, key=lambda g: validation[str(g)])
     print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
     return {
         "grid": grid,
+        "extend": extend,
+        "extended": extended,
         "criterion": criterion,
         "seeds": selection_seeds,
         "validation": validation,
         "chosen": chosen,
     }
+
+
+def _gamma_beyond_edge(grid, extended, validation, extend):
+    """The next γ to try beyond the grid, or None: the edge value times (or divided by) the
+    grid's factor at that end, when the best γ tried so far is the largest (smallest) and
+    fewer than ``extend`` values were added on that side.
+
+    Parameters
+    ----------
+    grid : list of float
+        the grid (at least 2 values for any extension).
+    extended : list of float
+        the values already added beyond it, in the order tried.
+    validation : dict
+        ``{str(γ): loss}`` of every γ tried.
+    extend : int
+        the most values added on each side.
+    """
+    if len(grid) < 2 or not extend:
+        return None
+    ordered = sorted(grid)
+    tried = sorted([*grid, *extended])
+    best = min(tried, key=lambda g: validation[str(g)])
+    if best == tried[-1] and sum(g > ordered[-1] for g in extended) < extend:
+        return best * ordered[-1] / ordered[-2]
+    if best == tried[0] and sum(g < ordered[0] for g in extended) < extend:
+        return best * ordered[0] / ordered[1]
+    return None
+
+
+def _selection_settled(selection: dict, extend: int) -> bool:
+    """Whether a recorded γ choice is the one the edge rule gives with ``extend``: the rule
+    replayed over its recorded validation losses adds the same values beyond the grid (none,
+    for a choice recorded before the rule) and picks the same γ. A choice at the grid's edge
+    recorded without trying beyond it is not settled."""
+    grid, validation = selection["grid"], selection["validation"]
+    extended = []
+    while (beyond := _gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+        if str(beyond) not in validation:
+            return False
+        extended.append(beyond)
+    chosen = min([*grid, *extended], key=lambda g: validation[str(g)])
+    return extended == selection.get("extended", []) and chosen == selection["chosen"]
 
 
 def _selection_curve(run_dir: Path) -> dict:
@@ -388,7 +470,7 @@ def _selection_run_finished(run_dir: Path, epochs: int) -> bool:
 
 
 def _recorded_gamma_choice(
-    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how
+    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how, extend
 ):
     """A γ choice recorded in ``rows`` for this job, made the way ``how`` says.
 
@@ -398,12 +480,15 @@ def _recorded_gamma_choice(
         the table's raw rows.
     how : dict
         ``{"grid", "criterion", "seeds"}`` of the choice to make.
+    extend : int
+        the edge rule's most values beyond each end of the grid (`_selection_settled`).
 
     Returns
     -------
     tuple or None
         (the recorded selection, the run id of the row that records it), or None when no
-        finished row has the job's config at its recorded γ and the same ``how``.
+        finished row has the job's config at its recorded γ, the same ``how`` and a choice
+        the edge rule settles.
     """
     candidates = [
         row
@@ -411,6 +496,7 @@ def _recorded_gamma_choice(
         if row["mapping"] == mapping
         and row["seed"] in seeds
         and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
+        and _selection_settled(row["gamma_selection"], extend)
     ]
     for row in reversed(candidates):  # the newest first
         selection = row["gamma_selection"]

@@ -182,6 +182,24 @@ def _gamma_tuning(row: dict) -> tuple | None:
     return (tuple(selection["grid"]), selection["criterion"], tuple(selection["seeds"]))
 
 
+def _gamma_edge_note(selection: dict) -> str:
+    """What a γ choice says about the optimum: the values tried beyond the grid's edge (the
+    edge rule of `reproduce.choose_gamma`), and whether the choice is still at the edge of
+    everything tried, where the best γ may lie beyond it."""
+    extended = selection.get("extended") or []
+    tried = [*selection["grid"], *extended]
+    note = ""
+    if extended:
+        note = (
+            " (the grid's edge won, so γ = "
+            + ", ".join(str(g) for g in extended)
+            + " were tried beyond it)"
+        )
+    if len(tried) > 1 and selection["chosen"] in (min(tried), max(tried)):
+        note += " (at the edge of the γ tried: the best γ may lie beyond it)"
+    return note
+
+
 def _baseline(cells: dict, key: tuple, baseline: str) -> list[dict] | None:
     """The baseline's rows for a cell.
 
@@ -250,15 +268,9 @@ def _experiment_table(
         for row in {cell_key(r): r for r in gamma_rows}.values():
             selection = row["gamma_selection"]
             scores = ", ".join(f"γ={g}: {v}" for g, v in selection["validation"].items())
-            edge = ""
-            if len(selection["grid"]) > 1 and selection["chosen"] in (
-                min(selection["grid"]),
-                max(selection["grid"]),
-            ):
-                edge = " (at the grid's edge: the best γ may lie beyond it)"
             lines.append(
-                f"- {row['mapping']}: γ = {selection['chosen']}{edge} ({selection['criterion']}: "
-                f"{scores})"
+                f"- {row['mapping']}: γ = {selection['chosen']}{_gamma_edge_note(selection)} "
+                f"({selection['criterion']}: {scores})"
             )
         lines.append("")
     if superseded:

@@ -40,7 +40,10 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}})()
-    args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
+    # the grid alone (its edge rule is tested apart)
+    args = reproduce.parse_args(
+        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-grid-extend", "0"]
+    )
     trained = []
 
     def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
@@ -118,6 +121,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     data = type("Prepared", (), {"manifest": {"source": "offline"}})()
     args = reproduce.parse_args(
         ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+        + ["--gamma-grid-extend", "0"]
     )
     trained = []
 
@@ -206,6 +210,7 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
     argv = ["inflection", "--scale", "smoke", "--mappings", "sparsemax", "entmax15"]
     argv += ["--seeds", "1,2", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds"]
     argv += ["first", "--gamma-select-epochs", "1", "--gamma-select-only"]
+    argv += ["--gamma-grid-extend", "0"]
     argv += ["--work-dir", str(tmp_path), "--results-dir", str(tmp_path / "results")]
     reproduce.run(argv)
     assert [(m, seed, gamma) for m, seed, _, gamma in trained] == [
@@ -254,6 +259,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
     data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
     args = reproduce.parse_args(
         ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+        + ["--gamma-grid-extend", "0"]
     )
     trained = []
 
@@ -410,3 +416,76 @@ def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
     (figures / f"{name}.json").unlink()
     legacy = plot_attention_figure(figures, name, [softmax, sparsemax, entmax])
     assert [p.name for p in legacy][0] == f"{name}_entmax15-softmax-sparsemax_1.png"
+
+
+def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
+    """choose_gamma on the grid 1, 4 with a fake training whose validation loss at γ is
+    ``losses[γ]``; returns (the selection, the γ trained in order)."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    argv = ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    args = reproduce.parse_args([*argv, "--gamma-grid-extend", extend])
+    trained = []
+
+    def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
+        gamma = float(extra[-1].split("=")[1])
+        trained.append(gamma)
+        _selection_log(run_dir, [losses[gamma]])
+
+    monkeypatch.setattr(reproduce, "train", fake_train)
+    selection = reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [1, 2], data, tmp_path, args, rows
+    )
+    return selection, trained
+
+
+def test_a_choice_at_the_grid_edge_extends_the_grid_while_the_edge_wins(tmp_path, monkeypatch):
+    """The best γ at the grid's largest value: γ x 4 is trained, and again while the new edge
+    wins, at most gamma_grid_extend values; the values added are recorded apart from the
+    grid (so that choices made on the same grid stay comparable)."""
+    losses = {1.0: 3.0, 4.0: 2.0, 16.0: 1.5, 64.0: 1.75, 256.0: 0.5}
+    selection, trained = _edge_rule_run(tmp_path / "up", monkeypatch, losses)
+    assert trained == [1.0, 4.0, 16.0, 64.0]  # 64 loses to 16: 256 is never trained
+    assert selection["grid"] == [1.0, 4.0] and selection["extended"] == [16.0, 64.0]
+    assert selection["chosen"] == 16.0 and selection["extend"] == 2
+    assert selection["validation"] == {"1.0": 3.0, "4.0": 2.0, "16.0": 1.5, "64.0": 1.75}
+    # at the low edge, γ / 4; the cap stops it with the choice still at the edge
+    losses = {1.0: 1.0, 4.0: 2.0, 0.25: 0.9, 0.0625: 0.8}
+    selection, trained = _edge_rule_run(tmp_path / "down", monkeypatch, losses)
+    assert trained == [1.0, 4.0, 0.25, 0.0625]
+    assert selection["chosen"] == 0.0625 and selection["extended"] == [0.25, 0.0625]
+    # no extension inside the grid, or with --gamma-grid-extend 0
+    losses = {1.0: 2.0, 4.0: 1.0}
+    assert _edge_rule_run(tmp_path / "off", monkeypatch, losses, "0")[1] == [1.0, 4.0]
+    interior = {"1.0": 2, "4.0": 1, "16.0": 3}
+    assert reproduce._gamma_beyond_edge([1.0, 4.0, 16.0], [], interior, 2) is None
+
+
+def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_path, monkeypatch):
+    """A choice recorded before the edge rule, at the grid's edge, is not taken: the grid is
+    read again and extended. A choice the rule settles (inside the grid, or recorded with its
+    extension) is taken without training."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    argv = ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    args = reproduce.parse_args(argv)
+    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
+    base = {"grid": [1.0, 4.0], "criterion": criterion, "seeds": [1]}
+    at_edge = {**base, "validation": {"1.0": 3.0, "4.0": 2.0}, "chosen": 4.0}
+    inside = {**base, "validation": {"1.0": 1.0, "4.0": 2.0, "0.25": 1.5}, "chosen": 1.0}
+    inside["extended"] = [0.25]
+    losses = {1.0: 3.0, 4.0: 2.0, 16.0: 1.5, 64.0: 1.75}
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, at_edge)
+    selection, trained = _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows)
+    assert trained == [1.0, 4.0, 16.0, 64.0] and selection["chosen"] == 16.0
+    # recorded with its extension: settled, taken as it is
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 16.0, selection)
+    assert _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows) == (selection, [])
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 1.0, inside)
+    assert _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows) == (inside, [])
+    assert reproduce._selection_settled(at_edge, 0)
+    assert not reproduce._selection_settled(at_edge, 2)
+    # a record whose extension the rule would not make (another cap) is not this choice
+    assert not reproduce._selection_settled(selection, 1)

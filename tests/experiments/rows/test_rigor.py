@@ -16,7 +16,7 @@ from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.pipelines import rerun
 from regattn_fairseq.experiments.pipelines.reproduce import parse_args
-from regattn_fairseq.experiments.report.tables import render_table
+from regattn_fairseq.experiments.report.tables import _gamma_edge_note, render_table
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.rows.store import load_rows
@@ -162,7 +162,8 @@ def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path
     assert "| n/a |" in untuned_line
     # a choice at the grid's edge is flagged; one inside it is not
     choices = [line for line in markdown.splitlines() if line.startswith("- ") and "γ = " in line]
-    assert any(line.startswith("- sparsemax: γ = 16.0 (at the grid's edge") for line in choices)
+    flagged = "- sparsemax: γ = 16.0 (at the edge of the γ tried"
+    assert any(line.startswith(flagged) for line in choices)
     assert any(line.startswith("- softmax: γ = 4.0 (c:") for line in choices)
 
 
@@ -396,3 +397,15 @@ def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
     assert "| test | accuracy |" in done.stdout and "| 0.0 | None (1) | yes |" in done.stdout
     [record] = [json.loads(line) for line in (results / "reruns.jsonl").open()]
     assert record["run_id"] == row["run_id"] and record["report"][0]["difference"] == 0
+
+
+def test_gamma_choice_line_names_the_values_tried_beyond_the_grid():
+    """A choice the edge rule extended names the values it added; it is flagged only while it
+    is still at the edge of everything tried."""
+    grid = {"grid": [1.0, 4.0], "validation": {}}
+    assert _gamma_edge_note({**grid, "chosen": 1.0, "extended": []}).startswith(" (at the edge")
+    inside = _gamma_edge_note({**grid, "chosen": 16.0, "extended": [16.0, 64.0]})
+    assert inside == " (the grid's edge won, so γ = 16.0, 64.0 were tried beyond it)"
+    still = _gamma_edge_note({**grid, "chosen": 64.0, "extended": [16.0, 64.0]})
+    assert still.endswith("(at the edge of the γ tried: the best γ may lie beyond it)")
+    assert _gamma_edge_note({"grid": [1.0, 4.0, 16.0], "chosen": 4.0}) == ""

@@ -7,7 +7,7 @@
 #
 #   PY=<that python> bash scripts/gpu_machine/prepare_carry.sh
 #   then the device tool: run "bash .gpu/<call>.sh" (train_nmt_and_bench, cuda_tests_and_bench,
-#   gamma_grids), carry [".gpu", ".whl"]
+#   gamma_grids, train_table), carry [".gpu", ".whl"]
 set -euo pipefail
 # the Python of the suite's environment (make setup's), e.g. PY=<its bin>/python
 PY=${PY:?set PY to the Python interpreter of the suite environment}
@@ -33,6 +33,13 @@ cp scripts/gpu_machine/build_fairseq.py scripts/gpu_machine/*.sh .gpu/
 $PY scripts/gpu_machine/prepare_table_data.py --data-dir "$DATA_DIR" --work-dir .gpu/prep \
   --inputs-to .gpu/data ${TABLES:-nmt table2 inflection}
 echo "$DATA_DIR" >.gpu/data_root
+# the γ grids' selection logs of TABLES from a CPU work folder (train_table.sh reads them
+# instead of training the grid): GRID_LOGS=<that WORK_DIR>
+if [ -n "${GRID_LOGS:-}" ]; then
+  mkdir -p .gpu/grid-logs
+  (cd "$GRID_LOGS/checkpoints" && find ${TABLES:-nmt table2 inflection} -path '*-select*epochs/train.log' -print0 |
+    tar cf - --null -T -) | tar xf - -C .gpu/grid-logs
+fi
 mv .gpu/prep/data/* .gpu/work/ && rm -rf .gpu/prep
 git rev-parse HEAD >.gpu/commit
 git bundle create -q .gpu/head.bundle HEAD

@@ -34,6 +34,25 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def gamma_seeds(text: str) -> str | list[int]:
+    """``"all"``, ``"first"`` or a seed list such as ``"1"`` (argparse type of
+    --gamma-seeds: the seeds whose γ grid runs choose γ).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        neither word nor a list of whole numbers >= 0.
+    """
+    if text in ("all", "first"):
+        return text
+    try:
+        return seed_list(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"--gamma-seeds is `all`, `first` or seeds such as `1` or `1,2`; got {text!r}"
+        ) from None
+
+
 def seed_list(text: str) -> list[int]:
     """``"1 2 3"`` or ``"1,2,3"`` -> [1, 2, 3] (argparse type of --seeds).
 

@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from regattn_fairseq.experiments.core.cli import (
     OneLineParser,
     gamma_grid,
+    gamma_seeds,
     run_main,
     seed_list,
     whole_number,
@@ -113,11 +114,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--gamma-seeds",
-        choices=["all", "first"],
+        type=gamma_seeds,
         default="all",
         help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
-        "grid x seeds trainings) or on the first seed only (`first`: grid + seeds - 1 "
-        "trainings; the other seeds train at the chosen γ)",
+        "grid x seeds trainings), on the first seed only (`first`: grid + seeds - 1 "
+        "trainings; the other seeds train at the chosen γ), or on the grid runs of the "
+        "seeds given (e.g. `1`: with --seeds 2, seed 2 trains at the γ that seed 1's grid "
+        "chose, the choice `first` makes for --seeds 1,2,3; seeds run by separate processes)",
     )
     parser.add_argument(
         "--gamma-select-epochs",
@@ -303,7 +306,12 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         if args.gamma_grid_extend is not None
         else spec.get("gamma_grid_extend", 0)
     )
-    selection_seeds = seeds[:1] if args.gamma_seeds == "first" else list(seeds)
+    if args.gamma_seeds == "first":
+        selection_seeds = seeds[:1]
+    elif args.gamma_seeds == "all":
+        selection_seeds = list(seeds)
+    else:
+        selection_seeds = list(args.gamma_seeds)
     criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
     select_epochs = args.gamma_select_epochs
     # shorter selection runs: their own folders and configs (no early stopping), so that the

@@ -119,10 +119,8 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}})()
-    args = reproduce.parse_args(
-        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
-        + ["--gamma-grid-extend", "0"]
-    )
+    argv = ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-grid-extend", "0"]
+    args = reproduce.parse_args([*argv, "--gamma-seeds", "first"])
     trained = []
 
     def fake_train(experiment, scale, mapping, seed, data, run_dir, extra, launch=None):
@@ -138,6 +136,17 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     assert selection["seeds"] == [1]
     with pytest.raises(SystemExit):
         reproduce.parse_args(["inflection", "--gamma-seeds", "first"])
+    # seeds run by separate processes: seed 2 alone trains at the γ of seed 1's grid, the
+    # same choice, recorded the same way as `first` with seeds 1, 2, 3
+    trained.clear()
+    args.gamma_seeds = reproduce.parse_args([*argv, "--gamma-seeds", "1"]).gamma_seeds
+    assert reproduce.choose_gamma(
+        spec, experiment, "smoke", "sparsemax", [2], data, tmp_path, args
+    ) == {**selection}
+    assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
+    for bad in ("none", "1,x", ""):
+        with pytest.raises(SystemExit):
+            reproduce.parse_args([*argv, "--gamma-seeds", bad])
 
 
 def _selection_log(run_dir, losses):

@@ -41,6 +41,8 @@ if [ -n "${GRID_LOGS:-}" ]; then
     tar cf - --null -T -) | tar xf - -C .gpu/grid-logs
 fi
 mv .gpu/prep/data/* .gpu/work/ && rm -rf .gpu/prep
+# the manifests name that folder (setup.sh links it to the copy on the machine)
+echo "$PWD/.gpu/prep/data" >.gpu/prep_root
 git rev-parse HEAD >.gpu/commit
 git bundle create -q .gpu/head.bundle HEAD
 du -sh .gpu .whl

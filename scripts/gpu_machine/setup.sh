@@ -7,7 +7,7 @@
 #   - the prepared data at the paths their stamps name (so it is reused, not rebuilt);
 #   - the checkout's commit (so rows and runs are not marked dirty);
 #   - regattn._C, built in the background (CBUILD: its process).
-# Sets REPO, COMMIT, DATA_ROOT, ALLOW (--allow-dirty where the tree is not the commit),
+# Sets REPO, COMMIT, DATA_ROOT, MISSING (files the prepared data names that are not here), ALLOW (--allow-dirty where the tree is not the commit),
 # CBUILD, PYTHONPATH and el (prints a step with the seconds since T0).
 REPO=$PWD
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 WANDB_MODE=disabled
@@ -43,6 +43,29 @@ DATA_ROOT=$(cat .gpu/data_root)
 mkdir -p $DATA_ROOT /work/gpu-work/data
 [ -n "$SIMULATION" ] || cp -r .gpu/data/. $DATA_ROOT/
 cp -r .gpu/work/. /work/gpu-work/data/
+# the prepared data's manifests name the folder it was prepared in (its references, for
+# scoring): that path, here, leads to the copy
+PREP=$(cat .gpu/prep_root 2>/dev/null)
+if [ -n "$PREP" ] && [ ! -e "$PREP" ]; then mkdir -p "$(dirname $PREP)" && ln -s /work/gpu-work/data "$PREP"; fi
+# every file a manifest names must be here before any training starts, not at scoring time
+MISSING=$(python3 - <<'PY'
+import json, pathlib
+def paths(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from paths(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from paths(v)
+    elif isinstance(value, str) and value.startswith("/") and "\n" not in value and " " not in value:
+        yield value
+for stamp in pathlib.Path("/work/gpu-work/data").glob("*/*/stamp.json"):
+    for path in paths(json.loads(stamp.read_text()).get("manifest", {})):
+        if not pathlib.Path(path).exists():
+            print(stamp.parent.name, path)
+PY
+)
+[ -z "$MISSING" ] || { echo "SETUP: files the prepared data names are missing:"; echo "$MISSING" | head -5; }
 # the commit: this call's .git may be older than the tree, or absent; the bundle holds HEAD
 git config --global --add safe.directory '*'
 if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then

@@ -21,6 +21,7 @@ LOGS=/tmp/table-logs
 mkdir -p $LOGS
 exec > >(tee -a $OUT/device-table.log) 2>&1
 source .gpu/setup.sh
+[ -z "$MISSING" ] || { echo "stopped before training: the runs could not be scored"; exit 1; }
 
 el train
 mkdir -p /work/gpu-work/checkpoints

@@ -339,11 +339,20 @@ def prepare(
     # into the same folder at once: the second waits, then finds the first one's stamp.
     with _build_lock(build.root):
         stamp = json.loads(build.stamp_path.read_text()) if build.stamp_path.is_file() else None
-        reason = _rebuild_reason(build, stamp)
-        if reason is None:
+        if stamp is None:
+            return _build(build, "no stamp")
+        # the produced files against their checksums first (issue #26): a damaged file is
+        # rebuilt, or named when its inputs are gone, before the stamp's inputs are judged
+        damage = checksums.stamp_damage(build.root, stamp, build.data_dir, build.local_dir)
+        if damage:
+            return _build(build, damage)
+        stale = _stale_reason(
+            stamp, build.options_key, build.key_inputs, build.data_dir, build.local_dir
+        )
+        if stale is None:
             print(f"[prepare] {build.what} is up to date: {build.root}", flush=True)
             return PreparedData(build.root, stamp["manifest"])
-        return _build(build, reason)
+        return _build(build, stale, stamp)
 
 
 def _planned_build(
@@ -412,22 +421,69 @@ def _capped_options(
     return opts
 
 
-def _rebuild_reason(build: _DataBuild, stamp: dict | None) -> str | None:
-    """Why the folder is built (again): no stamp, a damaged file or a stale stamp; None
-    when its stamp is current."""
-    if stamp is None:
-        return "no stamp"
-    # the produced files against their checksums first (issue #26): a damaged file is
-    # rebuilt, or named when its inputs are gone, before the stamp's inputs are judged
-    damage = checksums.stamp_damage(build.root, stamp, build.data_dir, build.local_dir)
-    return damage or _stale_reason(
-        stamp, build.options_key, build.key_inputs, build.data_dir, build.local_dir
+def _build(build: _DataBuild, reason: str, stamp: dict | None = None) -> PreparedData:
+    """Build the folder and stamp it.
+
+    A folder with a whole stamp (``stamp``: stale, not damaged) is rebuilt aside and compared
+    with it file for file (`_content_digests`), because trainings of other processes may be
+    reading it: identical content (a code change that changes no output) keeps the folder
+    in use, restamped; other content replaces it in one rename. Anything else is built in
+    place.
+    """
+    if stamp is not None and build.root.is_dir():
+        return _build_aside(build, reason, stamp)
+    _build_into(build, build.root, reason)
+    return PreparedData(build.root, json.loads(build.stamp_path.read_text())["manifest"])
+
+
+def _build_aside(build: _DataBuild, reason: str, stamp: dict) -> PreparedData:
+    """Rebuild a stamped folder beside it, then keep it (same content) or swap the new one in."""
+    root = build.root
+    aside = root.with_name(f"{root.name}.rebuild")
+    _build_into(build, aside, reason)
+    new_stamp = json.loads((aside / "stamp.json").read_text())
+    # the builders name files by absolute path (the references): the folder's, not the aside's
+    new_stamp = json.loads(json.dumps(new_stamp).replace(str(aside), str(root)))
+    old, new = _content_digests(root), _content_digests(aside)
+    if old == new:
+        # same files: the stamp is all that changes (its cache key and inputs)
+        write_json(build.stamp_path, {**new_stamp, "manifest": stamp["manifest"]})
+        shutil.rmtree(aside)
+        print(
+            f"[prepare] {build.what}: the rebuild ({reason}) produced the same {len(new)} files "
+            f"as {root}, which is kept as it is (restamped)",
+            flush=True,
+        )
+        return PreparedData(root, stamp["manifest"])
+    changed = sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+    write_json(aside / "stamp.json", new_stamp)
+    replaced = root.with_name(f"{root.name}.replaced")
+    if replaced.exists():
+        shutil.rmtree(replaced)
+    root.rename(replaced)
+    aside.rename(root)
+    shutil.rmtree(replaced)
+    print(
+        f"[prepare] {build.what}: the rebuild ({reason}) changed {len(changed)} file(s) "
+        f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}); it replaces {root}",
+        flush=True,
     )
+    return PreparedData(root, new_stamp["manifest"])
 
 
-def _build(build: _DataBuild, reason: str) -> PreparedData:
-    """Build the folder from scratch and stamp it."""
-    root, plan = build.root, build.plan
+def _content_digests(root: Path) -> dict[str, str]:
+    """SHA-256 of every file a prepared folder holds, by relative path; the stamp and the
+    tools' logs (which name the folder) left out."""
+    digests = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.name != "stamp.json" and path.suffix != ".log":
+            digests[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def _build_into(build: _DataBuild, root: Path, reason: str) -> None:
+    """Build the data from scratch into ``root`` (emptied first) and stamp it there."""
+    plan = build.plan
     print(f"[prepare] building {build.what} in {root} ({reason})", flush=True)
     cli.at(f"preparing {build.what} in {root}")
     if root.exists():
@@ -441,9 +497,9 @@ def _build(build: _DataBuild, reason: str) -> PreparedData:
         local_dir=build.local_dir,
         stand_in_train=build.opts.stand_in_train if plan.stand_in else None,
     )
-    manifest = _manifest(build, inputs, build.builder.build(inputs, build.opts, root))
+    manifest = _manifest(build, root, inputs, build.builder.build(inputs, build.opts, root))
     write_json(
-        build.stamp_path,
+        root / "stamp.json",
         {
             "options_key": build.options_key,
             "data_dir": str(build.data_dir),
@@ -452,10 +508,9 @@ def _build(build: _DataBuild, reason: str) -> PreparedData:
             "key_inputs": build.key_inputs,
         },
     )
-    return PreparedData(root, manifest)
 
 
-def _manifest(build: _DataBuild, inputs: Inputs, evaluations: dict) -> dict:
+def _manifest(build: _DataBuild, root: Path, inputs: Inputs, evaluations: dict) -> dict:
     """What the built folder holds: the data's names and description, its evaluation sets,
     the inputs read and the checksums of what the build produced."""
     source = build.plan.label
@@ -470,7 +525,7 @@ def _manifest(build: _DataBuild, inputs: Inputs, evaluations: dict) -> dict:
         "evaluations": evaluations,
         "inputs": inputs.files,
         # what the build produced, verified before every use (issue #26)
-        checksums.STAMP_KEY: checksums.record(build.root / "bin"),
+        checksums.STAMP_KEY: checksums.record(root / "bin"),
     }
 
 

@@ -1,6 +1,8 @@
 """Prepared data is cached behind a stamp: not rebuilt when inputs and options are unchanged,
-rebuilt when an input file changes."""
+rebuilt when an input file or the code changes (aside, keeping the folder in use when the
+output is the same)."""
 
+import json
 import shutil
 
 import pytest
@@ -206,3 +208,52 @@ def test_two_processes_preparing_the_same_data_build_it_once(tmp_path):
         outputs = pool.starmap(_prepare_toy_capturing, [(data_dir, tmp_path)] * 2)
     assert sum("[prepare] building" in out for out in outputs) == 1, outputs
     assert sum("is up to date" in out for out in outputs) == 1, outputs
+
+
+def test_a_code_change_with_the_same_output_keeps_the_folder_in_use(tmp_path, monkeypatch, capsys):
+    """A stale stamp (the code changed) is rebuilt aside: the same files keep the folder that
+    runs may be reading (same inode, restamped, then up to date); no aside folder is left."""
+    data_dir = tmp_path / "shared"
+    make_sigmorphon(data_dir)
+    options = {"languages": ["toy"]}
+    first = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    data_file = first.bin_dir / "test.src-tgt.src.bin"
+    inode = data_file.stat().st_ino
+    capsys.readouterr()
+    monkeypatch.setattr(inflection, "__file__", edited_copy(inflection, tmp_path))
+    kept = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    out = capsys.readouterr().out
+    assert "changed: code" in out and "kept as it is" in out
+    assert kept.root == first.root and kept.manifest == first.manifest
+    assert data_file.stat().st_ino == inode
+    assert sorted(p.name for p in first.root.parent.iterdir() if p.is_dir()) == [first.root.name]
+    prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    assert "is up to date" in capsys.readouterr().out
+
+
+def test_a_code_change_that_changes_the_output_replaces_the_folder(tmp_path, monkeypatch, capsys):
+    """Other output replaces the folder in one rename; the manifest names the folder's files,
+    not the aside build's."""
+    data_dir = tmp_path / "shared"
+    make_sigmorphon(data_dir)
+    options = {"languages": ["toy"]}
+    first = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    capsys.readouterr()
+    build = inflection.build
+
+    def build_with_other_references(inputs, opts, root):
+        evaluations = build(inputs, opts, root)
+        (root / "refs" / "test.forms").write_text("PLAYED\nSITS\n")
+        return evaluations
+
+    monkeypatch.setattr(inflection, "__file__", edited_copy(inflection, tmp_path))
+    monkeypatch.setattr(inflection, "build", build_with_other_references)
+    new = prepare("sigmorphon", "smoke", data_dir=data_dir, work_dir=tmp_path, overrides=options)
+    out = capsys.readouterr().out
+    assert "changed 1 file(s) (refs/test.forms)" in out and "it replaces" in out
+    assert new.root == first.root
+    assert (new.root / "refs" / "test.forms").read_text() == "PLAYED\nSITS\n"
+    assert ".rebuild" not in json.dumps(new.manifest)
+    # the evaluation sets name the same files, in the folder
+    assert new.manifest["evaluations"] == first.manifest["evaluations"]
+    assert sorted(p.name for p in first.root.parent.iterdir() if p.is_dir()) == [first.root.name]

@@ -352,7 +352,7 @@ def prepare(
         if stale is None:
             print(f"[prepare] {build.what} is up to date: {build.root}", flush=True)
             return PreparedData(build.root, stamp["manifest"])
-        return _build(build, stale, stamp)
+        return _build(build, stale, aside=True)
 
 
 def _planned_build(
@@ -421,40 +421,41 @@ def _capped_options(
     return opts
 
 
-def _build(build: _DataBuild, reason: str, stamp: dict | None = None) -> PreparedData:
+def _build(build: _DataBuild, reason: str, aside: bool = False) -> PreparedData:
     """Build the folder and stamp it.
 
-    A folder with a whole stamp (``stamp``: stale, not damaged) is rebuilt aside and compared
+    A folder whose stamp is whole but stale (``aside``) is rebuilt aside and compared
     with it file for file (`_content_digests`), because trainings of other processes may be
     reading it: identical content (a code change that changes no output) keeps the folder
     in use, restamped; other content replaces it in one rename. Anything else is built in
     place.
     """
-    if stamp is not None and build.root.is_dir():
-        return _build_aside(build, reason, stamp)
+    if aside and build.root.is_dir():
+        return _build_aside(build, reason)
     _build_into(build, build.root, reason)
     return PreparedData(build.root, json.loads(build.stamp_path.read_text())["manifest"])
 
 
-def _build_aside(build: _DataBuild, reason: str, stamp: dict) -> PreparedData:
+def _build_aside(build: _DataBuild, reason: str) -> PreparedData:
     """Rebuild a stamped folder beside it, then keep it (same content) or swap the new one in."""
     root = build.root
     aside = root.with_name(f"{root.name}.rebuild")
     _build_into(build, aside, reason)
     new_stamp = json.loads((aside / "stamp.json").read_text())
     # the builders name files by absolute path (the references): the folder's, not the aside's
-    new_stamp = json.loads(json.dumps(new_stamp).replace(str(aside), str(root)))
+    text = json.dumps(new_stamp, ensure_ascii=False)
+    new_stamp = json.loads(text.replace(str(aside), str(root)))
     old, new = _content_digests(root), _content_digests(aside)
     if old == new:
-        # same files: the stamp is all that changes (its cache key and inputs)
-        write_json(build.stamp_path, {**new_stamp, "manifest": stamp["manifest"]})
+        # same files: the stamp is all that changes (its cache key and the inputs' hashes)
+        write_json(build.stamp_path, new_stamp)
         shutil.rmtree(aside)
         print(
             f"[prepare] {build.what}: the rebuild ({reason}) produced the same {len(new)} files "
             f"as {root}, which is kept as it is (restamped)",
             flush=True,
         )
-        return PreparedData(root, stamp["manifest"])
+        return PreparedData(root, new_stamp["manifest"])
     changed = sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
     write_json(aside / "stamp.json", new_stamp)
     replaced = root.with_name(f"{root.name}.replaced")

@@ -19,7 +19,6 @@ source .gpu/setup.sh
 el grids
 nvidia-smi dmon -s um -d 10 >$LOGS/dmon.log 2>&1 &
 DMON=$!
-PIDS=()
 for job in $GRIDS; do
   table=${job%%:*}
   mappings=${job#*:}
@@ -42,15 +41,11 @@ for job in $GRIDS; do
   done
 done
 echo "${#PIDS[@]} selection runs started"
-running() { for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
-while [ $(($(date +%s) - T0)) -lt $GRID_UNTIL ] && running; do
+while [ $(($(date +%s) - T0)) -lt $GRID_UNTIL ] && [ "$(running)" -gt 0 ]; do
   sleep 30
-  n=0; for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && n=$((n + 1)); done
-  el "progress: $n running; finished: $(grep -l 'γ = ' $LOGS/*.log 2>/dev/null | wc -l)"
+  el "progress: $(running) running; finished: $(grep -l 'γ = ' $LOGS/*.log 2>/dev/null | wc -l)"
 done
-for p in "${PIDS[@]}"; do kill -TERM -- -$p 2>/dev/null; done
-sleep 3
-for p in "${PIDS[@]}"; do kill -KILL -- -$p 2>/dev/null; done
+stop_runs
 kill $DMON 2>/dev/null
 el stopped
 for f in $LOGS/*-gamma*.log; do echo "$(basename $f): $(grep -h '\[gamma\]' $f | tail -1 | cut -c1-150)"; grep -h -E "Error|error:" $f | tail -2; done

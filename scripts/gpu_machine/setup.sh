@@ -7,12 +7,23 @@
 #   - the prepared data at the paths their stamps name (so it is reused, not rebuilt);
 #   - the checkout's commit (so rows and runs are not marked dirty);
 #   - regattn._C, built in the background (CBUILD: its process).
-# Sets REPO, COMMIT, DATA_ROOT, MISSING (files the prepared data names that are not here), ALLOW (--allow-dirty where the tree is not the commit),
+# Defines el, PIDS, running and stop_runs. Sets REPO, COMMIT, DATA_ROOT, MISSING (files the prepared data names that are not here), ALLOW (--allow-dirty where the tree is not the commit),
 # CBUILD, PYTHONPATH and el (prints a step with the seconds since T0).
 REPO=$PWD
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 WANDB_MODE=disabled
 T0=${T0:-$(date +%s)}
 el() { echo "== $* at $(($(date +%s) - T0))s"; }
+# the side-by-side processes a call starts, each in its own process group (setsid): PIDS
+PIDS=()
+# how many of them are still running
+running() { local n=0 p; for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && n=$((n + 1)); done; echo $n; }
+# stop them (their groups only, so that nothing else on the machine is touched)
+stop_runs() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM -- -$p 2>/dev/null; done
+  sleep 3
+  for p in "${PIDS[@]}"; do kill -KILL -- -$p 2>/dev/null; done
+}
 COMMIT=$(cat .gpu/commit)
 el setup
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -19,7 +19,6 @@ el train
 declare -A GAMMA=([softmax]=4 [sparsemax]=16 [entmax15]=16 [oscarmax]=4 [fusedmax]=4 [sq_pnorm_max]=4)
 nvidia-smi dmon -s um -d 10 >$RES/logs/dmon.log 2>&1 &
 DMON=$!
-PIDS=()
 for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
   # its own process group (setsid), so that only these trainings are stopped below
   setsid python3 scripts/reproduce.py nmt --scale small --mappings $m --seeds 1 --gamma ${GAMMA[$m]} \
@@ -27,17 +26,14 @@ for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
     --threads 2 $ALLOW >$RES/logs/$m.log 2>&1 &
   PIDS+=($!)
 done
-running() { for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
-while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && running; do
+while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && [ "$(running)" -gt 0 ]; do
   sleep 30
   el progress
   for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
     echo "$m: $(grep -h -E '\][[](train_inner|train|valid)\]' /work/gpu-work/checkpoints/nmt/multi30k_en_de/small-offline/$m/*/seed1/train.log 2>/dev/null | tail -1 | cut -c1-190)"
   done
 done
-for p in "${PIDS[@]}"; do kill -TERM -- -$p 2>/dev/null; done
-sleep 3
-for p in "${PIDS[@]}"; do kill -KILL -- -$p 2>/dev/null; done
+stop_runs
 kill $DMON 2>/dev/null
 el trainings stopped
 for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do echo "--- $m"; grep -v -E "^(DEBUG|INFO)" $RES/logs/$m.log | tail -4; done

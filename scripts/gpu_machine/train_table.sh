@@ -28,7 +28,6 @@ mkdir -p /work/gpu-work/checkpoints
 cp -rn .gpu/grid-logs/. /work/gpu-work/checkpoints/
 nvidia-smi dmon -s um -d 10 >$LOGS/dmon.log 2>&1 &
 DMON=$!
-PIDS=()
 for job in $JOBS; do
   mapping=${job%%:*}
   for seed in $(echo ${job#*:} | tr , ' '); do
@@ -41,17 +40,13 @@ for job in $JOBS; do
   done
 done
 echo "${#PIDS[@]} runs started"
-running() { for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && return 0; done; return 1; }
-while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && running; do
+while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && [ "$(running)" -gt 0 ]; do
   sleep 20
-  n=0; for p in "${PIDS[@]}"; do kill -0 $p 2>/dev/null && n=$((n + 1)); done
   epochs=$(for f in $(find /work/gpu-work/checkpoints/$TABLE -path '*seed[0-9]/train.log'); do
     grep -c 'end of epoch' $f; done | sort -n | tr '\n' ' ')
-  el "progress: $n running; epochs per run: $epochs; scored: $(grep -l '\[score\]' $LOGS/*.log 2>/dev/null | wc -l)"
+  el "progress: $(running) running; epochs per run: $epochs; scored: $(grep -l '\[score\]' $LOGS/*.log 2>/dev/null | wc -l)"
 done
-for p in "${PIDS[@]}"; do kill -TERM -- -$p 2>/dev/null; done
-sleep 3
-for p in "${PIDS[@]}"; do kill -KILL -- -$p 2>/dev/null; done
+stop_runs
 kill $DMON 2>/dev/null
 el stopped
 for f in $LOGS/$TABLE-*.log; do

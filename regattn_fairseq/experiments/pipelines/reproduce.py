@@ -407,8 +407,7 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         )
         validation[str(beyond)] = validation_loss(beyond)
         extended.append(beyond)
-    tried = [*grid, *extended]
-    chosen = min(tried, key=lambda g: validation[str(g)])
+    chosen = _best_gamma(grid, extended, validation)
     print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
     return {
         "grid": grid,
@@ -419,6 +418,12 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         "validation": validation,
         "chosen": chosen,
     }
+
+
+def _best_gamma(grid, extended, validation):
+    """The γ of lowest validation loss among the grid and the values added beyond it; of
+    equal losses, the one tried first (the grid's before an extension's)."""
+    return min([*grid, *extended], key=lambda g: validation[str(g)])
 
 
 def _gamma_beyond_edge(grid, extended, validation, extend):
@@ -441,7 +446,7 @@ def _gamma_beyond_edge(grid, extended, validation, extend):
         return None
     ordered = sorted(grid)
     tried = sorted([*grid, *extended])
-    best = min(tried, key=lambda g: validation[str(g)])
+    best = _best_gamma(grid, extended, validation)
     if best == tried[-1] and sum(g > ordered[-1] for g in extended) < extend:
         return best * ordered[-1] / ordered[-2]
     if best == tried[0] and sum(g < ordered[0] for g in extended) < extend:
@@ -460,7 +465,7 @@ def _selection_settled(selection: dict, extend: int) -> bool:
         if str(beyond) not in validation:
             return False
         extended.append(beyond)
-    chosen = min([*grid, *extended], key=lambda g: validation[str(g)])
+    chosen = _best_gamma(grid, extended, validation)
     return extended == selection.get("extended", []) and chosen == selection["chosen"]
 
 

@@ -467,6 +467,11 @@ def test_a_choice_at_the_grid_edge_extends_the_grid_while_the_edge_wins(tmp_path
     # no extension inside the grid, or with --gamma-grid-extend 0
     losses = {1.0: 2.0, 4.0: 1.0}
     assert _edge_rule_run(tmp_path / "off", monkeypatch, losses, "0")[1] == [1.0, 4.0]
+    # a tie with the value beyond the edge goes to the grid's value, which ends the extension
+    # (else the rule would go on from a γ it does not choose)
+    losses = {1.0: 1.0, 4.0: 2.0, 0.25: 1.0}
+    selection, trained = _edge_rule_run(tmp_path / "tie", monkeypatch, losses)
+    assert trained == [1.0, 4.0, 0.25] and selection["chosen"] == 1.0
     interior = {"1.0": 2, "4.0": 1, "16.0": 3}
     assert reproduce._gamma_beyond_edge([1.0, 4.0, 16.0], [], interior, 2) is None
 

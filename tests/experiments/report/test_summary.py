@@ -54,9 +54,14 @@ def test_summary_line_comes_from_the_rows(tmp_path):
     cells = [c.strip() for c in nmt.split("|")[1:-1]]
     # every baseline, the strongest (the one claims.py judges against) first
     assert cells[3] == "copy target 0.90 (n=1); copy source 0.50 (n=1)"
-    assert cells[4] == "31.00 ± 1.41 (n=2)"  # softmax, mean ± std over the two seeds
-    assert cells[5] == "29.00 (n=1)"  # sparsemax
+    # softmax, mean ± std over the two seeds, one of which stopped early; sparsemax at a fixed
+    # budget: each cell says how many of its runs converged
+    assert cells[4] == "31.00 ± 1.41 (n=2, 1/2 early-stopped)"
+    assert cells[5] == "29.00 (n=1, 0/1 early-stopped)"
     assert cells[-2] == "1/3"  # one run of three stopped early
+    # a converged cell carries no mark
+    converged = [_row("softmax", 1, 30.0, curve={"stop": "patience"})]
+    assert summary._cell_text(converged, "bleu") == "30.00 (n=1)"
     assert cells[-1].startswith("P5: inconclusive; E1: inconclusive")
 
 

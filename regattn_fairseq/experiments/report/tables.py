@@ -193,7 +193,8 @@ def _gamma_edge_note(selection: dict) -> str:
         note = (
             " (the grid's edge won, so γ = "
             + ", ".join(str(g) for g in extended)
-            + " were tried beyond it)"
+            + (" were" if len(extended) > 1 else " was")
+            + " tried beyond it)"
         )
     if len(tried) > 1 and selection["chosen"] in (min(tried), max(tried)):
         note += " (at the edge of the γ tried: the best γ may lie beyond it)"

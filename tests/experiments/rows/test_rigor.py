@@ -406,6 +406,8 @@ def test_gamma_choice_line_names_the_values_tried_beyond_the_grid():
     assert _gamma_edge_note({**grid, "chosen": 1.0, "extended": []}).startswith(" (at the edge")
     inside = _gamma_edge_note({**grid, "chosen": 16.0, "extended": [16.0, 64.0]})
     assert inside == " (the grid's edge won, so γ = 16.0, 64.0 were tried beyond it)"
+    one = _gamma_edge_note({**grid, "chosen": 4.0, "extended": [16.0]})
+    assert one == " (the grid's edge won, so γ = 16.0 was tried beyond it)"
     still = _gamma_edge_note({**grid, "chosen": 64.0, "extended": [16.0, 64.0]})
     assert still.endswith("(at the edge of the γ tried: the best γ may lie beyond it)")
     assert _gamma_edge_note({"grid": [1.0, 4.0, 16.0], "chosen": 4.0}) == ""

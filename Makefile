@@ -116,7 +116,9 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                process per mapping may write one table at once
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
-#   GAMMA_SEEDS  all (default) | first: GAMMA=auto chooses on every seed's or the first seed's runs
+#   GAMMA_GRID_EXTEND=N  at most N values tried beyond a chosen edge of the grid, on each side
+#                (default: the table's gamma_grid_extend)
+#   GAMMA_SEEDS  all (default) | first | seeds (e.g. 1): GAMMA=auto chooses on those seeds' runs
 #   GAMMA_SELECT_EPOCHS=E  GAMMA=auto trains the grid for E epochs only and chooses on them;
 #                the chosen γ is then trained to convergence
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
@@ -153,6 +155,7 @@ SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAPPINGS)) \
                $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) $(if $(GAMMA_SEEDS),--gamma-seeds $(GAMMA_SEEDS)) \
+               $(if $(GAMMA_GRID_EXTEND),--gamma-grid-extend $(GAMMA_GRID_EXTEND)) \
                $(if $(GAMMA_SELECT_EPOCHS),--gamma-select-epochs $(GAMMA_SELECT_EPOCHS)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
                $(if $(filter 1 true yes,$(BASELINES_ONLY)),--baselines-only) \

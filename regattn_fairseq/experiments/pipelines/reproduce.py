@@ -714,6 +714,9 @@ def run(argv: list[str] | None = None) -> None:
         _leave_out_missing_evaluations(experiment, prepared[experiment.name])
     # a dry run's capped data would make a meaningless baseline; a γ-grid-only run scores none
     if not (args.dry_run.active or args.gamma_select_only):
+        # --rescore with --mappings scores those mappings again, not the table's baselines,
+        # which it would only duplicate (the same numbers)
+        rescore_baselines = args.rescore and (args.baselines_only or not args.mappings)
         for experiment in experiments:
             run_baselines(
                 spec,
@@ -722,7 +725,7 @@ def run(argv: list[str] | None = None) -> None:
                 prepared[experiment.name],
                 table.work_dir,
                 table.results_dir,
-                args.rescore,
+                rescore_baselines,
             )
     if args.baselines_only:
         return

@@ -160,3 +160,26 @@ def test_ner_most_frequent_tag(tmp_path):
     assert outputs == ["B-LOC O O"]  # an unseen word is O
     result = _score(evaluation, "entity_f1", outputs)
     assert result["metrics"]["f1"] == 100.0 and result["items"]["tp"] == [1]
+
+
+@pytest.mark.parametrize(
+    "extra, rescored",
+    [
+        ([], True),  # the whole table: its baselines too
+        (["--mappings", "sparsemax"], False),  # a subset: its mappings only
+        (["--mappings", "sparsemax", "--baselines-only"], True),
+    ],
+)
+def test_rescore_of_a_mapping_subset_leaves_the_baselines(tmp_path, monkeypatch, extra, rescored):
+    """`--rescore --mappings m` scores m again, not the table's baselines (which it would only
+    duplicate); the whole table, or --baselines-only, scores them again."""
+    calls = []
+    data = type("Prepared", (), {"manifest": {"source": "offline", "evaluations": {}}})()
+    monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
+    monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
+    monkeypatch.setattr(reproduce, "run_baselines", lambda *a: calls.append(a[-1]))
+    monkeypatch.setattr(reproduce, "_run_experiment", lambda *a: None)
+    argv = ["inflection", "--scale", "smoke", "--rescore", *extra]
+    argv += ["--work-dir", str(tmp_path), "--results-dir", str(tmp_path / "results")]
+    reproduce.run(argv)
+    assert calls == [rescored]

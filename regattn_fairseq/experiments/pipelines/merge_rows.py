@@ -1,0 +1,160 @@
+"""Merge the rows another results folder landed into this one, with their sidecars.
+
+Long table runs train in git worktrees (so that edits to the checkout never reach a running
+training) or on a lent GPU machine, and each writes rows into its own results folder. This
+brings those rows into the committed one:
+
+- a row is one run's result on one evaluation set, named by ``(run_id, evaluation)``; rows
+  already here (the same name, the same content) are skipped, so merging again adds nothing;
+- a row here with the same name but other content is a conflict: refused, nothing written;
+- each new row's per-item sidecar (``items.file``) is copied after checking its SHA-256 against
+  the one the row records, and the figure sidecar of its attention (``raw/attention/``), when
+  the source has one; a sidecar here with other bytes is refused;
+- the new rows are appended in the source's order under the table's lock, so that a row
+  trained again after an earlier one (same job key) still supersedes it.
+
+The table views are not rewritten here: `make results-tables` does that from the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_fairseq.experiments.report.figures import figure_sidecar_name
+from regattn_fairseq.experiments.rows.store import (
+    append_rows,
+    check_row_kinds,
+    raw_file,
+    read_records,
+    table_lock,
+)
+
+
+def _name(row: dict) -> tuple[str, str]:
+    return row["run_id"], row["evaluation"]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _sidecars(source: Path, row: dict) -> list[tuple[Path, str | None]]:
+    """A row's sidecar files relative to the results folder, each with the SHA-256 the row
+    records (None where it records none)."""
+    files = []
+    items = row.get("items") or {}
+    if items.get("file"):
+        files.append((Path(items["file"]), items.get("sha256")))
+    figure = figure_sidecar_name(row["run_id"], row["evaluation"])
+    if (source / figure).is_file():
+        files.append((figure, None))
+    return files
+
+
+def merge_rows(source: Path, results_dir: Path, table: str) -> list[dict]:
+    """Append the rows of ``source``'s table that ``results_dir`` lacks, with their sidecars.
+
+    Parameters
+    ----------
+    source : Path
+        the results folder the rows landed in (a worktree's ``results/``, a GPU run's).
+    results_dir : Path
+        the results folder to merge them into.
+    table : str
+        the table (``raw/<table>.jsonl``).
+
+    Returns
+    -------
+    list of dict
+        the rows appended, in the source's order (empty when there was nothing new).
+
+    Raises
+    ------
+    ReproError
+        the source has no rows for the table, a row or sidecar conflicts with one here, a
+        sidecar is missing or its SHA-256 is not the row's, or real and dry-run rows would mix.
+    """
+    source, results_dir = Path(source), Path(results_dir)
+    if source.resolve() == results_dir.resolve():
+        raise ReproError(f"merging {source} into itself")
+    source_raw = raw_file(source, table)
+    if not source_raw.is_file():
+        raise ReproError(f"{source_raw}: no rows for table {table!r} there")
+    incoming = read_records(source_raw)
+    with table_lock(results_dir, table):
+        target_raw = raw_file(results_dir, table)
+        here = {
+            _name(row): row for row in (read_records(target_raw) if target_raw.is_file() else [])
+        }
+        new = []
+        for row in incoming:
+            known = here.get(_name(row))
+            if known is None:
+                new.append(row)
+            elif known != row:
+                raise ReproError(
+                    f"run {row['run_id']} ({row['evaluation']}): the row in {source_raw} differs "
+                    f"from the one in {target_raw}; nothing merged"
+                )
+        if not new:
+            return []
+        for kind in {bool(row.get("dry_run")) for row in new}:
+            check_row_kinds(results_dir, table, kind)
+        copies = []
+        for row in new:
+            for relative, recorded in _sidecars(source, row):
+                origin, target = source / relative, results_dir / relative
+                if not origin.is_file():
+                    raise ReproError(f"run {row['run_id']}: its sidecar {origin} is missing")
+                digest = _sha256(origin)
+                if recorded is not None and digest != recorded:
+                    raise ReproError(
+                        f"run {row['run_id']}: {origin} has SHA-256 {digest[:12]}…, the row "
+                        f"records {recorded[:12]}…"
+                    )
+                if target.is_file() and _sha256(target) != digest:
+                    raise ReproError(f"{target} exists with other content than {origin}")
+                copies.append((origin, target))
+        for origin, target in copies:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.is_file():
+                shutil.copyfile(origin, target)
+        append_rows(results_dir, table, new)
+    return new
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", type=Path, help="the results folder the rows landed in")
+    parser.add_argument("tables", nargs="+", help="the tables to merge (nmt, table2, ...)")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=RESULTS_DIR,
+        help="where to merge them (default: results/)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        for table in args.tables:
+            new = merge_rows(args.source, args.results_dir, table)
+            for row in new:
+                metrics = ", ".join(f"{k} {v}" for k, v in sorted(row.get("metrics", {}).items()))
+                print(
+                    f"{table}: {row['run_id']} {row['mapping']} seed {row['seed']} "
+                    f"{row['evaluation']}: {metrics}"
+                )
+            print(f"{table}: {len(new)} row(s) merged into {raw_file(args.results_dir, table)}")
+    except ReproError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

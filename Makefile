@@ -126,7 +126,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
 #   THREADS=N    intra-op threads per training process (default 1: run two tables or two
 #                MAPPINGS=... at once on 2 cores rather than one with 2 threads). Measured on
-#                NMT fusedmax (2026-11-27): 2 processes x 1 thread, 2,007 target tokens/s each
+#                NMT fusedmax (results/bench/training_threads_cpu.md): 2 processes x 1 thread, 2,007 target tokens/s each
 #                (3,994 in all); 1 process x 2 threads, 3,284: 18% less in all, but each run
 #                done 1.64x sooner (THREADS=2 where a run must end before the machine does)
 #   GPUS=N       train on N GPUs of this machine (0: CPU, the default; 2+: fairseq's DDP

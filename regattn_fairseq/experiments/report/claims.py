@@ -236,6 +236,11 @@ def judge(
                 f"{evaluation} {metric}: the models do no better than a trivial rule, so their "
                 "differences cannot test the claim"
             )
+            if not _unconverged(cells[reference]):
+                verdict.reason += (
+                    f"; {reference} stopped on its validation loss, so more epochs would not "
+                    "close the gap at this data size (learning curves below)"
+                )
             return verdict
     if kind == "within_of_best":
         best = max(names, key=lambda name: cell_mean(cells[name], metric))

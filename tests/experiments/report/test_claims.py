@@ -115,6 +115,20 @@ def test_no_verdict_without_convergence_missing_cells_or_below_the_baseline(rows
     assert (
         verdict.verdict == "inconclusive" and "does not beat baseline: majority" in verdict.reason
     )
+    assert "softmax stopped on its validation loss" in verdict.reason
+    unconverged_softmax = [
+        {**r, "train": {**r["train"], "learning_curve": {"stop": "max_epoch"}}}
+        if r["mapping"] == "softmax"
+        else r
+        for r in strong_baseline
+    ]
+    verdict = _judge(
+        _claim("better", metric="accuracy", a="fusedmax", b="oscarmax"),
+        unconverged_softmax,
+        tmp_path,
+    )
+    assert "does not beat baseline: majority" in verdict.reason
+    assert "stopped on its validation loss" not in verdict.reason
 
 
 def test_bleu_interval_is_corpus_bleu_on_resampled_items(tmp_path):

@@ -238,8 +238,8 @@ def judge(
             )
             if not _unconverged(cells[reference]):
                 verdict.reason += (
-                    f"; {reference} stopped on its validation loss, so more epochs would not "
-                    "close the gap at this data size (learning curves below)"
+                    f"; {reference} stopped on its validation loss, so the shortfall is not "
+                    "from a cut-short training (learning curves below)"
                 )
             return verdict
     if kind == "within_of_best":

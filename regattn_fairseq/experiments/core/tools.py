@@ -95,7 +95,9 @@ def run_logged(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1")
     lines = []
-    with open(log_path, "a") as log:
+    # line-buffered: a run killed with its orchestrator (or its machine) keeps every line the
+    # tool wrote; resuming replays early stopping and the learning curve from this log
+    with open(log_path, "a", buffering=1) as log:
         log.write(f"$ {' '.join(cmd)}\n")
         proc = subprocess.Popen(
             cmd,

@@ -194,6 +194,25 @@ def test_the_training_process_inherits_the_lock(tmp_path):
         assert waited and time.monotonic() - start > 1
 
 
+def test_the_training_log_keeps_every_line_when_the_orchestrator_is_killed(tmp_path):
+    """A resumed run replays its early stopping and learning curve from train.log, so the lines
+    the tool wrote before its orchestrator died must be in it (a block-buffered log lost the
+    last two epochs' records of inflection softmax seed 1)."""
+    log = tmp_path / "train.log"
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from regattn_fairseq.experiments.core.tools import run_logged\n"
+        "run_logged(['sh', '-c', 'echo epoch 1; echo epoch 2; sleep 3'], Path(sys.argv[1]))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script, str(log)], stderr=subprocess.PIPE)
+    for line in parent.stderr:  # run_logged echoes the tool's output on stderr
+        if b"epoch 2" in line:
+            break
+    parent.kill()
+    parent.wait()
+    assert log.read_text().splitlines()[1:] == ["epoch 1", "epoch 2"]
+
+
 def test_the_row_store_refuses_a_second_row_for_a_finished_job(tmp_path):
     write_outputs(tmp_path, SPEC, [make_row(run_id="first")])
     with pytest.raises(DuplicateRow, match=r"already has a row \(run first\).*RESCORE"):

@@ -16,6 +16,7 @@ from regattn_fairseq.experiments.rows.keys import (
     row_label,
     split_current,
 )
+from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -91,7 +92,7 @@ def convergence_lines(rows: list[dict]) -> list[str]:
         for seed, (_, curve) in sorted(seeds.items()):
             parts.append(
                 f"seed {seed}: best epoch {curve['best_epoch']} of {curve['stopped_epoch']} "
-                f"({_kept_values(curve)}), {STOP_WORDS[curve.get('stop')]}{_past_stop(curve)}"
+                f"({_kept_values(curve)}), {STOP_WORDS[curve.get('stop')]}{_remarks(curve)}"
             )
         lines.append(f"- {label}: " + "; ".join(parts))
     return lines + [""]
@@ -108,13 +109,45 @@ def _kept_values(curve: dict) -> str:
     return text
 
 
+def _remarks(curve: dict) -> str:
+    """What a reader of the curve must know about how it was recorded, in one parenthesis."""
+    remarks = [text for text in (_past_stop(curve), _unlogged(curve)) if text]
+    return f" ({'; '.join(remarks)})" if remarks else ""
+
+
 def _past_stop(curve: dict) -> str:
     """Words for a run that trained past where early stopping's rule ends it (resumed before
     the count was kept across a resume): where the rule stops it."""
-    rule_stop = curve.get("rule_stop_epoch")
+    rule_stop = _rule_stop_epoch(curve)
     if rule_stop is None or curve["stopped_epoch"] <= rule_stop:
         return ""
-    return f" (trained past the rule's stop at epoch {rule_stop}: resumed before e81e350)"
+    return f"trained past the rule's stop at epoch {rule_stop}: resumed before e81e350"
+
+
+def _rule_stop_epoch(curve: dict) -> int | None:
+    """Where early stopping's rule ends the run (`train.learning_curve`). Rows scored before the
+    curve recorded it (and its metric) hold only the losses, and the rule is replayed over
+    them: the metric of every table but SNLI, whose rows of that time are all superseded."""
+    if "rule_stop_epoch" in curve:
+        return curve["rule_stop_epoch"]
+    _, _, index = replay_early_stopping(curve["valid_loss"], curve.get("patience"))
+    return None if index is None else curve["epochs"][index]
+
+
+def _unlogged(curve: dict) -> str:
+    """Words for the epochs a run trained but its log does not hold: their records were lost
+    when the run was cut off and resumed, while the log was block-buffered (before 15f77ad).
+    The scored checkpoint is unaffected (fairseq keeps the best across a resume); the curve
+    has a gap there."""
+    logged = set(curve["epochs"])
+    missing = [epoch for epoch in range(1, curve["stopped_epoch"] + 1) if epoch not in logged]
+    if not missing:
+        return ""
+    listed = ", ".join(map(str, missing))
+    return (
+        f"epoch{'s' if len(missing) > 1 else ''} {listed} not in its log: lost when the run "
+        "was cut off and resumed, before 15f77ad"
+    )
 
 
 def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | None:

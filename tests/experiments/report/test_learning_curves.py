@@ -77,6 +77,31 @@ def test_a_run_trained_past_its_stop_says_where_the_rule_stopped_it():
     assert "trained past the rule's stop at epoch 5" in line
 
 
+def test_a_row_scored_before_the_rule_stop_was_recorded_is_replayed():
+    """Rows scored before the curve recorded `rule_stop_epoch` (NMT sparsemax seed 2 among
+    them) still say they trained past the rule's stop: it is replayed over their losses."""
+    losses = {1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3, 6: 3.9, 7: 4.0}
+    curve = runs.learning_curve(_log(losses), patience=3, max_epoch=50)
+    old = {key: value for key, value in curve.items() if key not in ("rule_stop_epoch", "metric")}
+    line = learning_curves.convergence_lines([_curve_row(old)])[2]
+    assert "trained past the rule's stop at epoch 5" in line
+    stopped = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1}), patience=3, max_epoch=50)
+    old = {key: value for key, value in stopped.items() if key != "rule_stop_epoch"}
+    assert "trained past" not in learning_curves.convergence_lines([_curve_row(old)])[2]
+
+
+def test_epochs_missing_from_the_log_are_named():
+    """A run cut off and resumed before the log was line-buffered lost its last epochs'
+    records; its convergence line names them, and a complete curve says nothing."""
+    losses = {1: 5.0, 2: 4.0, 5: 3.5, 6: 3.6, 7: 3.7, 8: 3.8}
+    curve = runs.learning_curve(_log(losses), patience=3, max_epoch=50)
+    line = learning_curves.convergence_lines([_curve_row(curve)])[2]
+    assert "best epoch 5 of 8" in line
+    assert "early-stopped (epochs 3, 4 not in its log: lost when the run was cut off and" in line
+    complete = runs.learning_curve(_log({1: 5.0, 2: 4.0}), patience=3, max_epoch=50)
+    assert "not in its log" not in learning_curves.convergence_lines([_curve_row(complete)])[2]
+
+
 def _curve_row(curve):
     return {
         "experiment": "x",

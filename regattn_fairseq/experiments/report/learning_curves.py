@@ -1,7 +1,7 @@
 """Whether a table's models had converged: the validation curve each row records
 (`train.learning_curve`, under ``train.learning_curve``), told in words under the table and drawn
 as one learning-curve figure per experiment and scale (validation loss per epoch, a colour per
-mapping, a line per seed, the kept epoch marked)."""
+mapping, a line per seed, the kept epoch marked; all epochs, and the tail where runs stop)."""
 
 from __future__ import annotations
 
@@ -150,8 +150,33 @@ def _unlogged(curve: dict) -> str:
     )
 
 
+def zoom_window(curves: list[dict]) -> tuple[int, float, float]:
+    """The tail of the curves where the runs converge, drawn apart: at full scale the first
+    epochs' losses flatten the region where mappings differ and runs stop.
+
+    Returns
+    -------
+    tuple
+        (first epoch, lowest and highest validation loss from it on, padded by 5% of their
+        span): the window starts at half the earliest stop, so it holds every run's last
+        half at least.
+    """
+    first = max(1, min(curve["stopped_epoch"] for curve in curves) // 2)
+    values = [
+        loss
+        for curve in curves
+        for epoch, loss in zip(curve["epochs"], curve["valid_loss"], strict=True)
+        if epoch >= first and loss is not None
+    ]
+    low, high = min(values), max(values)
+    pad = 0.05 * (high - low) or 0.05 * abs(high) or 0.05
+    return first, low - pad, high + pad
+
+
 def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | None:
-    """Draw the validation loss per epoch of every run in `rows` to `path` (PNG).
+    """Draw the validation loss per epoch of every run in `rows` to `path` (PNG): the whole
+    curves on the left, their converged tail (`zoom_window`) on the right, each run's kept
+    epoch marked.
 
     Parameters
     ----------
@@ -170,27 +195,39 @@ def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | Non
     runs = _runs(rows)
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (whole, tail) = plt.subplots(1, 2, figsize=(11, 4.2))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for index, seeds in enumerate(runs.values()):
         colour = colours[index % len(colours)]
         for number, (_, (label, curve)) in enumerate(sorted(seeds.items())):
-            ax.plot(
-                curve["epochs"],
-                curve["valid_loss"],
-                color=colour,
-                linewidth=1.2,
-                alpha=0.85,
-                label=label if number == 0 else None,
-            )
-            ax.plot(
-                [curve["best_epoch"]], [curve["best_valid_loss"]], "o", color=colour, markersize=4
-            )
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("validation loss")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, frameon=False)
-    ax.grid(alpha=0.3)
+            for ax in (whole, tail):
+                ax.plot(
+                    curve["epochs"],
+                    curve["valid_loss"],
+                    color=colour,
+                    linewidth=1.2,
+                    alpha=0.85,
+                    label=label if number == 0 and ax is whole else None,
+                )
+                ax.plot(
+                    [curve["best_epoch"]],
+                    [curve["best_valid_loss"]],
+                    "o",
+                    color=colour,
+                    markersize=4,
+                )
+    curves = [curve for seeds in runs.values() for _, curve in seeds.values()]
+    first, low, high = zoom_window(curves)
+    tail.set_xlim(first - 0.5, max(curve["stopped_epoch"] for curve in curves) + 0.5)
+    tail.set_ylim(low, high)
+    tail.set_title(f"from epoch {first}: where the runs stop (dot: epoch kept)", fontsize=9)
+    whole.set_title("all epochs", fontsize=9)
+    for ax in (whole, tail):
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    whole.set_ylabel("validation loss")
+    whole.legend(fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -186,6 +186,17 @@ def test_convergence_lines_and_figure(tmp_path):
     assert not (tmp_path / "none.png").exists()
 
 
+def test_the_zoom_holds_every_run_s_converged_tail_and_not_the_first_epochs():
+    short = runs.learning_curve(_log({1: 9.0, 2: 5.0, 3: 3.2, 4: 3.0, 5: 3.1, 6: 3.3}), 3, 50)
+    long = runs.learning_curve(
+        _log({1: 8.0, 2: 6.0, 3: 3.4, 4: 3.1, 5: 2.9, 6: 3.0, 7: 3.05, 8: 3.2}), 3, 50
+    )
+    first, low, high = learning_curves.zoom_window([short, long])
+    assert first == 3  # half the earliest stop (6): both runs' last half
+    # the window spans 2.9 .. 3.4 (padded by 5% of 0.5), not the first epochs' 9.0
+    assert low == pytest.approx(2.875) and high == pytest.approx(3.425)
+
+
 @pytest.mark.parametrize("scale", ["small"])
 def test_table_links_the_learning_curve_figure_it_draws(tmp_path, scale):
     curve = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3}), 3, 50)

@@ -111,8 +111,23 @@ def _kept_values(curve: dict) -> str:
 
 def _remarks(curve: dict) -> str:
     """What a reader of the curve must know about how it was recorded, in one parenthesis."""
-    remarks = [text for text in (_past_stop(curve), _unlogged(curve)) if text]
+    remarks = [text for text in (_tied(curve), _past_stop(curve), _unlogged(curve)) if text]
     return f" ({'; '.join(remarks)})" if remarks else ""
+
+
+def _tied(curve: dict) -> str:
+    """Words for a kept epoch whose value equals an earlier one's (fairseq compares the values
+    it logs, rounded to 3 decimals): it saves checkpoint_best.pt on the tie, but the patience
+    counts from the first, so a run can stop one epoch after the epoch it keeps."""
+    metric = curve.get("metric", "loss")
+    values = curve["valid_loss"] if metric == "loss" else curve[f"valid_{metric}"]
+    best = values[curve["epochs"].index(curve["best_epoch"])]
+    first = next(
+        epoch for epoch, value in zip(curve["epochs"], values, strict=True) if value == best
+    )
+    if first == curve["best_epoch"]:
+        return ""
+    return f"its valid {metric} equals epoch {first}'s, from which the patience counts"
 
 
 def _past_stop(curve: dict) -> str:

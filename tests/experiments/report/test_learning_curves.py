@@ -90,6 +90,19 @@ def test_a_row_scored_before_the_rule_stop_was_recorded_is_replayed():
     assert "trained past" not in learning_curves.convergence_lines([_curve_row(old)])[2]
 
 
+def test_a_kept_epoch_tying_an_earlier_one_says_where_the_patience_counts_from():
+    """Inflection sparsemax seed 2 kept epoch 80 and stopped at 81 with patience 10: epoch 80
+    tied epoch 71 (0.245), which saves the checkpoint but does not reset the count."""
+    losses = {1: 5.0, 2: 4.0, 3: 4.1, 4: 4.0, 5: 4.2}
+    curve = runs.learning_curve(_log(losses), patience=3, max_epoch=50)
+    assert curve["best_epoch"] == 4 and curve["stopped_epoch"] == 5 and curve["stop"] == "patience"
+    line = learning_curves.convergence_lines([_curve_row(curve)])[2]
+    assert "best epoch 4 of 5" in line
+    assert "(its valid loss equals epoch 2's, from which the patience counts)" in line
+    untied = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1}), patience=3, max_epoch=50)
+    assert "equals epoch" not in learning_curves.convergence_lines([_curve_row(untied)])[2]
+
+
 def test_epochs_missing_from_the_log_are_named():
     """A run cut off and resumed before the log was line-buffered lost its last epochs'
     records; its convergence line names them, and a complete curve says nothing."""

@@ -19,8 +19,9 @@ lies below; ``close_to`` is reproduced when it lies inside [-margin, margin] and
 when it lies outside; otherwise inconclusive.
 
 Before any of that, the numbers must be able to carry a verdict, else it is *inconclusive*:
-every cell involved exists at the scale; every run involved stopped on its validation loss
-(`train.learning_curve`: ``stop == "patience"``), not on a fixed epoch budget; and the table's
+every cell involved exists at the scale; every run involved stopped early on validation (its
+loss, or the metric that chose its checkpoints; `train.learning_curve`: ``stop ==
+"patience"``), not on a fixed epoch budget; and the table's
 reference mapping (softmax, or the table's ``baseline:``) beats the trivial baseline row
 (`baselines`) where the table has one: models no better than a rule that ignores what the
 mappings attend over (the premise, the input beyond its lead) cannot show a difference in it.
@@ -38,7 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from regattn_fairseq.experiments.report.learning_curves import stopped_early
+from regattn_fairseq.experiments.report.learning_curves import (
+    overfitting,
+    stopped_early,
+    stopping_value,
+)
 from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, row_label, split_current
 from regattn_fairseq.experiments.score.significance import (
     SEED,
@@ -223,7 +228,7 @@ def judge(
             verdict.reason = (
                 f"{row_label(cells[name][0])} was not trained to convergence "
                 f"({', '.join(unconverged)} stopped by a fixed epoch budget, not by early "
-                "stopping on the validation loss)"
+                "stopping on validation)"
             )
             return verdict
     trivial = [cell for cell in cells.values() if is_baseline(cell[0])]
@@ -238,9 +243,12 @@ def judge(
             )
             if not _unconverged(cells[reference]):
                 verdict.reason += (
-                    f"; {reference} stopped on its validation loss, so the shortfall is not "
-                    "from a cut-short training (learning curves below)"
+                    f"; {reference} stopped on its {stopping_value(cells[reference])}, so the "
+                    "shortfall is not from a cut-short training"
                 )
+                limit = overfitting(cells[reference])
+                verdict.reason += f": {limit}" if limit else ""
+                verdict.reason += " (learning curves below)"
             return verdict
     if kind == "within_of_best":
         best = max(names, key=lambda name: cell_mean(cells[name], metric))
@@ -291,7 +299,7 @@ def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_
         "",
         "Verdicts from this scale's cells (`claims.py`: measured difference = mean over seeds, "
         "95% paired bootstrap interval over the test items of the seeds both cells have; "
-        "inconclusive unless every run involved stopped on its validation loss and "
+        "inconclusive unless every run involved stopped early on validation and "
         f"{reference} beats the trivial baseline).",
         "",
         "| claim | what it says | difference | 95% interval | verdict | why |",

@@ -1,7 +1,8 @@
 """Whether a table's models had converged: the validation curve each row records
 (`train.learning_curve`, under ``train.learning_curve``), told in words under the table and drawn
 as one learning-curve figure per experiment and scale (validation loss per epoch, a colour per
-mapping, a line per seed, the kept epoch marked; all epochs, and the tail where runs stop)."""
+mapping, a line per seed, the kept epoch marked; all epochs with the training loss dashed beside
+it, and the tail where runs stop)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 STOP_WORDS = {
     "patience": "early-stopped",
@@ -165,6 +167,51 @@ def _unlogged(curve: dict) -> str:
     )
 
 
+def stopping_value(rows: list[dict]) -> str:
+    """What the runs of `rows` stopped early on, in words: "validation loss", or the validation
+    metric that chose their checkpoints (SNLI: "validation accuracy")."""
+    metrics = {
+        ((row.get("train") or {}).get("learning_curve") or {}).get("metric", "loss") for row in rows
+    }
+    return f"validation {' and '.join(sorted(metrics))}"
+
+
+def overfitting(rows: list[dict]) -> str:
+    """What the learning curves say of a converged cell that scores low: whether every run's
+    training loss still fell after its kept epoch while its validation value (the loss, or the
+    metric it was chosen on) no longer improved, i.e. more epochs fit the training set and not
+    held-out data (a model limited by its training data, not by its training time). "" unless
+    every run stopped on its validation value and records its training loss at the kept and
+    the last epoch, lower at the last.
+
+    Returns
+    -------
+    str
+        e.g. "after the kept epoch the training loss still fell (seed 1: 5.56 at epoch 9 to
+        4.92 at 12) and the validation loss no longer improved: the limit is the training data,
+        not the training time"
+    """
+    falls = []
+    for row in sorted(rows, key=lambda row: row["seed"]):
+        curve = (row.get("train") or {}).get("learning_curve") or {}
+        if curve.get("stop") != "patience" or not curve.get("train_loss"):
+            return ""
+        train = dict(zip(curve["epochs"], curve["train_loss"], strict=True))
+        kept, last = curve["best_epoch"], curve["stopped_epoch"]
+        if train.get(kept) is None or train.get(last) is None or train[last] >= train[kept]:
+            return ""
+        falls.append(
+            f"seed {row['seed']}: {train[kept]:.2f} at epoch {kept} to {train[last]:.2f} at {last}"
+        )
+    if not falls:
+        return ""
+    return (
+        f"after the kept epoch the training loss still fell ({'; '.join(falls)}) and the "
+        f"{stopping_value(rows)} no longer improved: the limit is the training data, not the "
+        "training time"
+    )
+
+
 def zoom_window(curves: list[dict]) -> tuple[int, float, float]:
     """The tail of the curves where the runs converge, drawn apart: at full scale the first
     epochs' losses flatten the region where mappings differ and runs stop.
@@ -190,7 +237,8 @@ def zoom_window(curves: list[dict]) -> tuple[int, float, float]:
 
 def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | None:
     """Draw the validation loss per epoch of every run in `rows` to `path` (PNG): the whole
-    curves on the left, their converged tail (`zoom_window`) on the right, each run's kept
+    curves on the left with each run's training loss dashed (their gap shows overfitting), the
+    converged tail of the validation curves (`zoom_window`) on the right, each run's kept
     epoch marked.
 
     Parameters
@@ -224,6 +272,16 @@ def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | Non
                     alpha=0.85,
                     label=label if number == 0 and ax is whole else None,
                 )
+                if ax is whole and curve.get("train_loss"):
+                    # beside the validation loss, the gap that says whether a run overfits
+                    ax.plot(
+                        curve["epochs"],
+                        curve["train_loss"],
+                        color=colour,
+                        linewidth=0.9,
+                        linestyle="--",
+                        alpha=0.5,
+                    )
                 ax.plot(
                     [curve["best_epoch"]],
                     [curve["best_valid_loss"]],
@@ -240,8 +298,14 @@ def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | Non
     for ax in (whole, tail):
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
-    whole.set_ylabel("validation loss")
-    whole.legend(fontsize=8, frameon=False)
+    whole.set_ylabel("loss")
+    tail.set_ylabel("validation loss")
+    handles, _ = whole.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="grey", linewidth=1.2, label="validation loss"),
+        Line2D([], [], color="grey", linewidth=0.9, linestyle="--", label="training loss"),
+    ]
+    whole.legend(handles=handles, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +336,7 @@ def draw_learning_curves(results_dir: Path, spec, rows: list[dict]) -> list[Path
     drawn = []
     for (experiment, scale), group in groups.items():
         path = results_dir / "figures" / learning_curve_figure(spec.table, experiment, scale)
-        title = f"{spec.table} {experiment}, scale {scale}: validation loss per epoch"
+        title = f"{spec.table} {experiment}, scale {scale}: loss per epoch"
         if plot_learning_curves(group, path, title) is not None:
             drawn.append(path)
     return drawn

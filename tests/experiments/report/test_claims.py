@@ -116,6 +116,23 @@ def test_no_verdict_without_convergence_missing_cells_or_below_the_baseline(rows
         verdict.verdict == "inconclusive" and "does not beat baseline: majority" in verdict.reason
     )
     assert "softmax stopped on its validation loss" in verdict.reason
+    assert "training loss still fell" not in verdict.reason  # its curves record no train loss
+    # a converged softmax whose training loss still fell after its kept epoch: data-limited
+    overfit = dict(CONVERGED, epochs=[5, 6, 7, 8], train_loss=[3.0, 2.8, 2.6, 2.5])
+    overfitting_softmax = [
+        {**r, "train": {**r["train"], "learning_curve": overfit}}
+        if r["mapping"] == "softmax"
+        else r
+        for r in strong_baseline
+    ]
+    verdict = _judge(claim, overfitting_softmax, tmp_path)
+    assert verdict.reason.endswith(
+        "not from a cut-short training: after the kept epoch the training loss still fell "
+        "(seed 1: 3.00 at epoch 5 to 2.50 at 8; seed 2: 3.00 at epoch 5 to 2.50 at 8) and the "
+        "validation loss no longer improved: the limit is the training data, not the training "
+        "time "
+        "(learning curves below)"
+    )
     unconverged_softmax = [
         {**r, "train": {**r["train"], "learning_curve": {"stop": "max_epoch"}}}
         if r["mapping"] == "softmax"

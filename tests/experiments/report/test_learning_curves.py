@@ -235,3 +235,32 @@ def test_stopping_cell_counts_the_seeds_that_stopped_on_validation():
     assert learning_curves.stopping_cell(old) == "0/1 (5 epochs)"
     baseline = [dict(_row("baseline: lead", 0, None), baseline={"name": "lead"})]
     assert learning_curves.stopping_cell(baseline) == "–"
+
+
+def test_overfitting_says_the_training_loss_still_fell_after_the_kept_epoch_in_every_run():
+    valid = {1: 5.0, 2: 4.0, 3: 4.1, 4: 4.2, 5: 4.3}
+    falling = runs.learning_curve(_log(valid, {1: 6.0, 2: 4.5, 3: 4.0, 4: 3.5, 5: 3.0}), 3, 50)
+    flat = runs.learning_curve(_log(valid, {1: 6.0, 2: 4.5, 3: 4.6, 4: 4.7, 5: 4.8}), 3, 50)
+    text = learning_curves.overfitting([_row("softmax", 2, falling), _row("softmax", 1, falling)])
+    assert text.startswith("after the kept epoch the training loss still fell (seed 1: 4.50 at")
+    assert "seed 1: 4.50 at epoch 2 to 3.00 at 5; seed 2: 4.50 at epoch 2 to 3.00 at 5" in text
+    assert "the limit is the training data, not the training time" in text
+    # said only when every run shows it, and only of runs that stopped on their validation loss
+    assert (
+        learning_curves.overfitting([_row("softmax", 1, falling), _row("softmax", 2, flat)]) == ""
+    )
+    capped = runs.learning_curve(_log({1: 5.0, 2: 4.5}, {1: 6.0, 2: 5.0}), 3, 2)
+    assert learning_curves.overfitting([_row("softmax", 1, capped)]) == ""
+    # rows without a training loss (or a curve) say nothing
+    no_train = runs.learning_curve(_log(valid), 3, 50)
+    assert learning_curves.overfitting([_row("softmax", 1, no_train)]) == ""
+    assert learning_curves.overfitting([_row("softmax", 1, None)]) == ""
+
+
+def test_overfitting_names_the_validation_metric_the_runs_were_chosen_on():
+    curve = dict(
+        runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1}, {1: 6.0, 2: 4.5, 3: 4.0}), 1, 50),
+        metric="accuracy",
+    )
+    text = learning_curves.overfitting([_row("softmax", 1, curve)])
+    assert "and the validation accuracy no longer improved" in text

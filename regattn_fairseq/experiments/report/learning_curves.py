@@ -180,7 +180,7 @@ def overfitting(rows: list[dict]) -> str:
     """What the learning curves say of a converged cell that scores low: whether every run's
     training loss still fell after its kept epoch while its validation value (the loss, or the
     metric it was chosen on) no longer improved, i.e. more epochs fit the training set and not
-    held-out data (a model limited by its training data, not by its training time). "" unless
+    held-out data: at this data size and model, the limit is not the training time. "" unless
     every run stopped on its validation value and records its training loss at the kept and
     the last epoch, lower at the last.
 
@@ -188,8 +188,8 @@ def overfitting(rows: list[dict]) -> str:
     -------
     str
         e.g. "after the kept epoch the training loss still fell (seed 1: 5.56 at epoch 9 to
-        4.92 at 12) and the validation loss no longer improved: the limit is the training data,
-        not the training time"
+        4.92 at 12) and the validation loss no longer improved: more epochs fit the training
+        set, not held-out data"
     """
     falls = []
     for row in sorted(rows, key=lambda row: row["seed"]):
@@ -207,8 +207,8 @@ def overfitting(rows: list[dict]) -> str:
         return ""
     return (
         f"after the kept epoch the training loss still fell ({'; '.join(falls)}) and the "
-        f"{stopping_value(rows)} no longer improved: the limit is the training data, not the "
-        "training time"
+        f"{stopping_value(rows)} no longer improved: more epochs fit the training set, not "
+        "held-out data"
     )
 
 

@@ -129,8 +129,8 @@ def test_no_verdict_without_convergence_missing_cells_or_below_the_baseline(rows
     assert verdict.reason.endswith(
         "not from a cut-short training: after the kept epoch the training loss still fell "
         "(seed 1: 3.00 at epoch 5 to 2.50 at 8; seed 2: 3.00 at epoch 5 to 2.50 at 8) and the "
-        "validation loss no longer improved: the limit is the training data, not the training "
-        "time "
+        "validation loss no longer improved: more epochs fit the training set, not held-out "
+        "data "
         "(learning curves below)"
     )
     unconverged_softmax = [

@@ -9,14 +9,14 @@ from ../shared/docs/claims.md), each with a test:
 - ``within_of_best``: every listed mapping is within ``margin`` of the best one (P5).
 
 A verdict is *reproduced*, *not reproduced* or *inconclusive*, with its reason. It uses the
-measured difference (mean of the per-seed metrics of ``a`` minus those of ``b``) and a 95%
-paired bootstrap interval of the difference over the test items, all seeds that both cells
-have concatenated (the resampling of `significance`: same indices for both, the statistic
-recomputed on each resample: the mean, the macro average, corpus F1 or corpus BLEU). The
-interval decides: ``better`` is reproduced when it lies above 0 and not reproduced when it lies
-at or below 0; ``not_worse`` is reproduced when it lies above -margin and not reproduced when it
-lies below; ``close_to`` is reproduced when it lies inside [-margin, margin] and not reproduced
-when it lies outside; otherwise inconclusive.
+measured difference (mean of the per-seed metrics of ``a`` minus those of ``b``, over the seeds
+both cells have, which the reason names when a cell has more) and a 95% paired bootstrap
+interval of the difference over the test items, those seeds concatenated (the resampling of
+`significance`: same indices for both, the statistic recomputed on each resample: the mean, the
+macro average, corpus F1 or corpus BLEU). The interval decides: ``better`` is reproduced when it
+lies above 0 and not reproduced when it lies at or below 0; ``not_worse`` is reproduced when it
+lies above -margin and not reproduced when it lies below; ``close_to`` is reproduced when it
+lies inside [-margin, margin] and not reproduced when it lies outside; otherwise inconclusive.
 
 Before any of that, the numbers must be able to carry a verdict, else it is *inconclusive*:
 every cell involved exists at the scale; every run involved stopped early on validation (its
@@ -87,6 +87,26 @@ def _resampled(items: dict, metric: str):
     return lambda index: item_statistic(items, metric, index)
 
 
+def shared_seeds(rows_a: list[dict], rows_b: list[dict]) -> list[tuple[dict, dict]]:
+    """The (a, b) row pairs of the seeds both cells have, by seed: what a paired comparison
+    of two cells compares."""
+    by_seed = {row["seed"]: row for row in rows_b}
+    return sorted(
+        ((row, by_seed[row["seed"]]) for row in rows_a if row["seed"] in by_seed),
+        key=lambda pair: pair[0]["seed"],
+    )
+
+
+def paired_difference(rows_a: list[dict], rows_b: list[dict], metric: str) -> float | None:
+    """mean metric(a) - mean metric(b) over the seeds both cells have (those of the interval,
+    `difference_interval`: a cell's extra seeds would make the two disagree), or None when they
+    share none."""
+    pairs = shared_seeds(rows_a, rows_b)
+    if not pairs:
+        return None
+    return cell_mean([a for a, _ in pairs], metric) - cell_mean([b for _, b in pairs], metric)
+
+
 def difference_interval(
     results_dir: Path,
     rows_a: list[dict],
@@ -96,11 +116,7 @@ def difference_interval(
 ) -> tuple[float, float] | None:
     """95% paired bootstrap interval of metric(a) - metric(b) over the items of the seeds both
     cells have (concatenated), or None without per-item data for every such seed."""
-    by_seed = {row["seed"]: row for row in rows_b}
-    pairs = sorted(
-        ((row, by_seed[row["seed"]]) for row in rows_a if row["seed"] in by_seed),
-        key=lambda pair: pair[0]["seed"],
-    )
+    pairs = shared_seeds(rows_a, rows_b)
     if not pairs:
         return None
     items_a, items_b = [], []
@@ -260,7 +276,7 @@ def judge(
             if interval is None:
                 verdict.reason = f"no per-item data to compare {name} with {best}"
                 return verdict
-            gaps[name] = (cell_mean(cells[best], metric) - cell_mean(cells[name], metric), interval)
+            gaps[name] = (paired_difference(cells[best], cells[name], metric), interval)
         worst = max(gaps, key=lambda name: gaps[name][0])
         verdict.difference, verdict.interval = gaps[worst]
         if all(interval[1] <= margin for _, interval in gaps.values()):
@@ -272,17 +288,34 @@ def judge(
             verdict.reason = f"{', '.join(far)} more than {margin:g} below {best}"
         else:
             verdict.reason = f"some gap to {best} has an interval reaching beyond {margin:g}"
-        verdict.reason += f" (largest gap: {worst})"
+        verdict.reason += f" (largest gap: {worst}{_partial(cells[best], cells[worst])})"
         return verdict
     a, b = cells[test["a"]], cells[test["b"]]
     interval = difference_interval(results_dir, a, b, metric)
-    verdict.difference = cell_mean(a, metric) - cell_mean(b, metric)
+    verdict.difference = paired_difference(a, b, metric)
     if interval is None:
         verdict.reason = "no per-item data for a paired interval"
         return verdict
     verdict.interval = interval
     verdict.verdict, verdict.reason = _decide(kind, interval, margin)
+    partial = _partial(a, b)
+    verdict.reason += f" ({partial.removeprefix('; ')})" if partial else ""
     return verdict
+
+
+def _partial(rows_a: list[dict], rows_b: list[dict]) -> str:
+    """Which seeds a paired comparison used, when either cell has seeds the other lacks (a
+    cell still gathering seeds): e.g. '; on seed 1, the seeds both cells have (entmax15 1 seed,
+    softmax 3 seeds)'; '' when both have the same seeds."""
+    pairs = shared_seeds(rows_a, rows_b)
+    if len(pairs) == len(rows_a) == len(rows_b):
+        return ""
+    seeds = ", ".join(str(a["seed"]) for a, _ in pairs)
+    counts = ", ".join(
+        f"{rows[0]['mapping']} {len(rows)} seed{'s' if len(rows) > 1 else ''}"
+        for rows in (rows_a, rows_b)
+    )
+    return f"; on seed{'s' if len(pairs) > 1 else ''} {seeds}, the seeds both cells have ({counts})"
 
 
 def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[str]:
@@ -297,8 +330,8 @@ def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_
     lines = [
         "#### Claims at this scale",
         "",
-        "Verdicts from this scale's cells (`claims.py`: measured difference = mean over seeds, "
-        "95% paired bootstrap interval over the test items of the seeds both cells have; "
+        "Verdicts from this scale's cells (`claims.py`: measured difference = mean over the "
+        "seeds both cells have, and its 95% paired bootstrap interval over their test items; "
         "inconclusive unless every run involved stopped early on validation and "
         f"{reference} beats the trivial baseline).",
         "",

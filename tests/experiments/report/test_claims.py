@@ -199,3 +199,32 @@ def test_a_converged_cell_stands_for_its_mapping_before_one_with_more_unconverge
     chosen = claims.representative_cells(budget + converged + more_seeds, "snli", "small", "test")
     assert [r["seed"] for r in chosen["softmax"]] == [1, 2, 3]
     assert chosen["softmax"][0]["config_sha256"] == "c16.0"
+
+
+def test_the_difference_is_over_the_seeds_of_its_interval_when_a_cell_has_more(tmp_path):
+    """A cell still gathering seeds: the difference and the interval both compare the seeds
+    the two cells share. Measured once on inflection: 1.5-entmax's one seed against softmax's
+    three gave +5.12 (all of softmax's seeds) beside an interval of seed 1 only, [-1.62, -0.19]."""
+    rng = np.random.default_rng(2)
+    rows = [
+        _row(tmp_path, "softmax", 1, _correct(rng, 0.80)),
+        _row(tmp_path, "softmax", 2, _correct(rng, 0.50)),
+        _row(tmp_path, "softmax", 3, _correct(rng, 0.50)),
+        _row(tmp_path, "entmax15", 1, _correct(rng, 0.78)),
+    ]
+    claim = _claim("not_worse", metric="accuracy", a="entmax15", b="softmax", margin=0.5)
+    verdict = _judge(claim, rows, tmp_path)
+    seed_1 = rows[3]["metrics"]["accuracy"] - rows[0]["metrics"]["accuracy"]
+    assert verdict.difference == pytest.approx(seed_1)
+    assert verdict.interval[0] <= verdict.difference <= verdict.interval[1]
+    assert verdict.reason.endswith(
+        "(on seed 1, the seeds both cells have (entmax15 1 seed, softmax 3 seeds))"
+    )
+    # with the same seeds on both sides nothing is added
+    same = _judge(claim, [rows[0], rows[3]], tmp_path)
+    assert "the seeds both cells have" not in same.reason
+    within = _claim("within_of_best", metric="accuracy", mappings=["softmax", "entmax15"])
+    verdict = _judge(within, rows, tmp_path)
+    # the best by its cell mean is entmax15 (78 against softmax's 60); its gap on seed 1
+    assert verdict.difference == pytest.approx(seed_1)
+    assert "the seeds both cells have" in verdict.reason

@@ -305,8 +305,8 @@ def judge(
 
 def _partial(rows_a: list[dict], rows_b: list[dict]) -> str:
     """Which seeds a paired comparison used, when either cell has seeds the other lacks (a
-    cell still gathering seeds): e.g. '; on seed 1, the seeds both cells have (entmax15 1 seed,
-    softmax 3 seeds)'; '' when both have the same seeds."""
+    cell still gathering seeds): e.g. '; on seed 1, the seeds both cells have: entmax15 1 seed,
+    softmax 3 seeds'; '' when both have the same seeds."""
     pairs = shared_seeds(rows_a, rows_b)
     if len(pairs) == len(rows_a) == len(rows_b):
         return ""
@@ -315,7 +315,7 @@ def _partial(rows_a: list[dict], rows_b: list[dict]) -> str:
         f"{rows[0]['mapping']} {len(rows)} seed{'s' if len(rows) > 1 else ''}"
         for rows in (rows_a, rows_b)
     )
-    return f"; on seed{'s' if len(pairs) > 1 else ''} {seeds}, the seeds both cells have ({counts})"
+    return f"; on seed{'s' if len(pairs) > 1 else ''} {seeds}, the seeds both cells have: {counts}"
 
 
 def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[str]:

@@ -218,7 +218,7 @@ def test_the_difference_is_over_the_seeds_of_its_interval_when_a_cell_has_more(t
     assert verdict.difference == pytest.approx(seed_1)
     assert verdict.interval[0] <= verdict.difference <= verdict.interval[1]
     assert verdict.reason.endswith(
-        "(on seed 1, the seeds both cells have (entmax15 1 seed, softmax 3 seeds))"
+        "(on seed 1, the seeds both cells have: entmax15 1 seed, softmax 3 seeds)"
     )
     # with the same seeds on both sides nothing is added
     same = _judge(claim, [rows[0], rows[3]], tmp_path)

@@ -20,11 +20,11 @@ lies inside [-margin, margin] and not reproduced when it lies outside; otherwise
 
 Before any of that, the numbers must be able to carry a verdict, else it is *inconclusive*:
 every cell involved exists at the scale; every run involved stopped early on validation (its
-loss, or the metric that chose its checkpoints; `train.learning_curve`: ``stop ==
-"patience"``), not on a fixed epoch budget; and the table's
-reference mapping (softmax, or the table's ``baseline:``) beats the trivial baseline row
-(`baselines`) where the table has one: models no better than a rule that ignores what the
-mappings attend over (the premise, the input beyond its lead) cannot show a difference in it.
+loss, or the metric that chose its checkpoints; `train.learning_curve`: ``stop == "patience"``),
+not on a fixed epoch budget; and the table's reference mapping (softmax, or the table's
+``baseline:``) beats the trivial baseline row (`baselines`) where the table has one: models no
+better than a rule that ignores what the mappings attend over (the premise, the input beyond its
+lead) cannot show a difference in it.
 
 Which cell stands for a mapping: among the mapping's current cells of the experiment and scale,
 the γ-tuned one (GAMMA=auto) if there is one, then the one with the most runs that stopped early

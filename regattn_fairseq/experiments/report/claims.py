@@ -288,7 +288,8 @@ def judge(
             verdict.reason = f"{', '.join(far)} more than {margin:g} below {best}"
         else:
             verdict.reason = f"some gap to {best} has an interval reaching beyond {margin:g}"
-        verdict.reason += f" (largest gap: {worst}{_partial(cells[best], cells[worst])})"
+        seeds = _seeds_compared(cells[best], cells[worst])
+        verdict.reason += f" (largest gap: {worst}{'; ' + seeds if seeds else ''})"
         return verdict
     a, b = cells[test["a"]], cells[test["b"]]
     interval = difference_interval(results_dir, a, b, metric)
@@ -298,14 +299,14 @@ def judge(
         return verdict
     verdict.interval = interval
     verdict.verdict, verdict.reason = _decide(kind, interval, margin)
-    partial = _partial(a, b)
-    verdict.reason += f" ({partial.removeprefix('; ')})" if partial else ""
+    seeds = _seeds_compared(a, b)
+    verdict.reason += f" ({seeds})" if seeds else ""
     return verdict
 
 
-def _partial(rows_a: list[dict], rows_b: list[dict]) -> str:
+def _seeds_compared(rows_a: list[dict], rows_b: list[dict]) -> str:
     """Which seeds a paired comparison used, when either cell has seeds the other lacks (a
-    cell still gathering seeds): e.g. '; on seed 1, the seeds both cells have: entmax15 1 seed,
+    cell still gathering seeds): e.g. 'on seed 1, the seeds both cells have: entmax15 1 seed,
     softmax 3 seeds'; '' when both have the same seeds."""
     pairs = shared_seeds(rows_a, rows_b)
     if len(pairs) == len(rows_a) == len(rows_b):
@@ -315,7 +316,7 @@ def _partial(rows_a: list[dict], rows_b: list[dict]) -> str:
         f"{rows[0]['mapping']} {len(rows)} seed{'s' if len(rows) > 1 else ''}"
         for rows in (rows_a, rows_b)
     )
-    return f"; on seed{'s' if len(pairs) > 1 else ''} {seeds}, the seeds both cells have: {counts}"
+    return f"on seed{'s' if len(pairs) > 1 else ''} {seeds}, the seeds both cells have: {counts}"
 
 
 def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[str]:

@@ -30,11 +30,17 @@ STOP_WORDS = {
 }
 
 
+def row_curve(row: dict) -> dict:
+    """The validation curve a row records (`train.learning_curve`), {} for rows without one
+    (a baseline, or a row trained before early stopping)."""
+    return (row.get("train") or {}).get("learning_curve") or {}
+
+
 def stopped_early(row: dict) -> bool:
     """Whether the row's training stopped on its validation loss (fairseq's patience), the
     only stop this suite calls converged: not the epoch cap, not a fixed epoch budget (rows
     trained before early stopping record no curve), not an interruption."""
-    return ((row.get("train") or {}).get("learning_curve") or {}).get("stop") == "patience"
+    return row_curve(row).get("stop") == "patience"
 
 
 def stopping_cell(rows: list[dict]) -> str:
@@ -60,7 +66,7 @@ def _runs(rows: list[dict]) -> dict:
     """cell key -> {seed: curve} over the rows that record a curve (one per training run)."""
     runs = defaultdict(dict)
     for row in rows:
-        curve = (row.get("train") or {}).get("learning_curve")
+        curve = row_curve(row)
         if curve:
             runs[cell_key(row)][row["seed"]] = (row_label(row), curve)
     return runs
@@ -170,9 +176,7 @@ def _unlogged(curve: dict) -> str:
 def stopping_value(rows: list[dict]) -> str:
     """What the runs of `rows` stopped early on, in words: "validation loss", or the validation
     metric that chose their checkpoints (SNLI: "validation accuracy")."""
-    metrics = {
-        ((row.get("train") or {}).get("learning_curve") or {}).get("metric", "loss") for row in rows
-    }
+    metrics = {row_curve(row).get("metric", "loss") for row in rows}
     return f"validation {' and '.join(sorted(metrics))}"
 
 
@@ -193,7 +197,7 @@ def overfitting(rows: list[dict]) -> str:
     """
     falls = []
     for row in sorted(rows, key=lambda row: row["seed"]):
-        curve = (row.get("train") or {}).get("learning_curve") or {}
+        curve = row_curve(row)
         if curve.get("stop") != "patience" or not curve.get("train_loss"):
             return ""
         train = dict(zip(curve["epochs"], curve["train_loss"], strict=True))

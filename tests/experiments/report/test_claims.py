@@ -117,7 +117,7 @@ def test_no_verdict_without_convergence_missing_cells_or_below_the_baseline(rows
     )
     assert "softmax stopped on its validation loss" in verdict.reason
     assert "training loss still fell" not in verdict.reason  # its curves record no train loss
-    # a converged softmax whose training loss still fell after its kept epoch: data-limited
+    # a converged softmax whose training loss still fell after its kept epoch: the curves say so
     overfit = dict(CONVERGED, epochs=[5, 6, 7, 8], train_loss=[3.0, 2.8, 2.6, 2.5])
     overfitting_softmax = [
         {**r, "train": {**r["train"], "learning_curve": overfit}}
@@ -130,8 +130,7 @@ def test_no_verdict_without_convergence_missing_cells_or_below_the_baseline(rows
         "not from a cut-short training: after the kept epoch the training loss still fell "
         "(seed 1: 3.00 at epoch 5 to 2.50 at 8; seed 2: 3.00 at epoch 5 to 2.50 at 8) and the "
         "validation loss no longer improved: more epochs fit the training set, not held-out "
-        "data "
-        "(learning curves below)"
+        "data (learning curves below)"
     )
     unconverged_softmax = [
         {**r, "train": {**r["train"], "learning_curve": {"stop": "max_epoch"}}}

@@ -30,6 +30,7 @@ import matplotlib
 from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, RESULTS_DIR
+from regattn_fairseq.experiments.report.learning_curves import row_curve
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.rows.keys import config_sha256, row_config_sha256
 from regattn_fairseq.experiments.rows.store import load_rows
@@ -99,11 +100,17 @@ def cpu_row(rows: list[dict], run: dict) -> dict | None:
         if (
             row["seed"] == run["seed"]
             and row_config_sha256(row) == run["config_sha256"]
-            and (row.get("train") or {}).get("learning_curve")
+            and row_curve(row)
             and not (row.get("train", {}).get("started", {}).get("hardware") or {}).get("gpu")
         ):
             return row
     return None
+
+
+def cpu_curve(rows: list[dict], run: dict) -> dict:
+    """The learning curve of that CPU row, {} if there is none."""
+    row = cpu_row(rows, run)
+    return row_curve(row) if row else {}
 
 
 def epoch_seconds(run: dict) -> float:
@@ -138,11 +145,10 @@ def markdown(runs: list[dict], rows: list[dict], figure: Path | None) -> str:
     projected = 0.0
     stops = []
     for run in runs:
-        row = cpu_row(rows, run)
+        curve = cpu_curve(rows, run)
         last = run["epochs"][-1]
         cpu_valid, cpu_first, stop = "–", "–", "–"
-        if row:
-            curve = row["train"]["learning_curve"]
+        if curve:
             by_epoch = dict(zip(curve["epochs"], curve["valid_loss"], strict=True))
             cpu_valid = f"{by_epoch[last['epoch']]:.3f}" if last["epoch"] in by_epoch else "–"
             cpu_first = f"{curve['train_loss'][0]:.3f}"
@@ -158,16 +164,13 @@ def markdown(runs: list[dict], rows: list[dict], figure: Path | None) -> str:
         )
     total_wps = sum(statistics.median(e["train_wps"] for e in r["epochs"]) for r in runs)
     cpu_wps = [
-        r["train"]["tokens_per_s"]
-        for r in rows
-        if (r.get("train") or {}).get("learning_curve") and r["train"].get("tokens_per_s")
+        r["train"]["tokens_per_s"] for r in rows if row_curve(r) and r["train"].get("tokens_per_s")
     ]
     mean_stop = statistics.mean(stops) if stops else None
     gaps = []  # GPU minus CPU validation loss, same config, seed and epoch, from epoch 5 on
     for run in runs:
-        row = cpu_row(rows, run)
-        if row:
-            curve = row["train"]["learning_curve"]
+        curve = cpu_curve(rows, run)
+        if curve:
             cpu = dict(zip(curve["epochs"], curve["valid_loss"], strict=True))
             gaps += [
                 e["valid_loss"] - cpu[e["epoch"]] for e in run["epochs"][4:] if e["epoch"] in cpu
@@ -184,7 +187,7 @@ def markdown(runs: list[dict], rows: list[dict], figure: Path | None) -> str:
             f"From epoch 5 on, the GPU's validation loss differs from the CPU run's of the same "
             f"config and seed by {min(gaps):+.3f} to {max(gaps):+.3f} "
             f"(mean {statistics.mean(gaps):+.3f}, "
-            f"{len(gaps)} epochs of {sum(1 for r in runs if cpu_row(rows, r))} mappings). Equal "
+            f"{len(gaps)} epochs of {sum(1 for r in runs if cpu_curve(rows, r))} mappings). Equal "
             "curves are not expected: the dropout masks come from the CUDA generator and the "
             "kernels round differently.",
         ]
@@ -219,9 +222,8 @@ def plot(runs: list[dict], rows: list[dict], path: Path) -> Path:
             color=color,
             label=f"{run['mapping']} (GPU)",
         )
-        row = cpu_row(rows, run)
-        if row:
-            curve = row["train"]["learning_curve"]
+        curve = cpu_curve(rows, run)
+        if curve:
             ax.plot(curve["epochs"], curve["valid_loss"], color=color, ls="--", lw=1)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation loss")

@@ -22,6 +22,7 @@ def test_a_gpu_training_has_the_config_hash_of_its_cpu_row():
     cpu = gpu_training.cpu_row(rows, run)
     assert cpu is not None and cpu["mapping"] == "softmax" and cpu["seed"] == 1
     assert not cpu["train"]["started"]["hardware"].get("gpu")
+    assert gpu_training.cpu_curve(rows, run) == cpu["train"]["learning_curve"]
 
 
 def test_epoch_seconds_is_the_median_gap_between_epoch_ends():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from regattn_fairseq.experiments.report import claims
-from regattn_fairseq.experiments.score.significance import write_items
+from regattn_fairseq.experiments.score.significance import read_items, write_items
 
 CONVERGED = {"stop": "patience", "best_epoch": 5, "stopped_epoch": 8}
 
@@ -227,3 +227,41 @@ def test_the_difference_is_over_the_seeds_of_its_interval_when_a_cell_has_more(t
     # the best by its cell mean is entmax15 (78 against softmax's 60); its gap on seed 1
     assert verdict.difference == pytest.approx(seed_1)
     assert "the seeds both cells have" in verdict.reason
+
+
+def test_a_verdict_holds_on_every_seed_not_only_on_the_pooled_items(tmp_path):
+    """Two seeds where a is clearly better and one where it is clearly worse: the pooled items
+    alone would call a better (its interval over items x seeds lies above 0, checked below);
+    drawing the seeds too reaches the worse seed's difference, so the verdict is inconclusive
+    and the reason lists each seed's difference. Measured on the tables: 1.5-entmax against
+    softmax, per seed +1.17, +1.25, -0.73 BLEU (NMT) and -0.89, +10.14, +1.10 (inflection)."""
+    rng = np.random.default_rng(3)
+    shares = {1: (0.80, 0.60), 2: (0.80, 0.60), 3: (0.55, 0.70)}
+    rows = []
+    for seed, (share_a, share_b) in shares.items():
+        rows.append(_row(tmp_path, "entmax15", seed, _correct(rng, share_a, n=1000)))
+        rows.append(_row(tmp_path, "softmax", seed, _correct(rng, share_b, n=1000)))
+    claim = _claim("better", metric="accuracy", a="entmax15", b="softmax")
+    verdict = _judge(claim, rows, tmp_path)
+    per_seed = [
+        a["metrics"]["accuracy"] - b["metrics"]["accuracy"]
+        for a, b in zip(rows[::2], rows[1::2], strict=True)
+    ]
+    assert verdict.difference == pytest.approx(np.mean(per_seed)) and verdict.difference > 5
+    assert verdict.verdict == "inconclusive"
+    assert verdict.interval[0] <= min(per_seed) + 2 < 0 < verdict.interval[1]
+    assert verdict.reason.endswith(
+        "(per seed: "
+        + ", ".join(f"{d:+.2f} ({s})" for d, s in zip(per_seed, shares, strict=True))
+        + ")"
+    )
+    # the items alone, pooled over the seeds (a one-level bootstrap of the same difference)
+    a = np.concatenate([_items(tmp_path, r) for r in rows[::2]])
+    b = np.concatenate([_items(tmp_path, r) for r in rows[1::2]])
+    draws = np.random.default_rng(0).integers(len(a), size=(1000, len(a)))
+    pooled = np.percentile(a[draws].mean(1) - b[draws].mean(1), 2.5)
+    assert pooled > 0
+
+
+def _items(results_dir, row):
+    return np.asarray(read_items(results_dir, row)["scores"]["accuracy"], dtype=float)

@@ -16,13 +16,13 @@ resample draws as many seeds as the cells share, with replacement, then each dra
 items, with replacement (the same indices for both cells), and recomputes the statistic on the
 drawn items of the drawn seeds (the mean, the macro average, corpus F1 or corpus BLEU).
 
-Why the seeds are drawn too: a training seed moves a model's test score by more than the test
+Why the seeds are drawn too: a training seed can move a model's test score by more than the test
 items' sampling does (one inflection softmax seed ended 12 points under the other two), and an
-interval over the items alone (the seeds concatenated, as `significance`'s p-values) is blind
-to that spread: it called 1.5-entmax "not worse than softmax" on NMT and inflection while one
-seed of three had it more than the margin below. With three seeds a resample of the same seed
-three times has probability 1/27 > 2.5%, so the interval reaches at least to about the least
-favourable seed's own difference: a verdict other than *inconclusive* holds on every seed.
+interval over the items alone (the seeds concatenated, as `significance`'s p-values) is blind to
+that spread: it called 1.5-entmax "not worse than softmax" on NMT and inflection while one seed of
+three had it more than the margin below. With three seeds a resample of the same seed three times
+has probability 1/27 > 2.5%, so the interval reaches at least to about the least favourable seed's
+own difference: a verdict other than *inconclusive* holds on every seed.
 
 The interval decides: ``better`` is reproduced when it lies above 0 and not reproduced when it
 lies at or below 0; ``not_worse`` is reproduced when it lies above -margin and not reproduced
@@ -368,10 +368,10 @@ def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_
         "",
         "Verdicts from this scale's cells (`claims.py`: measured difference = mean over the "
         "seeds both cells have, and its 95% paired bootstrap interval, which draws those seeds "
-        "with replacement, then each drawn seed's test items: a training seed moves the scores "
-        "more than the test items do, so a verdict must hold on every seed, not only on the "
-        "pooled items; inconclusive unless every run involved stopped early on validation and "
-        f"{reference} beats the trivial baseline).",
+        "with replacement, then each drawn seed's test items: a training seed can move the "
+        "scores more than the test items' sampling does, so a verdict must hold across the "
+        "seeds, not only on the pooled items; inconclusive unless every run involved stopped "
+        f"early on validation and {reference} beats the trivial baseline).",
         "",
         "| claim | what it says | difference | 95% interval | verdict | why |",
         "|---|---|---|---|---|---|",

@@ -155,11 +155,12 @@ def difference_interval(
 
 
 def seed_differences(rows_a: list[dict], rows_b: list[dict], metric: str) -> str:
-    """Each shared seed's metric(a) - metric(b), for the reason: 'per seed: +1.17 (1), +1.25
-    (2), -0.73 (3)'; '' for one seed (the difference says it)."""
+    """What the reason says of the seeds compared: each shared seed's metric(a) - metric(b),
+    'per seed: +1.17 (1), +1.25 (2), -0.73 (3)'; with one seed, that the spread between seeds
+    is not measured (nothing to draw at the first level: the interval is the items' alone)."""
     pairs = shared_seeds(rows_a, rows_b)
-    if len(pairs) < 2:
-        return ""
+    if len(pairs) == 1:
+        return "one training seed: the interval covers its test items, not the spread between seeds"
     return "per seed: " + ", ".join(
         f"{a['metrics'][metric] - b['metrics'][metric]:+.2f} ({a['seed']})" for a, b in pairs
     )

@@ -217,11 +217,15 @@ def test_the_difference_is_over_the_seeds_of_its_interval_when_a_cell_has_more(t
     assert verdict.difference == pytest.approx(seed_1)
     assert verdict.interval[0] <= verdict.difference <= verdict.interval[1]
     assert verdict.reason.endswith(
-        "(on seed 1, the seeds both cells have: entmax15 1 seed, softmax 3 seeds)"
+        "(on seed 1, the seeds both cells have: entmax15 1 seed, softmax 3 seeds; one training "
+        "seed: the interval covers its test items, not the spread between seeds)"
     )
-    # with the same seeds on both sides nothing is added
+    # with the same seeds on both sides, only the one seed is said
     same = _judge(claim, [rows[0], rows[3]], tmp_path)
     assert "the seeds both cells have" not in same.reason
+    assert same.reason.endswith(
+        "(one training seed: the interval covers its test items, not the spread between seeds)"
+    )
     within = _claim("within_of_best", metric="accuracy", mappings=["softmax", "entmax15"])
     verdict = _judge(within, rows, tmp_path)
     # the best by its cell mean is entmax15 (78 against softmax's 60); its gap on seed 1

@@ -317,15 +317,9 @@ def judge(
             verdict.reason = f"{', '.join(far)} more than {margin:g} below {best}"
         else:
             verdict.reason = f"some gap to {best} has an interval reaching beyond {margin:g}"
-        notes = [
-            note
-            for note in (
-                _seeds_compared(cells[best], cells[worst]),
-                seed_differences(cells[best], cells[worst], metric),
-            )
-            if note
-        ]
-        verdict.reason += f" (largest gap: {'; '.join([worst, *notes])})"
+        verdict.reason += (
+            f" (largest gap: {worst}; {_seeds_note(cells[best], cells[worst], metric)})"
+        )
         return verdict
     a, b = cells[test["a"]], cells[test["b"]]
     interval = difference_interval(results_dir, a, b, metric)
@@ -335,9 +329,16 @@ def judge(
         return verdict
     verdict.interval = interval
     verdict.verdict, verdict.reason = _decide(kind, interval, margin)
-    notes = [note for note in (_seeds_compared(a, b), seed_differences(a, b, metric)) if note]
-    verdict.reason += f" ({'; '.join(notes)})" if notes else ""
+    verdict.reason += f" ({_seeds_note(a, b, metric)})"
     return verdict
+
+
+def _seeds_note(rows_a: list[dict], rows_b: list[dict], metric: str) -> str:
+    """The reason's note on the seeds a paired comparison used: which (when the cells differ)
+    and each one's difference."""
+    compared = _seeds_compared(rows_a, rows_b)
+    differences = seed_differences(rows_a, rows_b, metric)
+    return f"{compared}; {differences}" if compared else differences
 
 
 def _seeds_compared(rows_a: list[dict], rows_b: list[dict]) -> str:

@@ -23,9 +23,9 @@ give 1/(B+1) under that formula; the test reports p = 1 for them (no difference 
 Seeds: a mapping's seed-s items are paired with the baseline's seed-s items and the seeds are
 concatenated into one test set (items x seeds); only seeds both systems have are used. The
 resampling draws items from that pool, so it measures the test items' sampling, not how much
-another training seed would move the score: that spread is larger here, and the claims'
-verdicts (`report.claims`) use an interval that draws the seeds too. The p-value is the
-conventional test, comparable with the papers' (Koehn 2004)."""
+another training seed would move the score: that spread can be larger (it was on inflection),
+and the claims' verdicts (`report.claims`) use an interval that draws the seeds too. The p-value
+is the conventional test, comparable with the papers' (Koehn 2004)."""
 
 from __future__ import annotations
 

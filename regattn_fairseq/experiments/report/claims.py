@@ -127,15 +127,25 @@ def difference_interval(
 ) -> tuple[float, float] | None:
     """95% two-level paired bootstrap interval of metric(a) - metric(b) over the seeds both
     cells have and their test items (module docstring), or None without per-item data for
-    every such seed."""
+    every such seed.
+
+    Raises
+    ------
+    ValueError
+        two runs of one seed scored different numbers of test items."""
     pairs = shared_seeds(rows_a, rows_b)
     if not pairs:
         return None
     items_a, items_b = [], []
     for row_a, row_b in pairs:
         a, b = read_items(results_dir, row_a), read_items(results_dir, row_b)
-        if a is None or b is None or a["n"] != b["n"]:
+        if a is None or b is None:
             return None
+        if a["n"] != b["n"]:
+            raise ValueError(
+                f"runs {row_a['run_id']} and {row_b['run_id']} (seed {row_a['seed']}) scored "
+                f"{a['n']} and {b['n']} test items: not the same test set, nothing to pair"
+            )
         items_a.append(a)
         items_b.append(b)
     stat_a, stat_b = (

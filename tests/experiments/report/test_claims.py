@@ -269,3 +269,11 @@ def test_a_verdict_holds_on_every_seed_not_only_on_the_pooled_items(tmp_path):
 
 def _items(results_dir, row):
     return np.asarray(read_items(results_dir, row)["scores"]["accuracy"], dtype=float)
+
+
+def test_runs_scored_on_different_test_sets_are_an_error_not_a_missing_interval(tmp_path):
+    rng = np.random.default_rng(4)
+    a = [_row(tmp_path, "fusedmax", 1, _correct(rng, 0.7, n=400))]
+    b = [_row(tmp_path, "softmax", 1, _correct(rng, 0.7, n=300))]
+    with pytest.raises(ValueError, match="scored 400 and 300 test items"):
+        claims.difference_interval(tmp_path, a, b, "accuracy", n_resamples=10)

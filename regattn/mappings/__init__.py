@@ -28,7 +28,7 @@ from .entmax import Entmax, entmax
 from .fused import Fusedmax, fusedmax, prox_tv1d
 from .oscar import Oscarmax, oscarmax, prox_pairwise_max
 from .pnorm import SqPnormMax, sq_pnorm_max
-from .simplex import Softmax, Sparsemax, softmax, sparsemax
+from .simplex import Softmax, Sparsemax, Uniform, softmax, sparsemax, uniform
 
 MODULES = {
     "softmax": Softmax,
@@ -39,6 +39,19 @@ MODULES = {
     "entmax": Entmax,
 }
 NAMES = tuple(MODULES)
+# Controls: normalizers that are no regularized max of the scores, built and checked like the
+# mappings but kept out of NAMES (what the library's mapping tests and figures iterate over).
+# uniform is the attention-free control of the tables' claims (1/n, whatever the scores).
+CONTROLS = {"uniform": Uniform}
+CONTROL_NAMES = tuple(CONTROLS)
+
+
+def _module_class(name: str) -> type:
+    """The nn.Module class of a mapping or control (looked up at each call: a mapping
+    registered in MODULES after import, as docs/extending.md does, is found).
+    """
+    check_name(name)
+    return MODULES.get(name) or CONTROLS[name]
 
 
 def defaults_of(name: str) -> dict:
@@ -47,7 +60,7 @@ def defaults_of(name: str) -> dict:
     Parameters
     ----------
     name : str
-        one of NAMES.
+        one of NAMES or CONTROL_NAMES.
 
     Returns
     -------
@@ -60,9 +73,10 @@ def defaults_of(name: str) -> dict:
     ValueError
         if `name` is not one of NAMES.
     """
-    check_name(name)
     return {
-        k: p.default for k, p in inspect.signature(MODULES[name]).parameters.items() if k != "empty"
+        k: p.default
+        for k, p in inspect.signature(_module_class(name)).parameters.items()
+        if k != "empty"
     }
 
 
@@ -88,9 +102,12 @@ def parameters_of(name: str) -> tuple:
 
 
 def check_name(name: str) -> None:
-    """Raises ValueError unless `name` is one of NAMES."""
-    if name not in MODULES:
-        raise ValueError(f"unknown attention mapping {name!r}; choose one of {', '.join(NAMES)}")
+    """Raises ValueError unless `name` is one of NAMES or CONTROL_NAMES."""
+    if name not in MODULES and name not in CONTROLS:
+        raise ValueError(
+            f"unknown attention mapping {name!r}; choose one of {', '.join(NAMES)} (or the "
+            f"control {', '.join(CONTROL_NAMES)})"
+        )
 
 
 def build(name: str, empty: str = "error", **params) -> nn.Module:
@@ -110,7 +127,8 @@ def build(name: str, empty: str = "error", **params) -> nn.Module:
     Returns
     -------
     nn.Module
-        The module (Softmax, Sparsemax, SqPnormMax, Fusedmax, Oscarmax or Entmax).
+        The module (Softmax, Sparsemax, SqPnormMax, Fusedmax, Oscarmax, Entmax, or the
+        control Uniform).
 
     Raises
     ------
@@ -125,11 +143,12 @@ def build(name: str, empty: str = "error", **params) -> nn.Module:
             f"attention mapping {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
             f"its parameters are: {', '.join(allowed) or 'none'}"
         )
-    return MODULES[name](**params, empty=empty)
+    return _module_class(name)(**params, empty=empty)
 
 
 __all__ = [
     "NAMES",
+    "CONTROL_NAMES",
     "build",
     "defaults_of",
     "parameters_of",
@@ -139,6 +158,7 @@ __all__ = [
     "fusedmax",
     "oscarmax",
     "entmax",
+    "uniform",
     "prox_tv1d",
     "prox_pairwise_max",
     "torch_reference",
@@ -151,4 +171,5 @@ __all__ = [
     "Fusedmax",
     "Oscarmax",
     "Entmax",
+    "Uniform",
 ]

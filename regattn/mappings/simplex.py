@@ -3,6 +3,12 @@
     softmax(x; gamma)   = argmax_{y in simplex} y.x - gamma sum_i y_i log y_i = softmax(x / gamma)
     sparsemax(x; gamma) = argmax_{y in simplex} y.x - gamma/2 ||y||^2        = P_simplex(x / gamma)
 
+uniform is the attention-free control: 1/n on each of the n unmasked positions, whatever the
+scores. It is the limit gamma -> infinity of every mapping here (each Omega is strictly convex
+and permutation-invariant, so its minimizer over the simplex is the centre), and the model
+that uses it weighs its inputs without attending: what a table compares its mappings against
+to show that attention matters at all.
+
 P_simplex is the Euclidean projection onto the probability simplex (Michelot 1986;
 Duchi et al. 2008): y = (z - tau)_+ with tau chosen so that sum(y) = 1. Its Jacobian is
 diag(s) - s s^T / |s| with s the support indicator (Martins & Astudillo 2016).
@@ -221,3 +227,60 @@ class Sparsemax(MappingModule):
 
     def __init__(self, gamma: float = 1.0, empty: str = "error"):
         super().__init__(sparsemax, check_gamma, empty, gamma=gamma)
+
+
+def uniform(
+    scores: torch.Tensor,
+    dim: int = -1,
+    mask: torch.Tensor | None = None,
+    empty: str = "error",
+) -> torch.Tensor:
+    """The attention-free control: argmin_{y in simplex} Omega(y) for any strictly convex,
+    permutation-invariant Omega (the limit gamma -> infinity of every mapping), i.e. 1/n on
+    each of a row's n unmasked positions, whatever the scores.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        floating-point tensor of any shape; checked as every mapping checks it (finite at the
+        unmasked positions), though its values do not change the result.
+    dim : int
+        the dimension to normalize over.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `scores`, True where a position may be
+        attended to; masked positions get exactly 0.
+    empty : str
+        what a row with no unmasked position gets: "error" (a ValueError) or "zero".
+
+    Returns
+    -------
+    torch.Tensor
+        A tensor of the shape (broadcast with `mask`) and dtype of `scores`. Its gradient with
+        respect to `scores` is exactly zero; the result stays in the autograd graph, so that
+        the parameters that produced the scores get zero gradients rather than none (fairseq's
+        optimizers and DDP expect every parameter to take part).
+
+    Raises
+    ------
+    ValueError
+        as `softmax`.
+    """
+    rows = to_rows(scores, dim, mask, kernel=False, shift=False, empty=empty)
+
+    def fn(x, m):
+        weights = torch.ones_like(x) if m is None else m.to(x.dtype)
+        # x is finite (to_rows checked it): x * 0 is an exact zero that keeps y in the graph
+        return weights / weights.sum(-1, keepdim=True) + x * 0
+
+    return rows.apply(fn)
+
+
+def check_no_parameters() -> None:
+    """The attention-free control takes no parameter: nothing to check."""
+
+
+class Uniform(MappingModule):
+    """`uniform`, the attention-free control, as an nn.Module; see `uniform`."""
+
+    def __init__(self, empty: str = "error"):
+        super().__init__(uniform, check_no_parameters, empty)

@@ -41,7 +41,7 @@ def cli_name(option: str) -> str:
 
 @dataclass
 class AttentionConfig(FairseqDataclass):
-    attention: ChoiceEnum(list(mappings.NAMES)) = field(
+    attention: ChoiceEnum(list(mappings.NAMES + mappings.CONTROL_NAMES)) = field(
         default="softmax",
         metadata={"help": "mapping that normalizes attention scores into probabilities"},
     )
@@ -139,7 +139,7 @@ def attention_spec_from_cfg(
 ) -> AttentionSpec:
     """Validate the attention options of `cfg` (Namespace, dataclass or DictConfig) for the
     model `model_name`: an option that does not apply to the chosen mapping is an error."""
-    name = _read_choice(cfg, "attention", mappings.NAMES)
+    name = _read_choice(cfg, "attention", mappings.NAMES + mappings.CONTROL_NAMES)
     takes = mappings.parameters_of(name)
     given = {}
     for option, param in OPTION_TO_PARAM.items():

@@ -43,7 +43,7 @@ def _assert_checkpoint_uses(path, mapping):
 SEQ2SEQ_CASES = [
     (model, mapping, ())
     for model in ("regattn_lstm", "regattn_transformer")
-    for mapping in mappings.NAMES
+    for mapping in mappings.NAMES + mappings.CONTROL_NAMES
 ]
 # the adaptively sparse Transformer
 SEQ2SEQ_CASES.append(("regattn_transformer", "entmax", ("--attention-alpha", "learned")))
@@ -84,7 +84,7 @@ def test_seq2seq_trains_and_generates(model, mapping, extra, translation_data, t
     assert len(hypotheses) == 6
 
 
-@pytest.mark.parametrize("mapping", mappings.NAMES)
+@pytest.mark.parametrize("mapping", mappings.NAMES + mappings.CONTROL_NAMES)
 def test_snli_trains(mapping, snli_data, tmp_path):
     records = _train(snli_data, "regattn_snli", mapping, tmp_path)
     losses = epoch_losses(records)

@@ -26,9 +26,14 @@ def test_gamma_grid_arguments():
 @pytest.mark.parametrize("table", ["table1", "table2", "nmt", "inflection"])
 def test_every_discrete_mapping_of_a_table_has_its_gamma_tuned(table):
     """GAMMA=auto tunes the temperature of every discrete mapping of the paper tables (1.5-entmax
-    included: entmax(s / γ)); a mapping left at γ = 1 would not be compared fairly."""
+    included: entmax(s / γ)); a mapping left at γ = 1 would not be compared fairly. The
+    attention-free control has no scores to scale (1/n whatever they are): no γ."""
     spec = reproduce.load_config("reproduce", table)
+    assert spec.control in spec.mappings and spec.control in mappings.CONTROL_NAMES
+    assert mappings.parameters_of(spec.control) == ()
     for mapping in spec.mappings:
+        if mapping == spec.control:
+            continue
         attention = OmegaConf.load(REPO_ROOT / "configs" / "attention" / f"{mapping}.yaml")
         assert "gamma" in mappings.parameters_of(attention.attention), mapping
         assert mapping in reproduce.GAMMA_MAPPINGS, mapping

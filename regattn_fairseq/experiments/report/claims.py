@@ -1,184 +1,189 @@
-"""The sources' claims as data, and a verdict on each from a table's rows.
+"""The sources' claims as data, and a verdict on each from a table's rows, by the rules that
+../shared/docs/claims.md declares ("How each claim is judged", 2026-11-28).
 
 A table's config lists the claims it tests (``claims:`` in configs/reproduce/<table>.yaml, ids
-from ../shared/docs/claims.md), each with a test:
+from claims.md), each with a test. Comparisons of two cells, ``a`` against ``b``:
 
-- ``better``: mapping ``a`` scores higher than ``b`` (e.g. P1, fusedmax above softmax).
-- ``not_worse``: ``a`` is at most ``margin`` below ``b`` ("as accurate or better", E1).
-- ``close_to``: ``a`` is within ``margin`` of ``b`` either way (T1, ℓ2 close to entropy).
-- ``within_of_best``: every listed mapping is within ``margin`` of the best one (P5).
+- ``better``: ``a`` scores higher than ``b`` (P1, P2, P7; P8 on attention statistics).
+- ``not_worse``: ``a`` is at most ``margin`` below ``b`` (E1: "as accurate or better").
+- ``close_to``: ``a`` is within ``margin`` of ``b`` either way (T1).
 
-A verdict is *reproduced*, *not reproduced* or *inconclusive*, with its reason. It uses the
-measured difference (mean of the per-seed metrics of ``a`` minus those of ``b``, over the seeds
-both cells have, which the reason names when a cell has more; it lists each seed's difference
-when there are several) and a 95% two-level paired bootstrap interval of the difference: each
-resample draws as many seeds as the cells share, with replacement, then each drawn seed's test
-items, with replacement (the same indices for both cells), and recomputes the statistic on the
-drawn items of the drawn seeds (the mean, the macro average, corpus F1 or corpus BLEU).
+Claims made of several comparisons:
 
-Why the seeds are drawn too: a training seed can move a model's test score by more than the test
-items' sampling does (one inflection softmax seed ended 12 points under the other two), and an
-interval over the items alone (the seeds concatenated, as `significance`'s p-values) is blind to
-that spread: it called 1.5-entmax "not worse than softmax" on NMT and inflection while one seed of
-three had it more than the margin below. With three seeds a resample of the same seed three times
-has probability 1/27 > 2.5%, so the interval reaches at least to about the least favourable seed's
-own difference: a verdict other than *inconclusive* holds on every seed.
+- ``each_not_worse``: every one of ``mappings`` is at most ``margin`` below ``reference``
+  (P5, X1: "within m of" claims are non-inferiority tests against softmax, not tests against
+  the best mapping chosen on the test set, whose choice would favour it). The spread from the
+  best to the worst mapping is reported beside the verdict, untested.
+- ``all_better``: every one of ``mappings`` scores higher than every one of ``against`` (P3).
 
-The interval decides: ``better`` is reproduced when it lies above 0 and not reproduced when it
-lies at or below 0; ``not_worse`` is reproduced when it lies above -margin and not reproduced
-when it lies below; ``close_to`` is reproduced when it lies inside [-margin, margin] and not
-reproduced when it lies outside; otherwise inconclusive.
+Claims on cost (no gate: they are not about what attention learns):
 
-Before any of that, the numbers must be able to carry a verdict, else it is *inconclusive*:
-every cell involved exists at the scale; every run involved stopped early on validation (its
-loss, or the metric that chose its checkpoints; `train.learning_curve`: ``stop == "patience"``),
-not on a fixed epoch budget; and the table's reference mapping (softmax, or the table's
-``baseline:``) beats the trivial baseline row (`baselines`) where the table has one: models no
-better than a rule that ignores what the mappings attend over (the premise, the input beyond its
-lead) cannot show a difference in it.
+- ``time_ratio``: the seconds per training epoch of ``a`` over ``b``, from the converged rows'
+  wall times, is at most ``1 + margin`` (``side: not_slower``, T2) or within
+  [1 / (1 + margin), 1 + margin] (``side: both``, P4: "essentially the same").
+- ``bench_ratio``: a benchmark record's throughput ratio to softmax is at least ``at_least``
+  (P6), one value per benchmark run.
+
+**Inference over seeds.** A verdict rests on the per-seed scores of each cell (one converged run
+per seed): the difference of the cells' means and its 95% Welch t-interval (unequal variances;
+the seeds of two cells are independent trainings, not pairs). A training seed can move a score
+by more than the sampling of the test items does, so an interval over the items alone is blind
+to what most often decides these claims. The item-level paired bootstrap p-value (seeds
+concatenated, `significance.p_against`) is kept as a column of its own, labelled as such.
+Time ratios are tested the same way on the logarithm of the seconds per epoch.
+
+**Verdicts**, in this order:
+
+1. *inconclusive* when a cell is missing;
+2. runs that fail the convergence check (`convergence.check_cell`) are left out, with why;
+3. *provisional* when an arm (the gate's included) keeps fewer than ``MIN_SEEDS`` converged
+   seeds; the reason says what the interval would give;
+4. *inconclusive* when the gate fails: a comparison of attention mappings needs attention to
+   matter, i.e. the reference (softmax) beating the table's attention-free control
+   (``control:``, uniform attention in the same architecture) with an interval above zero.
+   Trivial baselines (lead, copy, hypothesis only) are rows beside the cells, not gates;
+5. otherwise the interval decides: *reproduced* when it lies on the claimed side of the margin,
+   *not reproduced at this scale* when it lies wholly on the other side, *inconclusive* when
+   it straddles it.
+
+Every claim shows its Δ and interval, whatever its verdict.
 
 Which cell stands for a mapping: among the mapping's current cells of the experiment and scale,
-the γ-tuned one (GAMMA=auto) if there is one, then the one with the most runs that stopped early
-(a converged cell still gathering seeds stands before an older one trained to a fixed epoch
-budget), then the most seeds, then the newest.
+the γ-tuned one (GAMMA=auto) if there is one, then the one with the most runs that stopped early,
+then the most seeds, then the newest.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
-from regattn_fairseq.experiments.report.learning_curves import (
-    overfitting,
-    stopped_early,
-    stopping_value,
-)
-from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, row_label, split_current
-from regattn_fairseq.experiments.score.significance import (
-    SEED,
-    concatenate,
-    item_statistic,
-    read_items,
-)
+from regattn_fairseq.experiments.report.convergence import converged
+from regattn_fairseq.experiments.report.learning_curves import stopped_early
+from regattn_fairseq.experiments.rows.keys import cell_key, split_current
+from regattn_fairseq.experiments.score.significance import p_against
 
-N_RESAMPLES = 1000
-VERDICTS = ("reproduced", "not reproduced", "inconclusive")
-KINDS = ("better", "not_worse", "close_to", "within_of_best")
+CONFIDENCE = 0.95
+MIN_SEEDS = 3
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced at this scale"
+INCONCLUSIVE = "inconclusive"
+PROVISIONAL = "provisional"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, PROVISIONAL)
+COMPARISONS = ("better", "not_worse", "close_to")
+KINDS = (*COMPARISONS, "each_not_worse", "all_better", "time_ratio", "bench_ratio")
+# metrics read off a row's attention statistics rather than its scores (P8)
+ATTENTION_PREFIX = "attention:"
+SECONDS_PER_EPOCH = "seconds_per_epoch"
 
 
 @dataclass
 class Verdict:
-    """One claim's verdict at one scale of one experiment."""
+    """One claim's verdict at one scale of one experiment.
+
+    ``difference`` and ``interval`` are those of the comparison that decides (for a claim of
+    several comparisons, the one nearest to failing); ``p_items`` the item-level p-value of
+    that comparison; ``details`` one line per comparison, for the footnote.
+    """
 
     claim: str
     text: str
     verdict: str
     reason: str
-    difference: float | None = None  # a - b (within_of_best: the largest gap to the best)
+    difference: float | None = None
     interval: tuple[float, float] | None = None
+    p_items: float | None = None
+    seeds: str = ""
+    details: list[str] = field(default_factory=list)
 
 
-def _bleu_statistic(items: dict):
-    """Per-item BLEU sufficient statistics, and corpus BLEU of any subset of them."""
-    from sacrebleu.metrics import BLEU
+@dataclass(frozen=True)
+class Comparison:
+    """``a`` against ``b`` on one metric, over each cell's converged seeds."""
 
-    metric = BLEU()
-    stats = np.asarray(
-        metric._extract_corpus_statistics(items["hypotheses"], [items["references"]]),
-        dtype=np.int64,
-    )
-    return lambda index: metric._compute_score_from_stats(stats[index].sum(0).tolist()).score
+    a: str
+    b: str
+    values_a: tuple[float, ...]
+    values_b: tuple[float, ...]
+    difference: float
+    interval: tuple[float, float] | None
+    p_items: float | None = None
 
+    @property
+    def seeds(self) -> int:
+        return min(len(self.values_a), len(self.values_b))
 
-def _resampled(items: dict, metric: str):
-    if items["kind"] == "bleu":
-        return _bleu_statistic(items)
-    return lambda index: item_statistic(items, metric, index)
-
-
-def shared_seeds(rows_a: list[dict], rows_b: list[dict]) -> list[tuple[dict, dict]]:
-    """The (a, b) row pairs of the seeds both cells have, by seed: what a paired comparison
-    of two cells compares."""
-    by_seed = {row["seed"]: row for row in rows_b}
-    return sorted(
-        ((row, by_seed[row["seed"]]) for row in rows_a if row["seed"] in by_seed),
-        key=lambda pair: pair[0]["seed"],
-    )
-
-
-def paired_difference(rows_a: list[dict], rows_b: list[dict], metric: str) -> float | None:
-    """mean metric(a) - mean metric(b) over the seeds both cells have (those of the interval,
-    `difference_interval`: a cell's extra seeds would make the two disagree), or None when they
-    share none."""
-    pairs = shared_seeds(rows_a, rows_b)
-    if not pairs:
-        return None
-    return cell_mean([a for a, _ in pairs], metric) - cell_mean([b for _, b in pairs], metric)
+    def describe(self, unit: str = "") -> str:
+        interval = (
+            "no interval (one seed)"
+            if self.interval is None
+            else f"[{self.interval[0]:+.2f}, {self.interval[1]:+.2f}]"
+        )
+        return (
+            f"{self.a} − {self.b}: {self.difference:+.2f}{unit} {interval} "
+            f"(n = {len(self.values_a)}, {len(self.values_b)})"
+        )
 
 
-def difference_interval(
-    results_dir: Path,
-    rows_a: list[dict],
-    rows_b: list[dict],
-    metric: str,
-    n_resamples: int = N_RESAMPLES,
+def welch_interval(
+    a: list[float], b: list[float], confidence: float = CONFIDENCE
 ) -> tuple[float, float] | None:
-    """95% two-level paired bootstrap interval of metric(a) - metric(b) over the seeds both
-    cells have and their test items (module docstring), or None without per-item data for
-    every such seed.
+    """The Welch t-interval of mean(a) − mean(b): the cells' variances estimated apart, the
+    degrees of freedom by Welch–Satterthwaite.
+
+    Parameters
+    ----------
+    a, b : list of float
+        one value per seed of each cell.
+    confidence : float
+        the interval's coverage.
+
+    Returns
+    -------
+    tuple or None
+        (low, high); None when a cell has fewer than 2 values (no spread to estimate). Two
+        cells without any spread give the difference itself, both ends.
+    """
+    if len(a) < 2 or len(b) < 2:
+        return None
+    difference = float(np.mean(a) - np.mean(b))
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    se2 = va + vb
+    if se2 == 0:
+        return difference, difference
+    df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(se2)
+    return difference - half, difference + half
+
+
+def metric_value(row: dict, metric: str) -> float:
+    """A row's value of a claim's metric: a score (``bleu``), an attention statistic
+    (``attention:mean_runs_per_row``), or the training's seconds per epoch.
 
     Raises
     ------
-    ValueError
-        two runs of one seed scored different numbers of test items."""
-    pairs = shared_seeds(rows_a, rows_b)
-    if not pairs:
-        return None
-    items_a, items_b = [], []
-    for row_a, row_b in pairs:
-        a, b = read_items(results_dir, row_a), read_items(results_dir, row_b)
-        if a is None or b is None:
-            return None
-        if a["n"] != b["n"]:
-            raise ValueError(
-                f"runs {row_a['run_id']} and {row_b['run_id']} (seed {row_a['seed']}) scored "
-                f"{a['n']} and {b['n']} test items: not the same test set, nothing to pair"
-            )
-        items_a.append(a)
-        items_b.append(b)
-    stat_a, stat_b = (
-        _resampled(concatenate(items_a), metric),
-        _resampled(concatenate(items_b), metric),
-    )
-    sizes = np.array([items["n"] for items in items_a])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    rng = np.random.default_rng(SEED)
-    diffs = []
-    for _ in range(n_resamples):
-        seeds = rng.integers(len(pairs), size=len(pairs))
-        index = np.concatenate([starts[s] + rng.integers(sizes[s], size=sizes[s]) for s in seeds])
-        diffs.append(stat_a(index) - stat_b(index))
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def seed_differences(rows_a: list[dict], rows_b: list[dict], metric: str) -> str:
-    """What the reason says of the seeds compared: each shared seed's metric(a) - metric(b),
-    'per seed: +1.17 (1), +1.25 (2), -0.73 (3)'; with one seed, that the spread between seeds
-    is not measured (nothing to draw at the first level: the interval is the items' alone)."""
-    pairs = shared_seeds(rows_a, rows_b)
-    if len(pairs) == 1:
-        return "one training seed: the interval covers its test items, not the spread between seeds"
-    return "per seed: " + ", ".join(
-        f"{a['metrics'][metric] - b['metrics'][metric]:+.2f} ({a['seed']})" for a, b in pairs
-    )
+    KeyError
+        the row does not record it.
+    """
+    if metric.startswith(ATTENTION_PREFIX):
+        value = (row.get("attention") or {})[metric[len(ATTENTION_PREFIX) :]]
+        if value is None:
+            raise KeyError(metric)
+        return float(value)
+    if metric == SECONDS_PER_EPOCH:
+        train = row["train"]
+        return float(train["wall_s"]) / float(train["epochs"])
+    return float(row["metrics"][metric])
 
 
 def cell_mean(rows: list[dict], metric: str) -> float:
     """The mean of `metric` over a cell's rows (its seeds)."""
-    return float(np.mean([row["metrics"][metric] for row in rows]))
+    return float(np.mean([metric_value(row, metric) for row in rows]))
 
 
 def representative_cells(rows: list[dict], experiment: str, scale: str, evaluation: str) -> dict:
@@ -206,30 +211,85 @@ def representative_cells(rows: list[dict], experiment: str, scale: str, evaluati
     return {mapping: cell_rows for mapping, (_, cell_rows) in chosen.items()}
 
 
-def _unconverged(cell_rows: list[dict]) -> list[str]:
-    return [f"seed {row['seed']}" for row in cell_rows if not stopped_early(row)]
+def compare(
+    cells: dict, a: str, b: str, metric: str, results_dir: Path | None, log: bool = False
+) -> Comparison:
+    """``a`` against ``b`` over their cells' rows (already cut to converged runs): the
+    difference of means, its Welch interval and, for scores, the item-level p-value. With
+    ``log``, the difference and interval are of log(metric) (a ratio's logarithm)."""
+    values_a = [metric_value(row, metric) for row in cells[a]]
+    values_b = [metric_value(row, metric) for row in cells[b]]
+    if log:
+        values_a, values_b = list(np.log(values_a)), list(np.log(values_b))
+    p_items = None
+    if results_dir is not None and metric != SECONDS_PER_EPOCH and ":" not in metric:
+        p_items = p_against(results_dir, cells[a], cells[b], metric)
+    return Comparison(
+        a,
+        b,
+        tuple(values_a),
+        tuple(values_b),
+        float(np.mean(values_a) - np.mean(values_b)),
+        welch_interval(values_a, values_b),
+        p_items,
+    )
 
 
-def _decide(kind: str, interval: tuple[float, float], margin: float) -> tuple[str, str]:
+def decide(kind: str, interval: tuple[float, float], margin: float) -> tuple[str, str]:
+    """The verdict of one comparison's interval, and why, for a test kind (module docstring)."""
     low, high = interval
     if kind == "better":
         if low > 0:
-            return "reproduced", "the interval lies above 0"
-        if high <= 0:
-            return "not reproduced", "the interval lies at or below 0"
-        return "inconclusive", "the interval contains 0"
+            return REPRODUCED, "the interval lies above 0"
+        if high < 0:
+            return NOT_REPRODUCED, "the interval lies below 0"
+        return INCONCLUSIVE, "the interval contains 0"
     if kind == "not_worse":
         if low > -margin:
-            return "reproduced", f"the interval lies above -{margin:g}"
+            return REPRODUCED, f"the interval lies above −{margin:g}"
         if high < -margin:
-            return "not reproduced", f"the interval lies below -{margin:g}"
-        return "inconclusive", f"the interval contains -{margin:g}"
-    # close_to
-    if -margin <= low and high <= margin:
-        return "reproduced", f"the interval lies within ±{margin:g}"
-    if low > margin or high < -margin:
-        return "not reproduced", f"the interval lies outside ±{margin:g}"
-    return "inconclusive", f"the interval reaches beyond ±{margin:g}"
+            return NOT_REPRODUCED, f"the interval lies below −{margin:g}"
+        return INCONCLUSIVE, f"the interval contains −{margin:g}"
+    if kind == "close_to":
+        if -margin <= low and high <= margin:
+            return REPRODUCED, f"the interval lies within ±{margin:g}"
+        if low > margin or high < -margin:
+            return NOT_REPRODUCED, f"the interval lies outside ±{margin:g}"
+        return INCONCLUSIVE, f"the interval reaches beyond ±{margin:g}"
+    raise ValueError(f"no single-comparison rule for test kind {kind!r}")
+
+
+def _combine(verdicts: list[str]) -> str:
+    """A claim made of several comparisons: reproduced when each is, not reproduced when any
+    is not, inconclusive otherwise."""
+    if all(v == REPRODUCED for v in verdicts):
+        return REPRODUCED
+    if any(v == NOT_REPRODUCED for v in verdicts):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def _comparisons_of(test) -> list[tuple[str, str, str, float]]:
+    """(a, b, single-comparison kind, margin) of every comparison a claim's test makes."""
+    kind = test["kind"]
+    margin = float(test.get("margin", 0.0))
+    if kind in COMPARISONS:
+        return [(test["a"], test["b"], kind, margin)]
+    if kind == "each_not_worse":
+        return [(m, test["reference"], "not_worse", margin) for m in test["mappings"]]
+    if kind == "all_better":
+        return [(m, b, "better", 0.0) for m in test["mappings"] for b in test["against"]]
+    if kind == "time_ratio":
+        log_margin = math.log1p(margin)
+        side = test.get("side", "both")
+        if side not in ("both", "not_slower"):
+            raise ValueError(f"time_ratio side must be 'both' or 'not_slower', got {side!r}")
+        reference = test["reference"]
+        # not slower: log(m) − log(ref) at most log(1 + margin), i.e. ref − m not below −that
+        if side == "not_slower":
+            return [(reference, m, "not_worse", log_margin) for m in test["mappings"]]
+        return [(m, reference, "close_to", log_margin) for m in test["mappings"]]
+    raise ValueError(f"unknown test kind {kind!r}; known: {KINDS}")
 
 
 def judge(
@@ -237,7 +297,8 @@ def judge(
     rows: list[dict],
     experiment: str,
     scale: str,
-    results_dir: Path,
+    results_dir: Path | None,
+    control: str | None = None,
     reference: str = "softmax",
 ) -> Verdict:
     """The verdict on one claim (a ``claims:`` entry) from a table's rows.
@@ -245,15 +306,18 @@ def judge(
     Parameters
     ----------
     claim : DictConfig or dict
-        ``{id, text, test: {kind, evaluation, metric, a, b | mappings, margin}}``.
+        ``{id, text, test: {kind, evaluation, metric, ...}}`` (module docstring).
     rows : list of dict
         every raw row of the table.
     experiment, scale : str
         where to judge it.
-    results_dir : Path
-        the results folder (per-item sidecars).
+    results_dir : Path or None
+        the results folder (per-item sidecars for the p-values; benchmark records).
+    control : str, optional
+        the table's attention-free control: a comparison of mappings needs ``reference`` to
+        beat it. None: no gate (NER compares DP regularisers, not attention).
     reference : str
-        the mapping that must beat the trivial baseline (the table's ``baseline:``).
+        the mapping that must beat the control.
 
     Returns
     -------
@@ -266,138 +330,256 @@ def judge(
     """
     test = claim["test"]
     kind = test["kind"]
-    if kind not in KINDS:
-        raise ValueError(f"claim {claim['id']}: unknown test kind {kind!r}; known: {KINDS}")
-    evaluation, metric = test["evaluation"], test["metric"]
-    margin = float(test.get("margin", 0.0))
-    verdict = Verdict(claim["id"], claim["text"], "inconclusive", "")
-    cells = representative_cells(rows, experiment, scale, evaluation)
-    names = list(test["mappings"]) if kind == "within_of_best" else [test["a"], test["b"]]
+    verdict = Verdict(claim["id"], claim["text"], INCONCLUSIVE, "")
+    if kind == "bench_ratio":
+        return _judge_bench(verdict, test, results_dir)
+    pairs = _comparisons_of(test)
+    metric = SECONDS_PER_EPOCH if kind == "time_ratio" else test["metric"]
+    cells = representative_cells(rows, experiment, scale, test["evaluation"])
+    # cost and attention-structure claims are not about what attention adds to accuracy
+    gated = control is not None and kind != "time_ratio" and ":" not in metric
+    names = list(dict.fromkeys(name for a, b, _, _ in pairs for name in (a, b)))
+    if gated:
+        names += [name for name in (reference, control) if name not in names]
     missing = [name for name in names if name not in cells]
-    if missing:
-        verdict.reason = f"no rows for {', '.join(missing)} at this scale"
+    gate_missing = [name for name in missing if name in (reference, control)]
+    if set(missing) - set(gate_missing):
+        verdict.reason = f"no rows for {', '.join(missing)} at this scale yet"
         return verdict
+    names = [name for name in names if name not in gate_missing]
+    pool = [row for rows_of in cells.values() for row in rows_of]
+    kept, left_out = {}, []
     for name in names:
-        unconverged = _unconverged(cells[name])
-        if unconverged:
-            verdict.reason = (
-                f"{row_label(cells[name][0])} was not trained to convergence "
-                f"({', '.join(unconverged)} stopped by a fixed epoch budget, not by early "
-                "stopping on validation)"
-            )
-            return verdict
-    trivial = [cell for cell in cells.values() if is_baseline(cell[0])]
-    if trivial and reference in cells:
-        best_trivial = max(trivial, key=lambda cell: cell_mean(cell, metric))
-        if cell_mean(cells[reference], metric) <= cell_mean(best_trivial, metric):
-            verdict.reason = (
-                f"{reference} ({cell_mean(cells[reference], metric):.2f}) does not beat "
-                f"{best_trivial[0]['mapping']} ({cell_mean(best_trivial, metric):.2f}) on "
-                f"{evaluation} {metric}: the models do no better than a trivial rule, so their "
-                "differences cannot test the claim"
-            )
-            if not _unconverged(cells[reference]):
-                verdict.reason += (
-                    f"; {reference} stopped on its {stopping_value(cells[reference])}, so the "
-                    "shortfall is not from a cut-short training"
-                )
-                limit = overfitting(cells[reference])
-                verdict.reason += f": {limit}" if limit else ""
-                verdict.reason += " (learning curves below)"
-            return verdict
-    if kind == "within_of_best":
-        best = max(names, key=lambda name: cell_mean(cells[name], metric))
-        gaps = {}
-        for name in names:
-            if name == best:
-                continue
-            interval = difference_interval(results_dir, cells[best], cells[name], metric)
-            if interval is None:
-                verdict.reason = f"no per-item data to compare {name} with {best}"
-                return verdict
-            gaps[name] = (paired_difference(cells[best], cells[name], metric), interval)
-        worst = max(gaps, key=lambda name: gaps[name][0])
-        verdict.difference, verdict.interval = gaps[worst]
-        if all(interval[1] <= margin for _, interval in gaps.values()):
-            verdict.verdict = "reproduced"
-            verdict.reason = f"every gap to {best} has its interval within {margin:g}"
-        elif any(interval[0] > margin for _, interval in gaps.values()):
-            verdict.verdict = "not reproduced"
-            far = [name for name, (_, interval) in gaps.items() if interval[0] > margin]
-            verdict.reason = f"{', '.join(far)} more than {margin:g} below {best}"
-        else:
-            verdict.reason = f"some gap to {best} has an interval reaching beyond {margin:g}"
-        verdict.reason += (
-            f" (largest gap: {worst}; {_seeds_note(cells[best], cells[worst], metric)})"
+        kept[name], excluded = converged(cells[name], pool)
+        left_out += [f"{name} {words}" for words in excluded]
+    try:
+        comparisons = [
+            (compare(kept, a, b, metric, results_dir, log=kind == "time_ratio"), k, m)
+            for a, b, k, m in pairs
+            if kept[a] and kept[b]
+        ]
+    except KeyError as error:
+        verdict.reason = f"a row does not record {error.args[0]}"
+        return verdict
+    notes = [f"left out of the verdict: {'; '.join(left_out)}"] if left_out else []
+    if len(comparisons) < len(pairs):
+        empty = [name for name in names if not kept[name]]
+        verdict.reason = "; ".join([f"no converged run of {', '.join(empty)}", *notes])
+        return verdict
+    unit = "" if kind != "time_ratio" else " (log ratio)"
+    verdict.details = [c.describe(unit) for c, _, _ in comparisons]
+    decided = [
+        (c, *((INCONCLUSIVE, "no interval") if c.interval is None else decide(k, c.interval, m)))
+        for c, k, m in comparisons
+    ]
+    # the comparison nearest to failing stands for the claim in the columns
+    shown, outcome, why = min(decided, key=lambda d: _margin_left(d[0], pairs))
+    verdict.difference, verdict.interval, verdict.p_items = (
+        shown.difference,
+        shown.interval,
+        shown.p_items,
+    )
+    outcome = _combine([d[1] for d in decided]) if len(decided) > 1 else outcome
+    if len(decided) > 1:
+        failing = [f"{c.a} vs {c.b}: {v}" for c, v, _ in decided if v != REPRODUCED]
+        why = (
+            f"each of the {len(decided)} comparisons is reproduced"
+            if not failing
+            else "; ".join(failing)
+        )
+    counts = [len(kept[name]) for name in names]
+    verdict.seeds = (
+        str(min(counts)) if min(counts) == max(counts) else f"{min(counts)}–{max(counts)}"
+    )
+    if gated and not gate_missing:
+        gate = compare(kept, reference, control, metric, results_dir)
+        verdict.details.append("gate: " + gate.describe())
+        gate_holds = gate.interval is not None and gate.interval[0] > 0
+    few = [name for name in names if len(kept[name]) < MIN_SEEDS]
+    if few:
+        verdict.verdict = PROVISIONAL
+        verdict.reason = "; ".join(
+            [
+                f"fewer than {MIN_SEEDS} converged seeds for {', '.join(few)}; the interval "
+                f"alone would say: {outcome} ({why})",
+                *notes,
+            ]
         )
         return verdict
-    a, b = cells[test["a"]], cells[test["b"]]
-    interval = difference_interval(results_dir, a, b, metric)
-    verdict.difference = paired_difference(a, b, metric)
-    if interval is None:
-        verdict.reason = "no per-item data for a paired interval"
+    if gate_missing:
+        verdict.reason = "; ".join(
+            [
+                f"the gate is not measured yet: no rows for {', '.join(gate_missing)} (the "
+                f"attention-free control); the interval alone would say: {outcome} ({why})",
+                *notes,
+            ]
+        )
         return verdict
-    verdict.interval = interval
-    verdict.verdict, verdict.reason = _decide(kind, interval, margin)
-    verdict.reason += f" ({_seeds_note(a, b, metric)})"
+    if gated and not gate_holds:
+        verdict.reason = "; ".join(
+            [
+                f"attention is not shown to matter: {reference} − {control} (the "
+                f"attention-free control) is {gate.difference:+.2f} "
+                + (
+                    "with no interval"
+                    if gate.interval is None
+                    else f"[{gate.interval[0]:+.2f}, {gate.interval[1]:+.2f}], not above 0"
+                ),
+                *notes,
+            ]
+        )
+        return verdict
+    verdict.verdict, verdict.reason = outcome, "; ".join([why, *notes])
+    if kind == "each_not_worse":
+        means = {
+            name: float(np.mean([metric_value(r, metric) for r in kept[name]])) for name in names
+        }
+        best, worst = max(means, key=means.get), min(means, key=means.get)
+        verdict.reason += (
+            f"; spread from the best ({best} {means[best]:.2f}) to the worst ({worst} "
+            f"{means[worst]:.2f}): {means[best] - means[worst]:.2f}, untested (the best is "
+            "chosen on the test set)"
+        )
     return verdict
 
 
-def _seeds_note(rows_a: list[dict], rows_b: list[dict], metric: str) -> str:
-    """The reason's note on the seeds a paired comparison used: which (when the cells differ)
-    and each one's difference."""
-    compared = _seeds_compared(rows_a, rows_b)
-    differences = seed_differences(rows_a, rows_b, metric)
-    return f"{compared}; {differences}" if compared else differences
+def _margin_left(comparison: Comparison, pairs) -> float:
+    """How far a comparison's interval stays on its claimed side (smaller: nearer to failing):
+    its lower end plus the margin of its kind (−inf without an interval)."""
+    if comparison.interval is None:
+        return -math.inf
+    for a, b, kind, margin in pairs:
+        if (a, b) == (comparison.a, comparison.b):
+            if kind == "close_to":
+                return margin - max(abs(comparison.interval[0]), abs(comparison.interval[1]))
+            return comparison.interval[0] + (margin if kind == "not_worse" else 0.0)
+    return comparison.interval[0]
 
 
-def _seeds_compared(rows_a: list[dict], rows_b: list[dict]) -> str:
-    """Which seeds a paired comparison used, when either cell has seeds the other lacks (a
-    cell still gathering seeds): e.g. 'on seed 1, the seeds both cells have: entmax15 1 seed,
-    softmax 3 seeds'; '' when both have the same seeds."""
-    pairs = shared_seeds(rows_a, rows_b)
-    if len(pairs) == len(rows_a) == len(rows_b):
-        return ""
-    seeds = ", ".join(str(a["seed"]) for a, _ in pairs)
-    counts = ", ".join(
-        f"{rows[0]['mapping']} {len(rows)} seed{'s' if len(rows) > 1 else ''}"
-        for rows in (rows_a, rows_b)
+def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
+    """A throughput claim on a benchmark record (P6): every run of the record that measured
+    ``model`` gives one ratio per entry of ``entries``; each must reach ``at_least``. Its
+    interval is the t-interval of the worst entry's mean ratio over the runs; fewer than
+    MIN_SEEDS runs make it provisional."""
+    path = None if results_dir is None else Path(results_dir) / test["record"]
+    if path is None or not path.is_file():
+        verdict.reason = f"no benchmark record {test['record']} (it is written on a lent GPU)"
+        return verdict
+    runs = json.loads(path.read_text())["runs"]
+    ratios: dict[str, list[float]] = {entry: [] for entry in test["entries"]}
+    devices = set()
+    for run in runs:
+        for result in run["results"]:
+            if result["model"] == test["model"] and result["attention"] in ratios:
+                ratios[result["attention"]].append(float(result["throughput_ratio_to_softmax"]))
+                devices.add(run["env"].get("device", "?"))
+    if not all(ratios.values()):
+        verdict.reason = f"{test['record']} has no run of {test['model']} with every entry"
+        return verdict
+    at_least = float(test["at_least"])
+    lows = {}
+    for entry, values in ratios.items():
+        mean = float(np.mean(values))
+        if len(values) > 1:
+            half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1)) * float(
+                np.std(values, ddof=1) / math.sqrt(len(values))
+            )
+        else:
+            half = math.inf
+        lows[entry] = (mean, mean - half, mean + half)
+    worst = min(lows, key=lambda e: lows[e][1])
+    mean, low, high = lows[worst]
+    verdict.difference = mean - at_least
+    verdict.interval = (low - at_least, high - at_least) if math.isfinite(low) else None
+    verdict.details = [
+        f"{entry}: {', '.join(f'{v:.3f}' for v in ratios[entry])} of softmax's tokens/s"
+        for entry in ratios
+    ]
+    verdict.seeds = str(min(len(v) for v in ratios.values()))
+    where = f"measured on a lent GPU ({', '.join(sorted(devices))}), {len(runs)} run(s) of one day"
+    if low >= at_least:
+        outcome = REPRODUCED
+    elif high < at_least:
+        outcome = NOT_REPRODUCED
+    else:
+        outcome = INCONCLUSIVE
+    if min(len(v) for v in ratios.values()) < MIN_SEEDS:
+        verdict.verdict = PROVISIONAL
+        verdict.reason = (
+            f"{where}: fewer than {MIN_SEEDS} benchmark runs; the mean ratios "
+            + ", ".join(f"{e} {lows[e][0]:.3f}" for e in lows)
+            + f" against the claim's {at_least:g}"
+        )
+        return verdict
+    verdict.verdict = outcome
+    verdict.reason = (
+        f"{where}: the worst entry ({worst}) has mean ratio {mean:.3f} [{low:.3f}, "
+        f"{high:.3f}] against {at_least:g}"
     )
-    return f"on seed{'s' if len(pairs) > 1 else ''} {seeds}, the seeds both cells have: {counts}"
+    return verdict
+
+
+def table_claims(spec, experiment: str) -> list:
+    """The claims of a table's config that concern `experiment`."""
+    return [c for c in (spec.get("claims") or []) if c.get("experiment", experiment) == experiment]
+
+
+def judge_table(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[Verdict]:
+    """Every claim of the table on one experiment and scale, by `judge` with the table's
+    control and reference."""
+    reference = spec.get("baseline") or "softmax"
+    return [
+        judge(
+            claim,
+            rows,
+            experiment,
+            scale,
+            None if results_dir is None else Path(results_dir),
+            spec.get("control"),
+            reference,
+        )
+        for claim in table_claims(spec, experiment)
+    ]
+
+
+def interval_text(verdict: Verdict) -> str:
+    """A verdict's Δ and interval as a table cell: '+0.78 [+0.21, +1.35]'."""
+    if verdict.difference is None:
+        return "–"
+    text = f"{verdict.difference:+.2f}"
+    if verdict.interval is not None:
+        text += f" [{verdict.interval[0]:+.2f}, {verdict.interval[1]:+.2f}]"
+    return text
 
 
 def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[str]:
-    """The markdown "Claims at this scale" lines of one experiment and scale (none when the
-    table's config lists no claims for the experiment)."""
-    claims = [
-        c for c in (spec.get("claims") or []) if c.get("experiment", experiment) == experiment
-    ]
-    if not claims or results_dir is None:
+    """The markdown "Claims" block of one experiment and scale: one line per claim (Δ and
+    interval of the deciding comparison, the item-level p-value apart, the verdict and a
+    one-line reason), then the footnotes with every comparison. None when the table's config
+    lists no claims for the experiment."""
+    verdicts = judge_table(spec, rows, experiment, scale, results_dir)
+    if not verdicts:
         return []
-    reference = spec.get("baseline") or "softmax"
     lines = [
-        "#### Claims at this scale",
+        "#### Claims",
         "",
-        "Verdicts from this scale's cells (`claims.py`: measured difference = mean over the "
-        "seeds both cells have, and its 95% paired bootstrap interval, which draws those seeds "
-        "with replacement, then each drawn seed's test items: a training seed can move the "
-        "scores more than the test items' sampling does, so a verdict must hold across the "
-        "seeds, not only on the pooled items; inconclusive unless every run involved stopped "
-        f"early on validation and {reference} beats the trivial baseline).",
+        "Rules: [How to read these tables](../docs/reproduction.md#how-to-read-these-tables) "
+        "(per-seed means, Welch 95% interval over seeds; the gate is softmax beating the "
+        "attention-free control; fewer than 3 converged seeds is provisional).",
         "",
-        "| claim | what it says | difference | 95% interval | verdict | why |",
-        "|---|---|---|---|---|---|",
+        "| claim | what it says | Δ [95% interval over seeds] | seeds | item-level p | verdict "
+        "| why |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for claim in claims:
-        verdict = judge(claim, rows, experiment, scale, Path(results_dir), reference)
-        difference = "–" if verdict.difference is None else f"{verdict.difference:+.2f}"
-        interval = (
-            "–"
-            if verdict.interval is None
-            else f"[{verdict.interval[0]:+.2f}, {verdict.interval[1]:+.2f}]"
-        )
+    footnotes = []
+    for number, verdict in enumerate(verdicts, 1):
+        p_items = "–" if verdict.p_items is None else f"{verdict.p_items:.3f}"
         lines.append(
-            f"| {verdict.claim} | {verdict.text} | {difference} | {interval} | "
-            f"**{verdict.verdict}** | {verdict.reason} |"
+            f"| {verdict.claim} | {verdict.text} | {interval_text(verdict)} | "
+            f"{verdict.seeds or '–'} | {p_items} | **{verdict.verdict}** | "
+            f"{verdict.reason} [{number}] |"
         )
-    return lines + [""]
+        footnotes.append(
+            f"[{number}] {verdict.claim}: " + ("; ".join(verdict.details) or "no comparison")
+        )
+    return lines + [""] + footnotes + [""]

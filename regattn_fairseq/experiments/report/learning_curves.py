@@ -119,7 +119,7 @@ def _kept_values(curve: dict) -> str:
 
 def _remarks(curve: dict) -> str:
     """What a reader of the curve must know about how it was recorded, in one parenthesis."""
-    remarks = [text for text in (_tied(curve), _past_stop(curve), _unlogged(curve)) if text]
+    remarks = [text for text in (_tied(curve), past_rule(curve), _unlogged(curve)) if text]
     return f" ({'; '.join(remarks)})" if remarks else ""
 
 
@@ -138,23 +138,36 @@ def _tied(curve: dict) -> str:
     return f"its valid {metric} equals epoch {first}'s, from which the patience counts"
 
 
-def _past_stop(curve: dict) -> str:
-    """Words for a run that trained past where early stopping's rule ends it (resumed before
-    the count was kept across a resume): where the rule stops it."""
-    rule_stop = _rule_stop_epoch(curve)
-    if rule_stop is None or curve["stopped_epoch"] <= rule_stop:
-        return ""
-    return f"trained past the rule's stop at epoch {rule_stop}: resumed before e81e350"
-
-
-def _rule_stop_epoch(curve: dict) -> int | None:
-    """Where early stopping's rule ends the run (`train.learning_curve`). Rows scored before the
-    curve recorded it (and its metric) hold only the losses, and the rule is replayed over
-    them: the metric of every table but SNLI, whose rows of that time are all superseded."""
-    if "rule_stop_epoch" in curve:
-        return curve["rule_stop_epoch"]
-    _, _, index = replay_early_stopping(curve["valid_loss"], curve.get("patience"))
+def rule_stop_epoch(curve: dict) -> int | None:
+    """Where early stopping's rule ends the run, replayed over the epochs its log holds
+    (`fairseq_logs.replay_early_stopping` with the epoch numbers: an epoch lost from the log
+    still counts), on the value that chose its checkpoints."""
+    metric = curve.get("metric", "loss")
+    values = curve["valid_loss"] if metric == "loss" else curve[f"valid_{metric}"]
+    _, _, index = replay_early_stopping(
+        values, curve.get("patience"), metric != "loss", curve["epochs"]
+    )
     return None if index is None else curve["epochs"][index]
+
+
+def past_rule(curve: dict) -> str:
+    """Words for a run that trained past where its rule stops it, and which epoch the rule
+    keeps against the one scored; "" for a run that stopped where its rule does."""
+    stop = rule_stop_epoch(curve)
+    if stop is None or curve["stopped_epoch"] <= stop:
+        return ""
+    metric = curve.get("metric", "loss")
+    values = curve["valid_loss"] if metric == "loss" else curve[f"valid_{metric}"]
+    within = [(e, v) for e, v in zip(curve["epochs"], values, strict=True) if e <= stop]
+    pick = max if metric != "loss" else min
+    best_value = pick(v for _, v in within)
+    kept = max(e for e, v in within if v == best_value)
+    same = kept == curve["best_epoch"]
+    return f"trained to epoch {curve['stopped_epoch']}, past its rule's stop at epoch {stop}; " + (
+        f"the rule keeps the same epoch ({kept}), the checkpoint scored"
+        if same
+        else f"the rule keeps epoch {kept}, the checkpoint scored is epoch {curve['best_epoch']}'s"
+    )
 
 
 def _unlogged(curve: dict) -> str:

@@ -151,11 +151,29 @@ def early_stopping_state(
 
 
 def replay_early_stopping(
-    values: list[float], patience: int | None, maximize: bool = False
+    values: list[float],
+    patience: int | None,
+    maximize: bool = False,
+    epochs: list[int] | None = None,
 ) -> tuple[float | None, int, int | None]:
     """fairseq's `should_stop_early` over a run's validation values, in order: a strictly
     better value resets the count of validations without improvement; the count reaching
     `patience` (> 0) stops the training.
+
+    Parameters
+    ----------
+    values : list of float
+        the validation values, one per validation, in order.
+    patience : int or None
+        the run's ``checkpoint.patience``.
+    maximize : bool
+        whether a higher value is better.
+    epochs : list of int, optional
+        the epoch of each value, when the values are a log's per-epoch records: the count is
+        then the number of epochs since the best, so that an epoch the log lost (a run cut off
+        and resumed while its log was buffered) still counts as the validation fairseq made.
+        Had the lost epoch improved, fairseq would have stopped later: the replay gives the
+        earliest stop the log allows. Without it, each value is one validation.
 
     Returns
     -------
@@ -163,12 +181,13 @@ def replay_early_stopping(
         (best value, count, index of the value at which it stops or None), the first two as
         they were at the stop or after the last value.
     """
-    best, num_runs = None, 0
+    best, best_at, num_runs = None, 0, 0
     for index, value in enumerate(values):
+        at = index if epochs is None else epochs[index]
         if best is None or (value > best if maximize else value < best):
-            best, num_runs = value, 0
+            best, best_at, num_runs = value, at, 0
             continue
-        num_runs += 1
+        num_runs = at - best_at
         if patience is not None and patience > 0 and num_runs >= patience:
             return best, num_runs, index
     return best, num_runs, None

@@ -103,7 +103,7 @@ def learning_curve(
     values = [scores[epoch] for epoch in epochs]
     best_value = max(values) if maximize else min(values)
     best_epoch = max(epoch for epoch in epochs if scores[epoch] == best_value)
-    _, _, rule_stop = replay_early_stopping(values, patience, maximize)
+    _, _, rule_stop = replay_early_stopping(values, patience, maximize, epochs)
     stop = None
     if rule_stop is not None:
         stop = "patience"

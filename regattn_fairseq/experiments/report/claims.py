@@ -186,15 +186,18 @@ def cell_mean(rows: list[dict], metric: str) -> float:
     return float(np.mean([metric_value(row, metric) for row in rows]))
 
 
-def representative_cells(rows: list[dict], experiment: str, scale: str, evaluation: str) -> dict:
+def representative_cells(
+    rows: list[dict], experiment: str, scale: str, evaluation: str, dry_run: bool = False
+) -> dict:
     """mapping name -> the rows (one per seed) of the cell that stands for it (module
-    docstring), over the current rows of one experiment, scale and evaluation set."""
+    docstring), over the current rows of one experiment, scale and evaluation set: the real
+    rows, or with ``dry_run`` the dry runs' (a table's dry-run section)."""
     current, _ = split_current(rows)
     cells: dict = {}
     for row in current:
         if (row["experiment"], row["scale"], row["evaluation"]) != (experiment, scale, evaluation):
             continue
-        if row.get("dry_run"):
+        if bool(row.get("dry_run")) != dry_run:
             continue
         cells.setdefault(cell_key(row), []).append(row)
     chosen: dict = {}
@@ -429,6 +432,10 @@ def judge(
             ]
         )
         return verdict
+    if kind == "time_ratio":
+        why = f"{outcome}: " + "; ".join(_ratio_words(c, test["reference"]) for c, _, _ in decided)
+        why += f" (the claim: {'at most' if test.get('side') == 'not_slower' else 'within'} "
+        why += f"×{1 + float(test['margin']):.2f})"
     verdict.verdict, verdict.reason = outcome, "; ".join([why, *notes])
     if kind == "each_not_worse":
         means = {
@@ -441,6 +448,19 @@ def judge(
             "chosen on the test set)"
         )
     return verdict
+
+
+def _ratio_words(comparison: Comparison, reference: str) -> str:
+    """A time comparison (on log seconds per epoch) as the mapping's ratio to the reference's
+    seconds per epoch, with its interval: 'fusedmax ×1.48 [0.31, 7.05] of softmax's'."""
+    sign = 1.0 if comparison.b == reference else -1.0
+    name = comparison.a if comparison.b == reference else comparison.b
+    ends = ""
+    if comparison.interval is not None:
+        low, high = sorted(math.exp(sign * end) for end in comparison.interval)
+        ends = f" [{low:.2f}, {high:.2f}]"
+    ratio = math.exp(sign * comparison.difference)
+    return f"{name} ×{ratio:.2f}{ends} of {reference}'s seconds per epoch"
 
 
 def _margin_left(comparison: Comparison, pairs) -> float:
@@ -552,20 +572,26 @@ def interval_text(verdict: Verdict) -> str:
     return text
 
 
-def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[str]:
-    """The markdown "Claims" block of one experiment and scale: one line per claim (Δ and
-    interval of the deciding comparison, the item-level p-value apart, the verdict and a
-    one-line reason), then the footnotes with every comparison. None when the table's config
-    lists no claims for the experiment."""
-    verdicts = judge_table(spec, rows, experiment, scale, results_dir)
+def claims_section(spec, verdicts: list[Verdict]) -> list[str]:
+    """The markdown "Claims" block of one experiment and scale from its verdicts
+    (`judge_table`): one line per claim (Δ and interval of the deciding comparison, the
+    item-level p-value apart, the verdict and a one-line reason), then footnotes with every
+    comparison. Empty when the table tests no claim there."""
     if not verdicts:
         return []
+    control = spec.get("control")
+    gate = (
+        f"a comparison of mappings is gated on {spec.get('baseline') or 'softmax'} beating "
+        f"the attention-free control ({control})"
+        if control
+        else "no gate: this table compares no attention mappings"
+    )
     lines = [
         "#### Claims",
         "",
-        "Rules: [How to read these tables](../docs/reproduction.md#how-to-read-these-tables) "
-        "(per-seed means, Welch 95% interval over seeds; the gate is softmax beating the "
-        "attention-free control; fewer than 3 converged seeds is provisional).",
+        "Per-seed means of the converged runs, Welch 95% interval over seeds; "
+        f"{gate}; fewer than {MIN_SEEDS} converged seeds is provisional. Rules: "
+        "[How to read these tables](../docs/reproduction.md#how-to-read-these-tables).",
         "",
         "| claim | what it says | Δ [95% interval over seeds] | seeds | item-level p | verdict "
         "| why |",
@@ -582,4 +608,4 @@ def claims_section(spec, rows: list[dict], experiment: str, scale: str, results_
         footnotes.append(
             f"[{number}] {verdict.claim}: " + ("; ".join(verdict.details) or "no comparison")
         )
-    return lines + [""] + footnotes + [""]
+    return lines + [""] + [f"{note}  " for note in footnotes] + [""]

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.report.claims import cell_mean, judge, representative_cells
+from regattn_fairseq.experiments.report.claims import (
+    cell_mean,
+    interval_text,
+    judge_table,
+    representative_cells,
+    table_claims,
+)
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
@@ -63,6 +69,14 @@ def _provenance_line(table: str, evaluation: str, cell: list[dict]) -> str:
     )
 
 
+def _paper_words(spec, verdict) -> str:
+    """What the paper reports for a claim: the claim's ``paper:`` in its table's config."""
+    for claim in spec.get("claims") or []:
+        if claim["id"] == verdict.claim and claim["text"] == verdict.text:
+            return str(claim.get("paper") or "–")
+    return "–"
+
+
 def summary_lines(
     results_dir: Path, link_prefix: str, scale: str = SCALE, provenance: bool = True
 ) -> list[str]:
@@ -85,7 +99,7 @@ def summary_lines(
         + " | other mappings | early-stopped runs | claims |",
         "|---" * (7 + len(COLUMNS)) + "|",
     ]
-    sources = []
+    sources, claim_lines = [], []
     for table in PAPER_TABLES:
         raw = results_dir / "raw" / f"{table}.jsonl"
         if table not in specs or not raw.is_file():
@@ -104,17 +118,19 @@ def summary_lines(
                 runs = [r for cell in systems.values() for r in cell]
                 stopped = sum(stopped_early(r) for r in runs)
                 verdicts = [
-                    judge(
-                        claim,
-                        rows,
-                        experiment.name,
-                        scale,
-                        results_dir,
-                        spec.get("baseline") or "softmax",
+                    verdict
+                    for claim, verdict in zip(
+                        table_claims(spec, experiment.name),
+                        judge_table(spec, rows, experiment.name, scale, results_dir),
+                        strict=True,
                     )
-                    for claim in spec.get("claims") or []
-                    if claim.get("experiment", experiment.name) == experiment.name
-                    and claim["test"]["evaluation"] == evaluation
+                    if claim["test"]["evaluation"] == evaluation
+                ]
+                claim_lines += [
+                    f"| [{table}]({link_prefix}{table}.md) {experiment.name} | {v.claim} | "
+                    f"{v.text} | {_paper_words(spec, v)} | {interval_text(v)} | "
+                    f"{v.seeds or '–'} | **{v.verdict}** |"
+                    for v in verdicts
                 ]
                 sources += [_provenance_line(table, evaluation, cell) for cell in cells.values()]
                 columns = [_cell_text(systems[m], metric) if m in systems else "–" for m in COLUMNS]
@@ -144,6 +160,17 @@ def summary_lines(
                     + ("; ".join(f"{v.claim}: {v.verdict}" for v in verdicts) or "–")
                     + " |"
                 )
+    lines += [
+        "",
+        "Every claim of `../shared/docs/claims.md` that a table tests, with the paper's words or "
+        "numbers, the measured Δ and its 95% interval over seeds (of the comparison that "
+        "decides), the converged seeds per arm, and the verdict by the declared rules "
+        "([How to read these tables](docs/reproduction.md#how-to-read-these-tables)):",
+        "",
+        "| table | claim | what it says | paper | Δ [95% over seeds] | seeds | verdict |",
+        "|---|---|---|---|---|---|---|",
+        *claim_lines,
+    ]
     if not provenance:
         return lines + [
             "",

@@ -74,7 +74,10 @@ def test_a_run_trained_past_its_stop_says_where_the_rule_stopped_it():
     assert curve["rule_stop_epoch"] == 5 and curve["stopped_epoch"] == 7
     assert curve["best_epoch"] == 6 and curve["stop"] == "patience"
     line = learning_curves.convergence_lines([_curve_row(curve)])[2]
-    assert "trained past the rule's stop at epoch 5" in line
+    assert (
+        "trained to epoch 7, past its rule's stop at epoch 5; the rule keeps epoch 2, the "
+        "checkpoint scored is epoch 6's" in line
+    )
 
 
 def test_a_row_scored_before_the_rule_stop_was_recorded_is_replayed():
@@ -84,10 +87,10 @@ def test_a_row_scored_before_the_rule_stop_was_recorded_is_replayed():
     curve = runs.learning_curve(_log(losses), patience=3, max_epoch=50)
     old = {key: value for key, value in curve.items() if key not in ("rule_stop_epoch", "metric")}
     line = learning_curves.convergence_lines([_curve_row(old)])[2]
-    assert "trained past the rule's stop at epoch 5" in line
+    assert "past its rule's stop at epoch 5" in line
     stopped = runs.learning_curve(_log({1: 5.0, 2: 4.0, 3: 4.1}), patience=3, max_epoch=50)
     old = {key: value for key, value in stopped.items() if key != "rule_stop_epoch"}
-    assert "trained past" not in learning_curves.convergence_lines([_curve_row(old)])[2]
+    assert "past its rule" not in learning_curves.convergence_lines([_curve_row(old)])[2]
 
 
 def test_a_kept_epoch_tying_an_earlier_one_says_where_the_patience_counts_from():

@@ -126,6 +126,14 @@ def test_ner_table_tests_against_entropy_and_shows_tag_marginals(tmp_path):
     ]
     markdown = render_table(spec, rows, tmp_path)
     lines = markdown.splitlines()
+    # the headline opens the section: the cells that stand for each regulariser, with how many
+    # of their runs count as converged (none: fixed 10-epoch runs), and no gate (no attention)
+    headline = lines[lines.index("#### Headline") :]
+    assert [line for line in headline if line.startswith("| entropy |")][0].startswith(
+        "| entropy | 89.82 ± 1.69 (0 of 2 converged) | 86.68 | – |"
+    )
+    assert "no gate: this table compares no attention mappings" in markdown
+    lines = lines[lines.index("#### Details") :]
     headers = [line for line in lines if line.startswith("| Ω (DP regulariser)")]
     metrics_header, statistics_header = headers[0], headers[1]
     assert "p vs entropy (f1)" in metrics_header
@@ -144,11 +152,12 @@ def test_ner_table_tests_against_entropy_and_shows_tag_marginals(tmp_path):
     p_value = float(l2[0].split(" | ")[3].rstrip(" |"))
     assert p_value < 0.05
     assert "| spanish_test | 90.0 | 97.0 | 1.5 / 1 | 0.05 | 80.0 |" in l2[1]
-    assert "p vs entropy: paired bootstrap" in markdown
+    assert "(../docs/reproduction.md#how-to-read-these-tables)" in markdown
     assert "tag sequences with mass: the number of tag sequences" in markdown
     # a row older than the tag statistics shows dashes, not a crash
     rows[2]["attention"] = rows[3]["attention"] = {"mean_zero_fraction": 0.5}
-    older = [line for line in render_table(spec, rows).splitlines() if line.startswith("| l2 |")]
+    details = render_table(spec, rows).split("#### Details")[1].splitlines()
+    older = [line for line in details if line.startswith("| l2 |")]
     assert older[0].endswith("| n/a | 0/2 (10, 10 epochs) |")
     assert "| spanish_test | – | – | – | – | – |" in older[1]
 

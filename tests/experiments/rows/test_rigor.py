@@ -98,6 +98,16 @@ def test_a_surrogate_gradient_run_is_a_cell_of_its_own():
     assert rowkeys.row_key(unset)[:5] == rowkeys.row_key(plain)[:5]
 
 
+def _details(markdown: str) -> list[str]:
+    """The lines of a table's details (after its headline and claims)."""
+    return (
+        markdown.split("#### Details", 1)[1]
+        .split("## Notes")[0]
+        .split("## History")[0]
+        .splitlines()
+    )
+
+
 def test_newer_config_supersedes_and_is_listed(tmp_path):
     old = make_row(run_id="old", metrics={"bleu": 20.0})
     new = make_row(run_id="new", date="2026-11-23T04:00:00+00:00")
@@ -109,7 +119,7 @@ def test_newer_config_supersedes_and_is_listed(tmp_path):
     assert [r["run_id"] for r in superseded] == ["old"]
     markdown = render_table(SPEC, [old, new, new_seed2], tmp_path)
     metrics, _statistics, provenance = (
-        line for line in markdown.splitlines() if line.startswith("| sparsemax")
+        line for line in _details(markdown) if line.startswith("| sparsemax")
     )
     assert "31.00 ± 1.41" in metrics and "| 2 | 1,2 |" in provenance
     assert "20.00" not in metrics
@@ -124,12 +134,12 @@ def test_table_marks_unknown_training_commit_dirty_rows_and_missing_p(tmp_path):
     unknown["train"]["started"] = {}
     markdown = render_table(SPEC, [softmax, unknown], tmp_path)
     metrics, _statistics, provenance = (
-        line for line in markdown.splitlines() if line.startswith("| sparsemax")
+        line for line in _details(markdown) if line.startswith("| sparsemax")
     )
     assert "30.00†" in metrics and "| n/a |" in metrics
     assert "training commit unknown" in provenance
-    assert "†: scored or trained from a work tree" in markdown
-    assert "p vs softmax: paired bootstrap" in markdown
+    # what † and the p column mean is written once, in the guide every table links to
+    assert "(../docs/reproduction.md#how-to-read-these-tables)" in markdown
 
 
 def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path):
@@ -155,11 +165,13 @@ def test_tuned_cells_are_tested_against_the_baseline_tuned_the_same_way(tmp_path
         rows.append(row)
     spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
     markdown = render_table(spec, rows, tmp_path)
-    tuned_line = next(line for line in markdown.splitlines() if "sparsemax (γ=16)" in line)
-    untuned_line = next(line for line in markdown.splitlines() if "sparsemax (γ=1)" in line)
-    # tuned: a p-value against softmax γ = 4; untuned: its baseline (softmax γ = 1) has no items
+    tuned_line = next(line for line in _details(markdown) if "sparsemax (γ=16)" in line)
+    # tuned: a p-value against softmax γ = 4, the cell that stands for softmax
     assert "| 0.000 |" in tuned_line or "| 0.001 |" in tuned_line
-    assert "| n/a |" in untuned_line
+    # the untuned cells do not stand for their mappings: listed in the history, not above
+    assert not any("(γ=1)" in line for line in _details(markdown))
+    history = markdown.split("## History", 1)[1]
+    assert "- multi30k_en_de test2016: sparsemax (γ=1), seeds 1" in history
     # a choice at the grid's edge is flagged; one inside it is not
     choices = [line for line in markdown.splitlines() if line.startswith("- ") and "γ = " in line]
     flagged = "- sparsemax: γ = 16.0 (at the edge of the γ tried"
@@ -184,7 +196,7 @@ def test_a_cell_with_its_own_parameters_is_tested_against_softmax_at_its_gamma(t
     spec = OmegaConf.merge(SPEC, {"metrics": {"test2016": ["rougeL"]}})
     markdown = render_table(spec, rows, tmp_path)
     for label in ("entmax15 (γ=1, α=1.5)", "sparsemax (γ=1, backward=softmax)"):
-        line = next(line for line in markdown.splitlines() if line.startswith(f"| {label} "))
+        line = next(line for line in _details(markdown) if line.startswith(f"| {label} "))
         assert float(line.split("|")[4]) < 0.01, line  # the p column (paper's is n/a)
 
 

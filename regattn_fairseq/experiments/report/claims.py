@@ -100,6 +100,8 @@ class Verdict:
     p_items: float | None = None
     seeds: str = ""
     details: list[str] = field(default_factory=list)
+    # a time claim's Δ and interval are the mapping's ratio to the reference's seconds per epoch
+    ratio: bool = False
 
 
 @dataclass(frozen=True)
@@ -390,6 +392,15 @@ def judge(
             if not failing
             else "; ".join(failing)
         )
+    if kind == "time_ratio":
+        sign = 1.0 if shown.b == test["reference"] else -1.0
+        verdict.ratio = True
+        verdict.difference = math.exp(sign * shown.difference)
+        if shown.interval is not None:
+            verdict.interval = tuple(sorted(math.exp(sign * end) for end in shown.interval))
+        why = "; ".join(_ratio_words(c, test["reference"]) for c, _, _ in decided)
+        why += f" (the claim: {'at most' if test.get('side') == 'not_slower' else 'within'} "
+        why += f"×{1 + float(test['margin']):.2f})"
     counts = [len(kept[name]) for name in names]
     verdict.seeds = (
         str(min(counts)) if min(counts) == max(counts) else f"{min(counts)}–{max(counts)}"
@@ -432,10 +443,6 @@ def judge(
             ]
         )
         return verdict
-    if kind == "time_ratio":
-        why = f"{outcome}: " + "; ".join(_ratio_words(c, test["reference"]) for c, _, _ in decided)
-        why += f" (the claim: {'at most' if test.get('side') == 'not_slower' else 'within'} "
-        why += f"×{1 + float(test['margin']):.2f})"
     verdict.verdict, verdict.reason = outcome, "; ".join([why, *notes])
     if kind == "each_not_worse":
         means = {
@@ -566,6 +573,11 @@ def interval_text(verdict: Verdict) -> str:
     """A verdict's Δ and interval as a table cell: '+0.78 [+0.21, +1.35]'."""
     if verdict.difference is None:
         return "–"
+    if verdict.ratio:
+        text = f"×{verdict.difference:.2f}"
+        if verdict.interval is not None:
+            text += f" [{verdict.interval[0]:.2f}, {verdict.interval[1]:.2f}]"
+        return text
     text = f"{verdict.difference:+.2f}"
     if verdict.interval is not None:
         text += f" [{verdict.interval[0]:+.2f}, {verdict.interval[1]:+.2f}]"

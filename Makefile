@@ -19,6 +19,7 @@ KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' +
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}'
+	@cat results/compute.txt 2>/dev/null || true
 
 setup: $(STAMP) $(KERNELS) ## create .venv with pinned torch, fairseq-fixed and this package (idempotent)
 
@@ -123,6 +124,8 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                the chosen γ is then trained to convergence
 #   RESCORE=1    score again jobs whose rows exist (default: skipped); RETRAIN=1 trains again
 #   BASELINES_ONLY=1  score the table's baselines only (they are scored before any training)
+#   PLAN_ONLY=1  print the plan (each job done or to do, CPU-hours left) and stop; with no
+#                variables, every target runs its table's recipe (configs/reproduce/<table>.yaml)
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
 #   THREADS=N    intra-op threads per training process (default 1: run two tables or two
 #                MAPPINGS=... at once on 2 cores rather than one with 2 threads). Measured on
@@ -139,7 +142,7 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #                updates; rows are marked and need a RESULTS_DIR other than results/
 SCALE       ?= small
 # a flag's other values would be ignored without a word: refused before anything runs
-$(foreach flag,RESCORE RETRAIN ALLOW_DIRTY,$(if $(filter-out 0 1 true false yes no,$($(flag))),\
+$(foreach flag,RESCORE RETRAIN ALLOW_DIRTY PLAN_ONLY,$(if $(filter-out 0 1 true false yes no,$($(flag))),\
   $(error $(flag)=$($(flag)): use 1 (or true, yes) or 0)))
 # Unset path variables are left to the programs, whose defaults live in one place
 # (regattn_fairseq/experiments/core/paths.py).
@@ -162,6 +165,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
                $(if $(GAMMA_SELECT_EPOCHS),--gamma-select-epochs $(GAMMA_SELECT_EPOCHS)) \
                $(if $(filter 1 true yes,$(RETRAIN)),--retrain) \
                $(if $(filter 1 true yes,$(BASELINES_ONLY)),--baselines-only) \
+               $(if $(filter 1 true yes,$(PLAN_ONLY)),--plan-only) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
 
@@ -176,7 +180,7 @@ rerun-row: setup ## re-run one committed row at its training commit in a git wor
 	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }
 	$(PY) scripts/rerun_row.py $(ROW_FILE) $(RUN_ID) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.md (SCALE=paper|small|smoke)
+reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.md (SCALE=paper|small|smoke; prints its plan first; PLAN_ONLY=1 stops there)
 	$(PY) scripts/reproduce.py table1 $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-table2: setup ## Table 2, summarization ROUGE on DUC 2004 + Gigaword -> results/table2.md (SCALE=...)

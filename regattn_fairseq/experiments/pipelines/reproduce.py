@@ -44,6 +44,14 @@ from regattn_fairseq.experiments.pipelines.arguments import (
     add_run_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
+from regattn_fairseq.experiments.pipelines.plan import (
+    PlannedJob,
+    Progress,
+    apply_recipe,
+    estimate_seconds,
+    grid_seconds,
+    print_plan,
+)
 from regattn_fairseq.experiments.pipelines.validation import check_table
 from regattn_fairseq.experiments.report.figures import (
     figure_sidecar_name,
@@ -115,12 +123,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--gamma-seeds",
         type=gamma_seeds,
-        default="all",
+        default=None,
         help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
         "grid x seeds trainings), on the first seed only (`first`: grid + seeds - 1 "
         "trainings; the other seeds train at the chosen γ), or on the grid runs of the "
         "seeds given (e.g. `1`: with --seeds 2, seed 2 trains at the γ that seed 1's grid "
-        "chose, the choice `first` makes for --seeds 1,2,3; seeds run by separate processes)",
+        "chose, the choice `first` makes for --seeds 1,2,3; seeds run by separate processes; "
+        "default: the table's recipe, else `all`)",
     )
     parser.add_argument(
         "--gamma-select-epochs",
@@ -145,6 +154,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="extra Hydra override for every training run (repeatable)",
+    )
+    parser.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="print the plan (each job done or to do, and the CPU-hours left) and stop",
     )
     parser.add_argument(
         "--baselines-only",
@@ -186,10 +200,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(str(error))
     # every training run of the job (γ selection included) stops at the dry run's max_update
     args.override = [*args.dry_run.train_overrides(), *args.override]
+    # the table's recipe for the scale fills what the command line left unset
+    try:
+        taken = apply_recipe(args, load_config("reproduce", args.table))
+    except ReproError as error:
+        parser.error(str(error))
+    if taken:
+        print(
+            "[recipe] from configs/reproduce/"
+            f"{args.table}.yaml: " + ", ".join(f"{k}={v}" for k, v in taken.items()),
+            flush=True,
+        )
     if (
         args.gamma_grid
         or args.gamma_grid_extend is not None
-        or args.gamma_seeds != "all"
+        or args.gamma_seeds not in (None, "all")
         or args.gamma_select_epochs
         or args.gamma_select_only
     ) and args.gamma != "auto":
@@ -204,6 +229,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--gamma must be `auto` or a number > 0, got {args.gamma!r}")
         if not fixed > 0:
             parser.error(f"--gamma must be > 0, got {args.gamma}")
+    args.gamma_seeds = args.gamma_seeds or "all"
+    args.threads = args.threads or 1
     if args.seeds:
         args.seeds = [seed for group in args.seeds for seed in group]
     if args.baselines_only and args.dry_run.active:
@@ -293,36 +320,9 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         ``{"grid", "extend", "extended", "criterion", "seeds", "validation": {γ: mean best
         validation loss}, "chosen"}``.
     """
-    grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
-    if not grid:
-        raise ReproError(
-            f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid (or pass "
-            "--gamma-grid)"
-        )
-    if any(gamma <= 0 for gamma in grid):
-        raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
-    extend = (
-        args.gamma_grid_extend
-        if args.gamma_grid_extend is not None
-        else spec.get("gamma_grid_extend", 0)
+    grid, extend, criterion, selection_seeds, select_epochs, selection_overrides = _selection_how(
+        spec, args, seeds
     )
-    if args.gamma_seeds == "first":
-        selection_seeds = seeds[:1]
-    elif args.gamma_seeds == "all":
-        selection_seeds = list(seeds)
-    else:
-        selection_seeds = list(args.gamma_seeds)
-    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
-    select_epochs = args.gamma_select_epochs
-    # shorter selection runs: their own folders and configs (no early stopping), so that the
-    # converged run at the chosen γ is trained apart from them
-    selection_overrides = []
-    if select_epochs:
-        criterion = (
-            f"best validation loss within the first {select_epochs} epochs (early stopping "
-            "off), mean over seeds"
-        )
-        selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
     if not args.retrain:
         recorded = _recorded_gamma_choice(
             rows,
@@ -418,6 +418,48 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         "validation": validation,
         "chosen": chosen,
     }
+
+
+def _selection_how(spec, args, seeds):
+    """How GAMMA=auto chooses: (grid, extend, criterion, selection seeds, selection epochs,
+    the selection runs' extra overrides), from the arguments and the table's config.
+
+    Raises
+    ------
+    ReproError
+        no grid, or a γ of it not > 0.
+    """
+    grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
+    if not grid:
+        raise ReproError(
+            f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid (or pass "
+            "--gamma-grid)"
+        )
+    if any(gamma <= 0 for gamma in grid):
+        raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
+    extend = (
+        args.gamma_grid_extend
+        if args.gamma_grid_extend is not None
+        else spec.get("gamma_grid_extend", 0)
+    )
+    if args.gamma_seeds == "first":
+        selection_seeds = seeds[:1]
+    elif args.gamma_seeds == "all":
+        selection_seeds = list(seeds)
+    else:
+        selection_seeds = list(args.gamma_seeds)
+    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
+    select_epochs = args.gamma_select_epochs
+    # shorter selection runs: their own folders and configs (no early stopping), so that the
+    # converged run at the chosen γ is trained apart from them
+    selection_overrides = []
+    if select_epochs:
+        criterion = (
+            f"best validation loss within the first {select_epochs} epochs (early stopping "
+            "off), mean over seeds"
+        )
+        selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
+    return grid, extend, criterion, selection_seeds, select_epochs, selection_overrides
 
 
 def _best_gamma(grid, extended, validation):
@@ -712,6 +754,15 @@ def run(argv: list[str] | None = None) -> None:
     prepared = {e.name: _prepare(table, e) for e in experiments}
     for experiment in experiments:
         _leave_out_missing_evaluations(experiment, prepared[experiment.name])
+    # before any training: every job, done or to do, and the CPU-hours left
+    jobs, grids = [], 0.0
+    for experiment in experiments:
+        planned, grid = _plan_jobs(table, experiment, prepared[experiment.name])
+        jobs, grids = jobs + planned, grids + grid
+    print_plan(args.table, table.scale, jobs, grids)
+    if args.plan_only:
+        return
+    progress = Progress(jobs)
     # a dry run's capped data would make a meaningless baseline; a γ-grid-only run scores none
     if not (args.dry_run.active or args.gamma_select_only):
         # --rescore with --mappings scores those mappings again, not the table's baselines,
@@ -734,7 +785,7 @@ def run(argv: list[str] | None = None) -> None:
             for mapping in table.mappings:
                 _mapping_setup(table, experiment, prepared[experiment.name], mapping)
         else:
-            _run_experiment(table, experiment, prepared[experiment.name])
+            _run_experiment(table, experiment, prepared[experiment.name], progress)
 
 
 def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace) -> TableRun:
@@ -802,13 +853,133 @@ def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
         print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
 
 
-def _run_experiment(table: TableRun, experiment, data: PreparedData) -> None:
+def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, float]:
+    """Each job of the experiment, done (its rows exist) or to do with its estimated wall
+    time, without training anything: a mapping whose γ has no recorded choice
+    (`_recorded_gamma_choice`) has its seeds to do after its grid, whose estimate is returned
+    apart.
+
+    Returns
+    -------
+    tuple
+        (list of `plan.PlannedJob`, the estimated seconds of the γ grids left).
+    """
+    args, rows = table.args, table.rows()
+    evaluations = list(experiment_test_sets(experiment))
+    jobs, grids = [], 0.0
+    for mapping in table.mappings:
+        gamma, note = None, ""
+        if args.gamma == "auto" and mapping in GAMMA_MAPPINGS:
+            grid, extend, criterion, selection_seeds, select_epochs, _ = _selection_how(
+                table.spec, args, table.seeds
+            )
+            how = {"grid": grid, "criterion": criterion, "seeds": selection_seeds}
+            recorded = None
+            if not args.retrain:
+                recorded = _recorded_gamma_choice(
+                    rows,
+                    table.spec,
+                    experiment,
+                    table.scale,
+                    mapping,
+                    table.seeds,
+                    data,
+                    table.work_dir,
+                    args,
+                    how,
+                    extend,
+                )
+            if recorded is not None:
+                gamma = recorded[0]["chosen"]
+            else:
+                missing = [
+                    (g, seed)
+                    for g in grid
+                    for seed in selection_seeds
+                    if not (
+                        select_epochs
+                        and _selection_run_finished(
+                            _selection_dir(table, experiment, data, mapping, seed, g), select_epochs
+                        )
+                    )
+                ]
+                note = (
+                    f"γ chosen on its grid first: {len(grid) * len(selection_seeds) - len(missing)}"
+                    f" of its {len(grid) * len(selection_seeds)} runs read from their logs, "
+                    f"{len(missing)} to train"
+                )
+                epochs = select_epochs or max(
+                    [r["train"].get("epochs") or 0 for r in rows if r["mapping"] == mapping] or [10]
+                )
+                grids += grid_seconds(rows, experiment.name, mapping, len(missing), epochs) or 0.0
+                # a choice recorded before the edge rule settled it: most likely the grid's
+                # again, so the jobs at it are counted as done (the run confirms it)
+                unsettled = [
+                    r["gamma_selection"]["chosen"]
+                    for r in rows
+                    if r["mapping"] == mapping
+                    and all((r.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
+                ]
+                if unsettled:
+                    gamma = unsettled[-1]
+                    note += f" (recorded γ = {gamma:g}, to be confirmed)"
+        elif args.gamma not in (None, "auto") and mapping in GAMMA_MAPPINGS:
+            gamma = float(args.gamma)
+        estimate = estimate_seconds(rows, experiment.name, mapping)
+        for seed in table.seeds:
+            done = False
+            tuned_without_choice = (
+                gamma is None and args.gamma == "auto" and mapping in GAMMA_MAPPINGS
+            )
+            if not tuned_without_choice:
+                run_dir = _run_dir(
+                    table.work_dir,
+                    table.spec,
+                    experiment,
+                    table.scale,
+                    data,
+                    mapping,
+                    seed,
+                    gamma,
+                    args.dry_run,
+                )
+                extra = [*args.override] + (
+                    [f"model.attention_gamma={gamma}"] if gamma is not None else []
+                )
+                key = _job_key(experiment, table.scale, data, mapping, seed, run_dir, extra, args)
+                finished = bool(finished_rows(rows, key, evaluations))
+                done = finished and not (args.rescore or args.retrain)
+            jobs.append(
+                PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
+            )
+    return jobs, grids
+
+
+def _selection_dir(table: TableRun, experiment, data, mapping: str, seed: int, gamma) -> Path:
+    """The folder of a γ grid's selection run (`choose_gamma`'s, with --gamma-select-epochs)."""
+    run_dir = _run_dir(
+        table.work_dir,
+        table.spec,
+        experiment,
+        table.scale,
+        data,
+        mapping,
+        seed,
+        gamma,
+        table.args.dry_run,
+    )
+    return run_dir.with_name(f"{run_dir.name}-select{table.args.gamma_select_epochs}epochs")
+
+
+def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=None) -> None:
     """Train and score every mapping and seed of an experiment, then draw its attention
-    figure."""
+    figure; `progress` (`plan.Progress`) prints a line as each job to do starts."""
     exports = []  # first evaluation set, first seed: one panel per mapping in the figure
     for mapping in table.mappings:
         setup = _mapping_setup(table, experiment, data, mapping)
         for seed in table.seeds:
+            if progress is not None:
+                progress.start(experiment.name, mapping, seed)
             export = _run_job(table, experiment, data, setup, seed)
             if export is not None:
                 exports.append(export)

@@ -181,7 +181,7 @@ class Multirun:
 
 def run() -> None:
     args = parse_args()
-    use_threads(args.threads)
+    use_threads(args.threads or 1)
     sweep = load_config("sweep", args.sweep)
     scale = check_scale(args.scale)
     # the first line says where the data comes from (hub stand-in included) and its sizes

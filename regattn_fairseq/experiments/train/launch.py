@@ -197,9 +197,10 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--threads",
         type=whole_number(1),
-        default=1,
+        default=None,
         help="intra-op threads of each training and decoding process on the CPU (THREADS=N, "
-        "default 1): the LSTMs' small matrix products scale poorly over threads, and a "
+        "default: the table's recipe, else 1): the LSTMs' small matrix products scale poorly "
+        "over threads, and a "
         "2-thread run collapses when another process takes a core, so two 1-thread runs "
         "(two MAPPINGS=... processes) use two cores best (results/bench/training_cpu.md)",
     )

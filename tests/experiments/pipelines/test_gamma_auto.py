@@ -20,7 +20,9 @@ def test_gamma_grid_arguments():
     assert args.gamma_grid == [1.0, 4.0]
     for bad in (["--gamma-grid", "1,4"], ["--gamma", "warm"], ["--gamma", "-1"]):
         with pytest.raises(SystemExit):
-            reproduce.parse_args(["inflection", *bad])
+            reproduce.parse_args(["inflection", "--scale", "smoke", *bad])
+    # at the small scale the table's recipe chooses γ on validation: a grid is its grid
+    assert reproduce.parse_args(["inflection", "--gamma-grid", "1,4"]).gamma == "auto"
 
 
 @pytest.mark.parametrize("table", ["table1", "table2", "nmt", "inflection"])
@@ -47,7 +49,17 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
     data = type("Prepared", (), {"manifest": {"source": "offline"}})()
     # the grid alone (its edge rule is tested apart)
     args = reproduce.parse_args(
-        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-grid-extend", "0"]
+        [
+            "inflection",
+            "--scale",
+            "smoke",
+            "--gamma",
+            "auto",
+            "--gamma-grid",
+            "1,4",
+            "--gamma-grid-extend",
+            "0",
+        ]
     )
     trained = []
 
@@ -124,7 +136,17 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}})()
-    argv = ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-grid-extend", "0"]
+    argv = [
+        "inflection",
+        "--scale",
+        "smoke",
+        "--gamma",
+        "auto",
+        "--gamma-grid",
+        "1,4",
+        "--gamma-grid-extend",
+        "0",
+    ]
     args = reproduce.parse_args([*argv, "--gamma-seeds", "first"])
     trained = []
 
@@ -140,7 +162,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
     assert selection["seeds"] == [1]
     with pytest.raises(SystemExit):
-        reproduce.parse_args(["inflection", "--gamma-seeds", "first"])
+        reproduce.parse_args(["inflection", "--scale", "smoke", "--gamma-seeds", "first"])
     # seeds run by separate processes: seed 2 alone trains at the γ of seed 1's grid, the
     # same choice, recorded the same way as `first` with seeds 1, 2, 3
     trained.clear()
@@ -173,7 +195,17 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}})()
     args = reproduce.parse_args(
-        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4,16", "--gamma-select-epochs", "3"]
+        [
+            "inflection",
+            "--scale",
+            "smoke",
+            "--gamma",
+            "auto",
+            "--gamma-grid",
+            "1,4,16",
+            "--gamma-select-epochs",
+            "3",
+        ]
     )
     folders = {
         gamma: reproduce._run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
@@ -235,7 +267,7 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
     assert {folder for _, _, folder, _ in trained} == {"seed1-select1epochs"}
     assert not (tmp_path / "results" / "raw").exists()
     with pytest.raises(SystemExit):
-        reproduce.parse_args(["inflection", "--gamma-select-only"])
+        reproduce.parse_args(["inflection", "--scale", "smoke", "--gamma-select-only"])
 
 
 def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selection):
@@ -272,7 +304,17 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
     args = reproduce.parse_args(
-        ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+        [
+            "inflection",
+            "--scale",
+            "smoke",
+            "--gamma",
+            "auto",
+            "--gamma-grid",
+            "1,4",
+            "--gamma-seeds",
+            "first",
+        ]
         + ["--gamma-grid-extend", "0"]
     )
     trained = []
@@ -340,7 +382,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     evaluation = next(iter(experiment_test_sets(experiment)))
-    args = reproduce.parse_args(["inflection", "--gamma", "auto"])
+    args = reproduce.parse_args(["inflection", "--scale", "smoke", "--gamma", "auto"])
     results = tmp_path / "results"
 
     def row(mapping, gamma, tuned, exists=True):
@@ -438,7 +480,17 @@ def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
-    argv = ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    argv = [
+        "inflection",
+        "--scale",
+        "smoke",
+        "--gamma",
+        "auto",
+        "--gamma-grid",
+        "1,4",
+        "--gamma-seeds",
+        "first",
+    ]
     args = reproduce.parse_args([*argv, "--gamma-grid-extend", extend])
     trained = []
 
@@ -488,7 +540,17 @@ def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_pat
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
-    argv = ["inflection", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds", "first"]
+    argv = [
+        "inflection",
+        "--scale",
+        "smoke",
+        "--gamma",
+        "auto",
+        "--gamma-grid",
+        "1,4",
+        "--gamma-seeds",
+        "first",
+    ]
     args = reproduce.parse_args(argv)
     criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
     base = {"grid": [1.0, 4.0], "criterion": criterion, "seeds": [1]}

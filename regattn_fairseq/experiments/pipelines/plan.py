@@ -1,0 +1,196 @@
+"""A table run's recipe, plan and progress: what `make reproduce-<table>` runs with no variables,
+which of its jobs are done and which are left, how long the rest should take, and where it is.
+
+- **Recipe.** A table's config holds, per scale, the settings its committed cells were made
+  with (``recipe:``: γ mode, selection seeds and epochs, threads). `apply_recipe` fills every
+  option the command line left unset from it, so that a plain `make reproduce-table2` on a
+  fresh clone runs exactly the recipe of the committed cells: their jobs have the same keys,
+  are found finished, and only what is missing is trained.
+- **Plan.** Before any training, `print_plan` lists each (experiment, mapping) with its seeds
+  done and to do, and the CPU-hours the jobs left should take, estimated from the committed
+  rows' wall times (`estimate_seconds`).
+- **Progress.** `Progress` prints one line per job: k of N, elapsed, ETA.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.report.convergence import converged
+from regattn_fairseq.experiments.rows.keys import is_baseline, split_current
+
+RECIPE_KEYS = ("gamma", "gamma_seeds", "gamma_select_epochs", "threads")
+# a γ grid's run costs its epochs at the seconds per epoch of the mapping's converged runs
+GRID_WORDS = "γ grid first"
+
+
+def apply_recipe(args, spec) -> dict:
+    """Fill the options the command line left unset (None) from the table's recipe for the
+    scale; options given on the command line win. γ's options apply only with ``--gamma auto``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        `reproduce.parse_args`'s arguments, before their γ options are checked together.
+    spec : DictConfig
+        the table's config.
+
+    Returns
+    -------
+    dict
+        the settings taken from the recipe (empty without one).
+
+    Raises
+    ------
+    ReproError
+        a recipe key that is not one of RECIPE_KEYS.
+    """
+    recipe = dict((spec.get("recipe") or {}).get(args.scale) or {})
+    unknown = sorted(set(recipe) - set(RECIPE_KEYS))
+    if unknown:
+        raise ReproError(
+            f"configs/reproduce/{spec.table}.yaml: recipe.{args.scale} has unknown "
+            f"{', '.join(unknown)}; known: {', '.join(RECIPE_KEYS)}"
+        )
+    taken = {}
+    for key in RECIPE_KEYS:
+        if key not in recipe or getattr(args, key) is not None:
+            continue
+        if key.startswith("gamma_") and args.gamma != "auto":
+            continue
+        value = recipe[key]
+        setattr(args, key, str(value) if key == "gamma" else value)
+        taken[key] = value
+    return taken
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """One training job of a table run: done (its rows exist), or to do with its estimate."""
+
+    experiment: str
+    mapping: str
+    seed: int
+    done: bool
+    seconds: float | None = None  # the estimate of a job to do (None: no row to estimate from)
+    note: str = ""
+
+
+def estimate_seconds(rows: list[dict], experiment: str, mapping: str) -> float | None:
+    """The wall time one job of `mapping` should take: the median over its converged runs in
+    the table's rows of training plus decoding (each run once), else over every converged run
+    of the experiment; None without any."""
+
+    def costs(of_mapping: str | None) -> list[float]:
+        runs: dict[str, list[dict]] = {}
+        for row in split_current(rows)[0]:
+            if row["experiment"] != experiment or is_baseline(row) or row.get("dry_run"):
+                continue
+            if of_mapping is None or row["mapping"] == of_mapping:
+                runs.setdefault(row["run_id"], []).append(row)
+        kept, _ = converged([run_rows[0] for run_rows in runs.values()])
+        return [
+            float(row["train"]["wall_s"])
+            + sum(float((r.get("decode") or {}).get("wall_s") or 0) for r in runs[row["run_id"]])
+            for row in kept
+            if row["train"].get("wall_s")
+        ]
+
+    for scope in (mapping, None):
+        values = costs(scope)
+        if values:
+            return statistics.median(values)
+    return None
+
+
+def grid_seconds(rows: list[dict], experiment: str, mapping: str, runs: int, epochs: int):
+    """A γ grid's estimate: `runs` runs of `epochs` epochs at the median seconds per epoch of
+    the mapping's (else the experiment's) rows; None without any."""
+    for scope in (mapping, None):
+        per_epoch = [
+            row["train"]["wall_s"] / row["train"]["epochs"]
+            for row in split_current(rows)[0]
+            if row["experiment"] == experiment
+            and (scope is None or row["mapping"] == scope)
+            and not is_baseline(row)
+            and (row.get("train") or {}).get("wall_s")
+            and (row.get("train") or {}).get("epochs")
+        ]
+        if per_epoch:
+            return runs * epochs * statistics.median(per_epoch)
+    return None
+
+
+def hours(seconds: float | None) -> str:
+    """'1.4 h', '12 min' or 'unknown'."""
+    if seconds is None:
+        return "unknown"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: float = 0.0):
+    """The plan, before any training: per (experiment, mapping), the seeds done and to do,
+    then the count and the CPU-hours left (one process at a time: each job uses the cores
+    THREADS gives it)."""
+    todo = [job for job in jobs if not job.done]
+    known = [job.seconds for job in todo if job.seconds is not None]
+    total = sum(known) + extra_seconds
+    print(
+        f"[plan] {table} at scale {scale}: {len(jobs)} jobs, {len(jobs) - len(todo)} done, "
+        f"{len(todo)} to do; estimated {total / 3600:.1f} CPU-hours left"
+        + (f" ({len(todo) - len(known)} without an estimate)" if len(known) < len(todo) else "")
+        + " (medians of the committed rows' training + decoding wall times)",
+        flush=True,
+    )
+    groups: dict[tuple[str, str], list[PlannedJob]] = {}
+    for job in jobs:
+        groups.setdefault((job.experiment, job.mapping), []).append(job)
+    for (experiment, mapping), group in groups.items():
+        done = [str(j.seed) for j in group if j.done]
+        left = [j for j in group if not j.done]
+        parts = []
+        if done:
+            parts.append(f"seeds {','.join(done)} done")
+        if left:
+            each = left[0].seconds
+            parts.append(
+                f"seeds {','.join(str(j.seed) for j in left)} to do (~{hours(each)} each"
+                + (f"; {left[0].note}" if left[0].note else "")
+                + ")"
+            )
+        print(f"[plan]   {experiment} {mapping}: {'; '.join(parts)}", flush=True)
+    return total
+
+
+@dataclass
+class Progress:
+    """One line per job of a table run: '[job 3/8] summarization uniform seed 2: elapsed
+    1.2 h, ETA 2.3 h' (the ETA from the plan's estimates of the jobs left)."""
+
+    jobs: list[PlannedJob]
+    started: float = field(default_factory=time.monotonic)
+    count: int = 0
+
+    def start(self, experiment: str, mapping: str, seed: int) -> None:
+        todo = [job for job in self.jobs if not job.done]
+        index = next(
+            (
+                i
+                for i, job in enumerate(todo)
+                if (job.experiment, job.mapping, job.seed) == (experiment, mapping, seed)
+            ),
+            None,
+        )
+        if index is None:  # done already: the skip line says so
+            return
+        self.count += 1
+        left = [job.seconds for job in todo[index:] if job.seconds is not None]
+        elapsed = time.monotonic() - self.started
+        print(
+            f"[job {index + 1}/{len(todo)}] {experiment} {mapping} seed {seed}: elapsed "
+            f"{hours(elapsed)}, ETA {hours(sum(left)) if left else 'unknown'}",
+            flush=True,
+        )

@@ -1,0 +1,121 @@
+"""The default command is the committed recipe: `make reproduce-<table>` with no variables takes
+the table's recipe, prints its plan before any training (jobs done and to do, CPU-hours left
+from the committed rows' wall times), finds every committed cell done, and prints a progress
+line per job."""
+
+import shutil
+
+import pytest
+
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_fairseq.experiments.pipelines import plan, reproduce
+
+
+def test_the_recipe_fills_what_the_command_line_leaves_unset():
+    args = reproduce.parse_args(["nmt"])
+    assert (args.gamma, args.gamma_seeds, args.gamma_select_epochs, args.threads) == (
+        "auto",
+        "first",
+        3,
+        1,
+    )
+    # the command line wins; γ's options follow only a γ chosen on validation
+    args = reproduce.parse_args(["nmt", "--gamma", "4", "--threads", "2"])
+    assert (args.gamma, args.gamma_seeds, args.gamma_select_epochs, args.threads) == (
+        "4",
+        "all",
+        None,
+        2,
+    )
+    args = reproduce.parse_args(["nmt", "--gamma-seeds", "all"])
+    assert (args.gamma, args.gamma_seeds) == ("auto", "all")
+    # no recipe at the smoke scale: the options' own defaults
+    args = reproduce.parse_args(["nmt", "--scale", "smoke"])
+    assert (args.gamma, args.gamma_seeds, args.threads) == (None, "all", 1)
+
+
+def test_an_unknown_recipe_key_is_refused():
+    spec = reproduce.load_config("reproduce", "nmt")
+    spec.recipe.small.gamma_grid = [1, 4]
+    args = reproduce.parse_args(["nmt", "--scale", "smoke"])
+    args.scale, args.gamma = "small", None
+    with pytest.raises(ReproError, match="recipe.small has unknown gamma_grid"):
+        plan.apply_recipe(args, spec)
+
+
+def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatch, capsys):
+    """`make reproduce-table2` on a fresh clone: with no variables, every committed cell's
+    job is found done from the committed rows, and only the cells not committed are left (the
+    attention-free control, until its rows land). Nothing is trained: the data stand-in has
+    the committed rows' source, and any training or scoring would fail the test."""
+    results = tmp_path / "results"
+    (results / "raw").mkdir(parents=True)
+    shutil.copy(RESULTS_DIR / "raw" / "table2.jsonl", results / "raw" / "table2.jsonl")
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+
+    def never(*args, **kwargs):
+        raise AssertionError("--plan-only trained or scored")
+
+    monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
+    monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
+    for name in ("train", "run_baselines", "_run_job"):
+        monkeypatch.setattr(reproduce, name, never)
+    argv = ["table2", "--plan-only", "--allow-dirty", "--work-dir", str(tmp_path)]
+    reproduce.run([*argv, "--results-dir", str(results)])
+    out = capsys.readouterr().out
+    assert "[recipe] from configs/reproduce/table2.yaml: gamma=auto, gamma_seeds=first" in out
+    lines = {
+        line.split(":")[0].split()[-1]: line
+        for line in out.splitlines()
+        if line.startswith("[plan]   summarization ")
+    }
+    for mapping in ("softmax", "sparsemax", "fusedmax", "oscarmax", "sq_pnorm_max"):
+        assert lines[mapping].endswith(f"{mapping}: seeds 1,2,3 done"), lines[mapping]
+    assert "seeds 1,2,3 to do (~" in lines["uniform"]
+    total = next(line for line in out.splitlines() if line.startswith("[plan] table2"))
+    assert "18 jobs, 15 done, 3 to do; estimated" in total and "CPU-hours left" in total
+
+
+def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(capsys):
+    def row(run_id, mapping, wall, decode, stop="patience"):
+        return {
+            "run_id": run_id,
+            "experiment": "e",
+            "scale": "small",
+            "data_source": "offline",
+            "evaluation": "test",
+            "mapping": mapping,
+            "seed": int(run_id[-1]),
+            "date": "2026-11-28",
+            "config_sha256": "c",
+            "train": {
+                "config": {"model": {}},
+                "wall_s": wall,
+                "epochs": 10,
+                "learning_curve": {"stop": stop},
+            },
+            "decode": {"wall_s": decode},
+        }
+
+    rows = [row("a1", "softmax", 600, 60), row("a2", "softmax", 800, 60)]
+    rows.append(row("a3", "softmax", 9000, 60, stop="max_epoch"))  # not converged: not used
+    assert plan.estimate_seconds(rows, "e", "softmax") == pytest.approx(760)
+    assert plan.estimate_seconds(rows, "e", "uniform") == pytest.approx(760)  # the experiment's
+    assert plan.estimate_seconds(rows, "other", "softmax") is None
+    jobs = [
+        plan.PlannedJob("e", "softmax", 1, True),
+        plan.PlannedJob("e", "softmax", 2, False, 600.0),
+        plan.PlannedJob("e", "uniform", 1, False, 1200.0),
+    ]
+    total = plan.print_plan("t", "small", jobs)
+    assert total == 1800.0
+    progress = plan.Progress(jobs)
+    progress.start("e", "softmax", 1)  # done: the skip line says so
+    progress.start("e", "softmax", 2)
+    progress.start("e", "uniform", 1)
+    out = capsys.readouterr().out
+    assert "[plan] t at scale small: 3 jobs, 1 done, 2 to do; estimated 0.5 CPU-hours" in out
+    assert "[plan]   e softmax: seeds 1 done; seeds 2 to do (~10 min each)" in out
+    assert "[job 1/2] e softmax seed 2: elapsed 0 min, ETA 30 min" in out
+    assert "[job 2/2] e uniform seed 1: elapsed 0 min, ETA 20 min" in out

@@ -15,6 +15,8 @@ import argparse
 import statistics
 from pathlib import Path
 
+from regattn_fairseq.experiments.core.cli import run_main
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.claims import cell_mean, judge, representative_cells
@@ -172,7 +174,7 @@ def write_summary(results_dir: Path, readme: Path | None) -> Path:
     """
     path = results_dir / "summary.md"
     lines = summary_lines(results_dir, "")
-    path.write_text("# Results summary\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    write_file(path, "# Results summary\n\n" + "\n".join(lines) + "\n")
     if readme is not None and readme.is_file():
         text = readme.read_text(encoding="utf-8")
         if START in text or END in text:
@@ -182,7 +184,7 @@ def write_summary(results_dir: Path, readme: Path | None) -> Path:
                 raise ValueError(f"{readme}: needs both {START} and {END}, in that order")
             prefix = f"{results_dir.resolve().relative_to(readme.parent.resolve()).as_posix()}/"
             body = "\n".join(summary_lines(results_dir, prefix, provenance=False))
-            readme.write_text(f"{before}{START}\n{body}\n{END}{after}", encoding="utf-8")
+            write_file(readme, f"{before}{START}\n{body}\n{END}{after}")
     return path
 
 
@@ -196,7 +198,8 @@ def main() -> None:
         help="the file whose marked block gets the table (default README.md)",
     )
     args = parser.parse_args()
-    print(f"[summary] {write_summary(args.results_dir, args.readme)}")
+    # a raw file with a bad line ends in one message naming it, never a traceback
+    run_main(lambda: print(f"[summary] {write_summary(args.results_dir, args.readme)}"))
 
 
 if __name__ == "__main__":

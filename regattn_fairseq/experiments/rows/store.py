@@ -229,7 +229,7 @@ def read_records(path: Path, check: Callable[[dict], str | None] | None = None) 
             except UnicodeDecodeError:
                 problem = "not UTF-8 text"
             except json.JSONDecodeError as error:
-                problem = f"not valid JSON ({error.msg} at column {error.colno})"
+                problem = f"not valid JSON ({error.msg}, column {error.colno})"
             raise _bad_record(path, number, line, problem)
         problem = "not a JSON object" if not isinstance(record, dict) else None
         if problem is None and check is not None:

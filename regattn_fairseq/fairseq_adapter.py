@@ -401,29 +401,20 @@ def register_fairseq_schema() -> None:
     )
 
 
-def hydra_train() -> None:
-    """fairseq-hydra-train for regattn's train configs, without Hydra's deprecation warnings
-    (`python -m regattn_fairseq.hydra_train`, the same arguments).
-
-    fairseq's entry point (`fairseq_cli.hydra_train`) but for three things: the schema is
-    registered under its own name (`register_fairseq_schema`); `hydra.main` is given
-    ``version_base="1.1"``, the behaviour fairseq's assumes without one (warning "The
-    version_base parameter is not specified"); and fairseq's module is not imported, since its
-    own `hydra.main` decorator, which warns so, runs at import: `_train` is its job function.
-    The search path is fairseq's (its config folder, then ``--config-dir``).
-    """
-    import hydra
+def fairseq_config_dir() -> Path:
+    """fairseq's own config folder, first on fairseq-hydra-train's search path (its
+    `hydra.main(config_path=...)`, relative to fairseq_cli/hydra_train.py)."""
     from fairseq_cli import train as fairseq_train
 
-    register_fairseq_schema()
-    fairseq_configs = Path(fairseq_train.__file__).resolve().parent.parent / "fairseq" / "config"
-    hydra.main(config_path=str(fairseq_configs), config_name="config", version_base="1.1")(_train)()
+    return Path(fairseq_train.__file__).resolve().parent.parent / "fairseq" / "config"
 
 
-def _train(cfg) -> float:
-    """The job of `hydra_train`: `fairseq_cli.hydra_train._hydra_main` of fairseq 0.12.3.1, line
-    for line (its module is not imported: see `hydra_train`). If fairseq changes that function,
-    compare them again before adding its version to TESTED_FAIRSEQ_VERSIONS.
+def train_job(cfg) -> float:
+    """The job of fairseq-hydra-train: `fairseq_cli.hydra_train._hydra_main` of fairseq
+    0.12.3.1, line for line, for `regattn_fairseq.hydra_train`. fairseq's module is not
+    imported: its own `hydra.main` decorator, without a version_base, runs (and warns) at
+    import. If fairseq changes that function, compare them again before adding its version to
+    TESTED_FAIRSEQ_VERSIONS.
 
     Returns
     -------

@@ -145,7 +145,7 @@ def mapping_override(experiment: DictConfig, mapping: str) -> str:
     return f"{experiment.get('mapping_group', 'attention')}={mapping}"
 
 
-# fairseq-hydra-train without Hydra's deprecation warnings (`fairseq_adapter.hydra_train`), run
+# fairseq-hydra-train without Hydra's deprecation warnings (`regattn_fairseq.hydra_train`), run
 # by this environment's Python (as `tools.tool_path` finds fairseq's commands in it)
 HYDRA_TRAIN = (sys.executable, "-m", "regattn_fairseq.hydra_train")
 

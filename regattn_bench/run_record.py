@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from regattn_bench.errors import ReproError
+from regattn_bench.files import write_file
 from regattn_bench.provenance import cpu_model, git_state
 
 __all__ = ["append_run", "commit_label", "cpu_model", "environment"]
@@ -145,8 +146,8 @@ def append_run(out_dir: Path, stem: str, record: dict, markdown) -> Path:
     json_path = out_dir / f"{stem}.json"
     history = json.loads(json_path.read_text()) if json_path.exists() else {"runs": []}
     history["runs"].append(record)
-    json_path.write_text(json.dumps(history, indent=1) + "\n")
+    write_file(json_path, json.dumps(history, indent=1) + "\n")
     full_runs = [r for r in history["runs"] if not r["args"].get("quick")]
     md_path = out_dir / f"{stem}.md"
-    md_path.write_text(markdown((full_runs or history["runs"])[-1]))
+    write_file(md_path, markdown((full_runs or history["runs"])[-1]))
     return md_path

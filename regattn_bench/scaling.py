@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from regattn_bench.files import replacing
 from regattn_bench.paths import BENCH_RESULTS_DIR, FIGURES_DIR
 
 from .mapping_speed import BASELINE, regattn_methods, timer
@@ -102,8 +103,8 @@ def plot(record: dict, path: Path) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
+    with replacing(path) as partial:
+        fig.savefig(partial, dpi=130)
     plt.close(fig)
 
 

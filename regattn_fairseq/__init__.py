@@ -8,7 +8,12 @@ The mappings and the attention statistics live in the fairseq-free library `rega
 
 import importlib
 
-from . import cli_errors
+from . import log_levels
+
+# first: fairseq's import-time basicConfig calls would set the root logger to DEBUG (#46)
+log_levels.claim_root_logger()
+
+from . import cli_errors  # noqa: E402  (imports fairseq)
 
 
 def register_with_fairseq() -> None:

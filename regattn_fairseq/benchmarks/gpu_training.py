@@ -40,6 +40,8 @@ from regattn_fairseq.experiments.train.train import config_settings
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from regattn_fairseq.experiments.core.files import replacing, write_file
+
 TABLE = "nmt"
 # the CPU table's γ selection (GAMMA_SELECT_EPOCHS=3) and seeds (SEEDS=1,2,3), as it is run
 GRID_EPOCHS, SEEDS = 3, 3
@@ -231,7 +233,8 @@ def plot(runs: list[dict], rows: list[dict], path: Path) -> Path:
     ax.set_title("NMT (Multi30k), GPU (solid) against CPU (dashed), same config and seed")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with replacing(path) as partial:
+        fig.savefig(partial, dpi=110)
     plt.close(fig)
     return path
 
@@ -248,7 +251,7 @@ def main():
     runs = [read_training(folder) for folder in folders]
     rows = [dict(r) for r in load_rows(args.results_dir, TABLE)]
     figure = plot(runs, rows, args.out.with_suffix(".png"))
-    args.out.write_text(markdown(runs, rows, figure))
+    write_file(args.out, markdown(runs, rows, figure))
     print(args.out)
 
 

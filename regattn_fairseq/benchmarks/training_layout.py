@@ -34,9 +34,9 @@ import torch
 from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
-from regattn_fairseq.experiments.core.tools import tool_path
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.train.fairseq_logs import json_records
+from regattn_fairseq.experiments.train.train import HYDRA_TRAIN
 
 from .model_throughput import _scale_options
 
@@ -46,7 +46,7 @@ LOG_INTERVAL = 25
 def training_command(data_bin: Path, run_dir: Path, updates: int) -> list[str]:
     """The NMT table's small-scale softmax training, stopped after `updates` updates."""
     return [
-        tool_path("fairseq-hydra-train"),
+        *HYDRA_TRAIN,
         "--config-dir",
         str(CONFIG_DIR),
         "--config-name",

@@ -18,6 +18,7 @@ import shlex
 import sys
 from collections.abc import Callable
 
+from regattn_fairseq import log_levels
 from regattn_fairseq.experiments.core.errors import ReproError
 
 
@@ -27,7 +28,24 @@ class UsageError(ReproError):
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors on one line: ``<prog>: error: <message> (--help lists the
-    options)``, exit status 2, without the usage block (the tables' usage is 40 lines)."""
+    options)``, exit status 2, without the usage block (the tables' usage is 40 lines), and a
+    ``-v`` option: the libraries' log lines (fairseq's, Hydra's, matplotlib's) are shown from
+    WARNING up, from INFO with ``-v``, from DEBUG with ``-vv`` (`log_levels`, issue #46)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0,
+            help="show the libraries' INFO log lines (-vv: DEBUG); by default only warnings",
+        )
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, rest = super().parse_known_args(args, namespace)
+        log_levels.set_verbosity(parsed.verbose)
+        return parsed, rest
 
     def error(self, message: str):
         sys.stderr.write(f"{self.prog}: error: {message} (--help lists the options)\n")

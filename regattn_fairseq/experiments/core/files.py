@@ -1,4 +1,5 @@
-"""Small file helpers: a required file, a file's SHA-256, a JSON file."""
+"""Small file helpers: a required file, a file's SHA-256, a JSON file, and a file replaced all
+at once (`replacing`, `write_file`: shared with the benchmarks, in `regattn_bench.files`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import hashlib
 import json
 from pathlib import Path
 
+from regattn_bench.files import fsync_folder, replacing, write_file
+
 from .errors import ReproError
+
+__all__ = ["fsync_folder", "replacing", "require_file", "sha256_file", "write_file", "write_json"]
 
 
 def require_file(path: Path) -> Path:
@@ -24,5 +29,5 @@ def sha256_file(path: Path) -> str:
 
 
 def write_json(path: Path, payload) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    """Write `payload` as indented, key-sorted JSON, replacing the file all at once."""
+    write_file(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -87,9 +88,11 @@ def run_logged(
     cwd: Path | None = None,
     echo: bool = True,
     env: dict[str, str] | None = None,
+    show: Callable[[str], bool] | None = None,
 ) -> str:
-    """Run a command, streaming its output to the terminal (progress) and to log_path; `env`:
-    variables set for it on top of this process's environment.
+    """Run a command, streaming its output to log_path and, with `echo`, the lines `show`
+    accepts (default: every line) to the terminal; `env`: variables set for it on top of this
+    process's environment.
 
     Returns the captured output; raises ReproError naming the log on failure."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +115,7 @@ def run_logged(
         for line in proc.stdout:
             log.write(line)
             lines.append(line)
-            if echo:
+            if echo and (show is None or show(line)):
                 sys.stderr.write(line)
         proc.wait()
     if proc.returncode != 0:

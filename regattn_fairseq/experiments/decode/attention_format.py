@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from regattn.analysis import attention_statistics
+from regattn_fairseq.experiments.core.files import replacing, write_file
 
 # what every sentence record holds, whatever the task
 REQUIRED_FIELDS = ("id", "src_tokens", "attention", "mapping")
@@ -42,7 +43,7 @@ def export_writer(path) -> Iterator[Callable[[dict], None]]:
     path
         the .jsonl file (replaced).
     """
-    with open(path, "w", encoding="utf-8") as handle:
+    with replacing(path) as partial, open(partial, "w", encoding="utf-8") as handle:
         yield lambda record: handle.write(json.dumps(record) + "\n")
 
 
@@ -158,7 +159,7 @@ def write_export_statistics(export_path, tol: float = 0.0) -> Path:
         **attention_statistics(rows_of_export(records), tol),
     }
     out = statistics_path(export_path)
-    out.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    write_file(out, json.dumps(stats, indent=2) + "\n")
     return out
 
 

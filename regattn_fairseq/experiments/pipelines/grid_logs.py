@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
 
 # the part of a save_dir after the work folder: checkpoints/<table>/<experiment>/...
@@ -91,10 +92,7 @@ def restore(grids_dir: Path, work_dir: Path, tables: list[str] | None = None) ->
             kept.append(log)
             continue
         target.mkdir(parents=True, exist_ok=True)
-        text = gzip.decompress((run / "train.log.gz").read_bytes())
-        tmp = log.with_name("train.log.tmp")
-        tmp.write_bytes(text)
-        tmp.replace(log)
+        write_file(log, gzip.decompress((run / "train.log.gz").read_bytes()))
         written.append(log)
     return {"written": written, "kept": kept, "duplicates": duplicates}
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import shutil
 import sys
 from pathlib import Path
 
 from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
 from regattn_fairseq.experiments.report.figures import figure_sidecar_name
+from regattn_fairseq.experiments.rows.schema import row_problem
 from regattn_fairseq.experiments.rows.store import (
     append_rows,
     check_row_kinds,
@@ -86,11 +87,12 @@ def merge_rows(source: Path, results_dir: Path, table: str) -> list[dict]:
     source_raw = raw_file(source, table)
     if not source_raw.is_file():
         raise ReproError(f"{source_raw}: no rows for table {table!r} there")
-    incoming = read_records(source_raw)
+    incoming = read_records(source_raw, row_problem)
     with table_lock(results_dir, table):
         target_raw = raw_file(results_dir, table)
         here = {
-            _name(row): row for row in (read_records(target_raw) if target_raw.is_file() else [])
+            _name(row): row
+            for row in (read_records(target_raw, row_problem) if target_raw.is_file() else [])
         }
         new = []
         for row in incoming:
@@ -122,9 +124,8 @@ def merge_rows(source: Path, results_dir: Path, table: str) -> list[dict]:
                     raise ReproError(f"{target} exists with other content than {origin}")
                 copies.append((origin, target))
         for origin, target in copies:
-            target.parent.mkdir(parents=True, exist_ok=True)
             if not target.is_file():
-                shutil.copyfile(origin, target)
+                write_file(target, origin.read_bytes())
         append_rows(results_dir, table, new)
     return new
 

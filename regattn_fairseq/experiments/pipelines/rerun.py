@@ -20,7 +20,6 @@ are dry runs (capped data, a few updates: nothing to reproduce)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -35,7 +34,7 @@ from regattn_fairseq.experiments.core.provenance import git, provenance
 from regattn_fairseq.experiments.data.sources import SOURCES
 from regattn_fairseq.experiments.report.reruns import draw_reruns
 from regattn_fairseq.experiments.rows.keys import cell_key, row_config_sha256, row_label
-from regattn_fairseq.experiments.rows.store import read_rows
+from regattn_fairseq.experiments.rows.store import append_records, read_rows
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py
 STANDARD_KEYS = (
@@ -284,11 +283,8 @@ def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report
         "rerun_versions": here["versions"],
         "report": report,
     }
-    results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    with (results_dir / "reruns.jsonl").open("a", encoding="utf-8") as out:
-        out.write(json.dumps(record, sort_keys=True) + "\n")
-    return draw_reruns(results_dir)
+    append_records(Path(results_dir) / "reruns.jsonl", [record])
+    return draw_reruns(Path(results_dir))
 
 
 def rerun(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from regattn_fairseq.experiments.core.config import resolve_data_dir
 from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold, find_test_set, load_gold
 from regattn_fairseq.experiments.score import rouge
@@ -226,5 +227,5 @@ def main(argv: list[str] | None = None) -> int:
         if args.json_path == "-":
             sys.stdout.write(serialized)
         else:
-            Path(args.json_path).write_text(serialized, encoding="utf-8")
+            write_file(Path(args.json_path), serialized)
     return 0

@@ -40,6 +40,7 @@ from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows.build import result_rows
 from regattn_fairseq.experiments.rows.keys import finished_rows, job_key
 from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.train.fairseq_logs import is_progress
 from regattn_fairseq.experiments.train.launch import (
     Launch,
     add_launch_arguments,
@@ -340,6 +341,7 @@ def _train(multirun: Multirun, args: argparse.Namespace) -> bool:
     run_logged(
         args.launch.command(train_command(multirun.experiment, multirun.overrides, multirun=True)),
         multirun.folder / "multirun.log",
+        show=is_progress,
     )
     return args.launch.scores
 

@@ -37,6 +37,7 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
 from regattn import analysis  # noqa: E402
+from regattn_fairseq.experiments.core.files import replacing
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 from regattn_fairseq.experiments.decode.attention_format import read_export
@@ -219,7 +220,8 @@ def plot_sentence(
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}_{sentence_id}.{fmt}" for fmt in FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        with replacing(path) as partial:
+            fig.savefig(partial, dpi=150, bbox_inches="tight")
     plt.close(fig)
     return paths
 

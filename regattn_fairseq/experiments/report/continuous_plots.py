@@ -37,6 +37,7 @@ from regattn.continuous import (  # noqa: E402
     density_support,
     positions,
 )
+from regattn_fairseq.experiments.core.files import replacing
 from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
@@ -140,7 +141,8 @@ def _save(fig, stem: Path) -> list[Path]:
     fig.tight_layout()
     paths = [stem.with_suffix(f".{fmt}") for fmt in FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        with replacing(path) as partial:
+            fig.savefig(partial, dpi=150)
     plt.close(fig)
     return paths
 

@@ -4,10 +4,10 @@ sentence under every mapping of an experiment."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
+from regattn_fairseq.experiments.core.files import replacing, write_file
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
 from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
@@ -73,11 +73,9 @@ def keep_figure_sentences(export: Path, sidecar: Path, count: int = FIGURE_SENTE
     if sidecar.is_file():
         return sidecar
     kept = [record for record in read_export(export) if _readable(record)][:count]
-    sidecar.parent.mkdir(parents=True, exist_ok=True)
-    # per process: two runs of one table may keep the same sidecar at once (issue #26)
-    partial = sidecar.with_name(f"{sidecar.name}.{os.getpid()}.partial")
-    write_compressed_export(partial, kept)
-    partial.replace(sidecar)
+    # under a name of its own: two runs of one table may keep the same sidecar at once (#26)
+    with replacing(sidecar) as partial:
+        write_compressed_export(partial, kept)
     return sidecar
 
 
@@ -159,5 +157,5 @@ def plot_attention_figure(
         "runs": runs,
         "files": [path.name for path in paths],
     }
-    manifest.write_text(json.dumps(record, indent=1) + "\n")
+    write_file(manifest, json.dumps(record, indent=1) + "\n")
     return paths

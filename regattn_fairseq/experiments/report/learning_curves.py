@@ -23,6 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from regattn_fairseq.experiments.core.files import replacing
+
 STOP_WORDS = {
     "patience": "early-stopped",
     "max_epoch": "hit the epoch cap (may not have converged)",
@@ -325,8 +327,8 @@ def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | Non
     whole.legend(handles=handles, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with replacing(path) as partial:
+        fig.savefig(partial, dpi=120)
     plt.close(fig)
     return path
 

@@ -29,6 +29,7 @@ import torch  # noqa: E402
 
 from regattn import mappings  # noqa: E402
 from regattn.mappings import smoothed_max  # noqa: E402
+from regattn_fairseq.experiments.core.files import replacing
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 
@@ -50,7 +51,8 @@ def save(fig, out_dir: Path, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        with replacing(path) as partial:
+            fig.savefig(partial, dpi=150, bbox_inches="tight")
     plt.close(fig)
     return paths
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.rows.store import read_records
 
 
@@ -74,5 +75,5 @@ def draw_reruns(results_dir: Path) -> Path:
                 f"| {'yes' if line['within_std'] else 'no'}{_in_stds(line)} |"
             )
     markdown = results_dir / "reruns.md"
-    markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_file(markdown, "\n".join(lines) + "\n")
     return markdown

@@ -15,6 +15,8 @@ import argparse
 import statistics
 from pathlib import Path
 
+from regattn_fairseq.experiments.core.cli import run_main
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.claims import (
@@ -205,7 +207,7 @@ def _replace_block(path: Path, start_marker: str, end_marker: str, body: str) ->
     _, end, after = rest.partition(end_marker)
     if not start or not end:
         raise ValueError(f"{path}: needs both {start_marker} and {end_marker}, in that order")
-    path.write_text(f"{before}{start_marker}\n{body}\n{end_marker}{after}", encoding="utf-8")
+    write_file(path, f"{before}{start_marker}\n{body}\n{end_marker}{after}")
 
 
 def compute_costs(results_dir: Path) -> list[TableCost]:
@@ -229,7 +231,7 @@ def write_summary(results_dir: Path, readme: Path | None, docs: Path | None = No
     """
     path = results_dir / "summary.md"
     lines = summary_lines(results_dir, "")
-    path.write_text("# Results summary\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    write_file(path, "# Results summary\n\n" + "\n".join(lines) + "\n")
     costs = compute_costs(results_dir)
     cost_table = "\n".join(
         [
@@ -241,10 +243,8 @@ def write_summary(results_dir: Path, readme: Path | None, docs: Path | None = No
             *cost_lines(costs),
         ]
     )
-    (results_dir / "compute.md").write_text(
-        "# Compute per table\n\n" + cost_table + "\n", encoding="utf-8"
-    )
-    (results_dir / "compute.txt").write_text(help_line(costs) + "\n", encoding="utf-8")
+    write_file(results_dir / "compute.md", "# Compute per table\n\n" + cost_table + "\n")
+    write_file(results_dir / "compute.txt", help_line(costs) + "\n")
     if readme is not None and readme.is_file():
         prefix = f"{results_dir.resolve().relative_to(readme.parent.resolve()).as_posix()}/"
         body = "\n".join(summary_lines(results_dir, prefix, provenance=False))
@@ -270,7 +270,8 @@ def main() -> None:
         help="the file whose marked block gets the CPU-hours per table",
     )
     args = parser.parse_args()
-    print(f"[summary] {write_summary(args.results_dir, args.readme, args.docs)}")
+    # a raw file with a bad line ends in one message naming it, never a traceback
+    run_main(lambda: print(f"[summary] {write_summary(args.results_dir, args.readme, args.docs)}"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from regattn_fairseq.experiments.core.files import replacing
 from regattn_fairseq.experiments.rows.store import load_rows
 
 
@@ -59,6 +60,7 @@ def plot_sweep(results_dir: Path, spec, sweep, scale: str) -> Path:
     axes.legend(fontsize="small")
     figure.tight_layout()
     path = results_dir / f"{spec.table}_{scale}.png"
-    figure.savefig(path, dpi=120)
+    with replacing(path) as partial:
+        figure.savefig(partial, dpi=120)
     plt.close(figure)
     return path

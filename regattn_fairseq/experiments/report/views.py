@@ -6,6 +6,8 @@ import csv
 import json
 from pathlib import Path
 
+from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
+from regattn_fairseq.experiments.core.files import replacing, write_file
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
 from regattn_fairseq.experiments.report.learning_curves import draw_learning_curves
 from regattn_fairseq.experiments.report.reruns import draw_reruns
@@ -35,7 +37,7 @@ def write_csv(results_dir: Path, table: str, rows: list[dict]) -> Path:
     path = results_dir / "raw" / f"{table}.csv"
     flat = [_flatten(row) for row in rows]
     columns = sorted({key for row in flat for key in row})
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with replacing(path) as partial, open(partial, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(flat)
@@ -66,7 +68,7 @@ def write_outputs(results_dir: Path, spec, new_rows: list[dict], again: bool = F
         rows = load_rows(results_dir, spec.table)
         write_csv(results_dir, spec.table, rows)
         markdown = results_dir / f"{spec.table}.md"
-        markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+        write_file(markdown, render_table(spec, rows, results_dir))
         draw_learning_curves(results_dir, spec, rows)
     return markdown
 
@@ -99,7 +101,7 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
                 continue
             write_csv(results_dir, table, rows)
             markdown = results_dir / f"{table}.md"
-            markdown.write_text(render_table(spec, rows, results_dir), encoding="utf-8")
+            write_file(markdown, render_table(spec, rows, results_dir))
             draw_learning_curves(results_dir, spec, rows)
         written.append(markdown)
     if not tables and (results_dir / "reruns.jsonl").is_file():
@@ -107,16 +109,21 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
     return written
 
 
-def main() -> None:
-    """``python -m regattn_fairseq.experiments.report.views [TABLE ...]``: regenerate the views."""
-    import argparse
+def main(argv: list[str] | None = None) -> None:
+    """``python -m regattn_fairseq.experiments.report.views [TABLE ...]``: regenerate the views.
 
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    A raw file with a bad line ends in one message naming it (`rows.store.read_records`),
+    never a traceback (`cli.run_main`)."""
+    parser = OneLineParser(description=main.__doc__.split("\n\n")[0])
     parser.add_argument("tables", nargs="*")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    args = parser.parse_args()
-    for path in regenerate(args.results_dir.resolve(), args.tables):
-        print(f"[results] {path}")
+    args = parser.parse_args(argv)
+
+    def run() -> None:
+        for path in regenerate(args.results_dir.resolve(), args.tables):
+            print(f"[results] {path}")
+
+    run_main(run)
 
 
 if __name__ == "__main__":

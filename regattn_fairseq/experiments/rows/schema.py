@@ -81,6 +81,44 @@ def swept_values(sweep_params: dict | None) -> dict[str, str]:
     return {k: v for k, v in (sweep_params or {}).items() if k != SWEPT_MAPPING}
 
 
+# the fields every row must have, with their types: those a row is read and keyed by
+# (`keys.row_key`, the tables' cells); a row without them cannot be placed in a table
+REQUIRED = {
+    "run_id": str,
+    "table": str,
+    "experiment": str,
+    "evaluation": str,
+    "scale": str,
+    "mapping": str,
+    "seed": int,
+    "metrics": dict,
+}
+
+
+def row_problem(record: dict) -> str | None:
+    """What makes a stored record not a row (`rows.store.read_rows`), or None.
+
+    Parameters
+    ----------
+    record : dict
+        a JSON object read from a raw results file.
+
+    Returns
+    -------
+    str or None
+        e.g. ``"not a result row: no 'seed'"``; None for a valid row.
+    """
+    missing = [field for field in REQUIRED if field not in record]
+    if missing:
+        return f"not a result row: no {', '.join(repr(field) for field in missing)}"
+    wrong = [
+        f"{field!r} is {type(record[field]).__name__}, not {kind.__name__}"
+        for field, kind in REQUIRED.items()
+        if not isinstance(record[field], kind) or isinstance(record[field], bool)
+    ]
+    return f"not a result row: {'; '.join(wrong)}" if wrong else None
+
+
 def upgrade(record: dict) -> ResultRow:
     """A row of any version (see the module docstring) as a row of the current version.
 

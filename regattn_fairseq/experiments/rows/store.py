@@ -1,17 +1,24 @@
-"""The result rows on disk: one JSON-lines file per table, appended under a lock, and one reader."""
+"""The result rows on disk: one JSON-lines file per table, appended under a lock and crash-safe
+(`append_records`), and one reader that names a bad line (`read_records`)."""
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
-from collections.abc import Iterator
+import os
+import shlex
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.files import fsync_folder, write_file
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
 from regattn_fairseq.experiments.rows.keys import row_key
-from regattn_fairseq.experiments.rows.schema import ResultRow, upgrade
+from regattn_fairseq.experiments.rows.schema import ResultRow, row_problem, upgrade
 
 
 @contextmanager
@@ -35,19 +42,119 @@ def table_lock(results_dir: Path, table: str) -> Iterator[None]:
 
 
 def append_rows(results_dir: Path, table: str, rows: list[ResultRow]) -> Path:
-    """Append rows to a table's raw file (one sorted-key JSON object per line); call it under
-    `table_lock`.
+    """Append rows to a table's raw file (`append_records`); call it under `table_lock`.
 
     Returns
     -------
     Path
         The raw file.
     """
-    raw = raw_file(results_dir, table)
-    raw.parent.mkdir(parents=True, exist_ok=True)
-    with open(raw, "a", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
-    return raw
+    return append_records(raw_file(results_dir, table), rows)
+
+
+def append_records(path: Path, records: list[dict]) -> Path:
+    """Append records to a JSON-lines file (one sorted-key JSON object per line), so that a
+    crash or a full disk never costs a record already there (issue #46).
+
+    - A torn tail (text after the last line end: a write cut off by a killed process or a full
+      disk) is moved to a file beside it, ``<name>.torn-<UTC time>``, with a warning naming
+      both; a tail that is a whole JSON object (a row whose line end was edited away) gets its
+      line end instead. Without this the new records would be glued onto the torn text: one
+      unreadable line, the good record lost.
+    - The records are written in one write and flushed to the disk (`os.fsync`; the folder
+      too when the file is new).
+    - A write that fails (a full disk, ``ulimit -f``) is cut back off: the file keeps exactly
+      the records it had, and the error says so.
+
+    Parameters
+    ----------
+    path : Path
+        the file (created with its folder when missing).
+    records : list of dict
+        the records, in order.
+
+    Returns
+    -------
+    Path
+        `path`.
+
+    Raises
+    ------
+    ReproError
+        the write failed (the message names the file and the cause).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
+    created = not path.exists()
+    handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        kept = _end_with_a_line_end(path, handle)
+        try:
+            unwritten = memoryview(data)
+            while unwritten:  # one write; more only when the disk filled up part way
+                unwritten = unwritten[os.write(handle, unwritten) :]
+            os.fsync(handle)
+        except OSError:
+            os.ftruncate(handle, kept)
+            raise
+    except OSError as error:
+        raise ReproError(
+            f"{path}: could not append {len(records)} record(s): {error.strerror or error} "
+            "(a full disk or a file-size limit?); the file keeps the records it had, none of "
+            "the new ones: free space and run the same command again"
+        ) from None
+    finally:
+        os.close(handle)
+    if created:
+        fsync_folder(path.parent)
+    return path
+
+
+def _end_with_a_line_end(path: Path, handle: int) -> int:
+    """Make the file `handle` end with a line end before an append (`append_records`): a torn
+    tail is quarantined, a whole record gets its line end. Returns the file's size then."""
+    size = os.fstat(handle).st_size
+    if size == 0 or os.pread(handle, 1, size - 1) == b"\n":
+        return size
+    start = size
+    while start > 0:  # back to the last line end (rows are kilobytes: a few blocks)
+        block = os.pread(handle, min(start, 1 << 16), max(0, start - (1 << 16)))
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            start = start - len(block) + cut + 1
+            break
+        start -= len(block)
+    tail = os.pread(handle, size - start, start)
+    if isinstance(_parsed(tail), dict):
+        os.write(handle, b"\n")
+        return size + 1
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    quarantine = path.with_name(f"{path.name}.torn-{stamp}")
+    for number in itertools.count(2):
+        if not quarantine.exists():
+            break
+        quarantine = path.with_name(f"{path.name}.torn-{stamp}-{number}")
+    write_file(quarantine, tail)
+    os.ftruncate(handle, start)
+    os.fsync(handle)
+    _warn(
+        f"{path} ended in a torn line ({len(tail)} bytes without a line end: a write was cut "
+        f"off); moved to {quarantine}, and the file cut back to its last whole line"
+    )
+    return start
+
+
+def _parsed(data: bytes):
+    """`data` as JSON, or None when it is not (valid UTF-8 and) valid JSON."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _warn(message: str) -> None:
+    print(f"[results] warning: {message}", file=sys.stderr, flush=True)
 
 
 def raw_file(results_dir: Path, table: str) -> Path:
@@ -55,21 +162,82 @@ def raw_file(results_dir: Path, table: str) -> Path:
     return Path(results_dir) / "raw" / f"{table}.jsonl"
 
 
-def read_records(path: Path) -> list[dict]:
-    """Every record of a JSON-lines file (blank lines, e.g. a final newline, are skipped).
+class BadRecord(ReproError):
+    """A line of a JSON-lines record that is not valid JSON, or not a valid record; the message
+    names the file, the line, its first characters and the way out."""
+
+
+def _bad_record(path: Path, number: int, line: str, problem: str) -> BadRecord:
+    """The error for line `number` of `path`: the problem, the line's start, and the two ways
+    out (the exact commands: restore the file from git, or move the line aside)."""
+    shown = line if len(line) <= 80 else line[:80] + "…"
+    aside = f"{path}.bad-line-{number}"
+    return BadRecord(
+        f"{path}, line {number}: {problem}: {shown!r}. A write was cut off or the line was "
+        f"edited. Either restore the file from git if it is committed (git -C "
+        f"{shlex.quote(str(path.parent))} checkout HEAD -- {shlex.quote(path.name)}; rows "
+        f"appended since are lost), or move the line aside and keep the others (sed -n "
+        f"'{number}p' {shlex.quote(str(path))} > {shlex.quote(aside)} && sed -i '{number}d' "
+        f"{shlex.quote(str(path))})"
+    )
+
+
+def read_records(path: Path, check: Callable[[dict], str | None] | None = None) -> list[dict]:
+    """Every record of a JSON-lines file (blank lines, e.g. a final newline, are skipped): the
+    one reader of the suite's records (issue #46).
+
+    A torn tail (a last line without a line end that is not valid JSON: a write cut off) is
+    left out with a warning: it was never a whole record, and the next append moves it aside
+    (`append_records`). Any other line that is not a record is an error.
 
     Parameters
     ----------
     path : Path
         a raw results file, or ``reruns.jsonl``.
+    check : callable, optional
+        a record's problem (a phrase) or None when it is valid, e.g. `schema.row_problem`.
 
     Returns
     -------
     list of dict
         The records in file order.
+
+    Raises
+    ------
+    BadRecord
+        a line is not UTF-8, not JSON, not a JSON object or fails `check`: the message names
+        the file, the line number, its first characters and the way out.
     """
-    text = Path(path).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    path = Path(path)
+    *lines, tail = path.read_bytes().split(b"\n")
+    records = []
+    for number, raw in enumerate([*lines, tail], 1):
+        if not raw.strip():
+            continue
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        record = _parsed(raw)
+        if record is None and raw is tail:
+            _warn(
+                f"{path}, line {number}: a torn last line ({len(raw)} bytes without a line end: "
+                f"a write was cut off) left out: {line[:80]!r}; the next append to the file "
+                f"moves it to {path.name}.torn-<time>"
+            )
+            continue
+        if record is None:
+            try:
+                json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                problem = "not UTF-8 text"
+            except json.JSONDecodeError as error:
+                problem = f"not valid JSON ({error.msg}, column {error.colno})"
+            raise _bad_record(path, number, line, problem)
+        problem = "not a JSON object" if not isinstance(record, dict) else None
+        if problem is None and check is not None:
+            problem = check(record)
+        if problem is not None:
+            raise _bad_record(path, number, line, problem)
+        records.append(record)
+    return records
 
 
 def read_rows(path: Path) -> list[ResultRow]:
@@ -84,8 +252,13 @@ def read_rows(path: Path) -> list[ResultRow]:
     -------
     list of ResultRow
         The rows in file order (`schema.upgrade` of each).
+
+    Raises
+    ------
+    BadRecord
+        a line is not a row (`read_records`, `schema.row_problem`).
     """
-    return [upgrade(record) for record in read_records(path)]
+    return [upgrade(record) for record in read_records(path, row_problem)]
 
 
 def load_rows(results_dir: Path, table: str) -> list[ResultRow]:

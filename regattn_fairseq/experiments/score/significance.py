@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from regattn_fairseq.experiments.core.files import write_file
+
 N_RESAMPLES = 1000
 SEED = 12345
 ITEMS_DIR = Path("raw") / "items"
@@ -139,10 +141,8 @@ def write_items(results_dir: Path, run_id: str, evaluation: str, items: dict) ->
         ``{"file": <path relative to results_dir>, "sha256": <hex of the file>}`` for the row.
     """
     relative = sidecar_name(run_id, evaluation)
-    path = results_dir / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = gzip.compress(json.dumps(items, sort_keys=True).encode("utf-8"), mtime=0)
-    path.write_bytes(data)
+    write_file(results_dir / relative, data)
     return {"file": str(relative), "sha256": hashlib.sha256(data).hexdigest()}
 
 

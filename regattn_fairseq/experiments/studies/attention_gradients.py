@@ -54,7 +54,7 @@ from pathlib import Path
 import torch
 
 from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import write_json
+from regattn_fairseq.experiments.core.files import replacing, write_json
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data.prepare import PreparedData
@@ -521,9 +521,10 @@ def plot_report(report: dict, path: Path) -> Path:
             axis.set_yscale("symlog", linthresh=1e-3)
     axes[0].legend(fontsize=8)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    figure.savefig(path.with_suffix(".pdf"))
+    with replacing(path) as partial:
+        figure.savefig(partial, dpi=120)
+    with replacing(path.with_suffix(".pdf")) as partial:
+        figure.savefig(partial)
     plt.close(figure)
     return path
 

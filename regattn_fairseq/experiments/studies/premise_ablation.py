@@ -33,6 +33,7 @@ import torch
 from fairseq.data import indexed_dataset
 
 from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data.prepare import PreparedData
@@ -230,8 +231,8 @@ def main():
     json_path.parent.mkdir(parents=True, exist_ok=True)
     history = json.loads(json_path.read_text()) if json_path.is_file() else {"runs": []}
     history["runs"].append(record)
-    json_path.write_text(json.dumps(history, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(record))
+    write_file(json_path, json.dumps(history, indent=1) + "\n")
+    write_file(args.out.with_suffix(".md"), markdown(record))
     print(args.out.with_suffix(".md"))
 
 

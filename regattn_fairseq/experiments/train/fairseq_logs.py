@@ -1,6 +1,6 @@
 """fairseq's log lines: JSON records (`--log-format json`, and fairseq-hydra-train's default
-log; each a JSON object at the end of a line, after a logger prefix) and the lines that say a
-checkpoint was saved."""
+log; each a JSON object at the end of a line, after a logger prefix), the lines that say a
+checkpoint was saved, and which lines are the training's progress."""
 
 from __future__ import annotations
 
@@ -9,6 +9,24 @@ import re
 from dataclasses import dataclass
 
 _JSON_TAIL = re.compile(r"(\{.*\})\s*$")
+
+# fairseq's progress records (its loggers train_inner, train, valid and valid_<subset>), the
+# checkpoints it saves, its early stopping and its errors
+_PROGRESS = re.compile(
+    r"\]\[(?:train_inner|train|valid\w*)\]\[INFO\]|Saved checkpoint|early stop"
+    r"|\]\[(?:ERROR|CRITICAL)\]"
+)
+
+
+def is_progress(line: str) -> bool:
+    """Whether a training log line is shown on the terminal (`tools.run_logged`'s `show`): the
+    training's progress (each logged interval, epoch and validation as fairseq's JSON record,
+    each checkpoint saved, early stopping) and its errors. The rest, which every run prints
+    (the composed config, the model printout, library warnings such as torch's FutureWarning
+    about `torch.cuda.amp.autocast` that fairseq's training step raises even on a CPU), stays
+    in the run's train.log; a failure's message quotes the log's last lines (issue #46).
+    """
+    return _PROGRESS.search(line) is not None
 
 
 def json_records(text: str) -> list[dict]:

@@ -5,6 +5,7 @@ scored metrics. Everything is anchored to absolute paths (fairseq-notes traps 5 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,12 +17,13 @@ from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.files import write_json
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
-from regattn_fairseq.experiments.core.tools import run_logged, tool_path
+from regattn_fairseq.experiments.core.tools import run_logged
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.train.fairseq_logs import (
     EarlyStopping,
     early_stopping_state,
+    is_progress,
     json_records,
     last_record_with,
     replay_early_stopping,
@@ -143,6 +145,11 @@ def mapping_override(experiment: DictConfig, mapping: str) -> str:
     return f"{experiment.get('mapping_group', 'attention')}={mapping}"
 
 
+# fairseq-hydra-train without Hydra's deprecation warnings (`regattn_fairseq.hydra_train`), run
+# by this environment's Python (as `tools.tool_path` finds fairseq's commands in it)
+HYDRA_TRAIN = (sys.executable, "-m", "regattn_fairseq.hydra_train")
+
+
 def train_command(
     experiment: DictConfig, overrides: list[str], multirun: bool = False
 ) -> list[str]:
@@ -161,14 +168,9 @@ def train_command(
     -------
     list[str]
         The command as a list.
-
-    Raises
-    ------
-    ReproError
-        fairseq-hydra-train is not installed in this environment.
     """
     return [
-        tool_path("fairseq-hydra-train"),
+        *HYDRA_TRAIN,
         *(["--multirun"] if multirun else []),
         "--config-dir",
         str(CONFIG_DIR),
@@ -221,6 +223,7 @@ def train(
             launch.command(train_command(experiment, overrides)),
             run_dir / "train.log",
             env=early_stopping_environment(stopping, run_dir / "checkpoints"),
+            show=is_progress,
         )
     if not launch.scores:
         return None
@@ -386,12 +389,13 @@ def compose_config(train_config: str, overrides: list[str]) -> DictConfig:
     DictConfig
         The composed config.
     """
-    from fairseq.dataclass.initialize import hydra_init
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from regattn_fairseq.fairseq_adapter import register_fairseq_schema
+
     GlobalHydra.instance().clear()
-    hydra_init(train_config)
+    register_fairseq_schema()
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
             cfg = compose(

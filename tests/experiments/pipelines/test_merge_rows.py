@@ -13,6 +13,7 @@ from regattn_fairseq.experiments.rows.store import read_records
 
 def _row(run_id, evaluation="test", seed=1, items=None, **extra):
     row = {"run_id": run_id, "evaluation": evaluation, "mapping": "softmax", "seed": seed}
+    row |= {"table": "nmt", "experiment": "multi30k_en_de", "scale": "small"}
     row["metrics"] = {"bleu": 30.0 + seed}
     if items is not None:
         row["items"] = items

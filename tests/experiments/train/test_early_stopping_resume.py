@@ -199,9 +199,10 @@ def test_a_run_that_had_stopped_is_scored_not_trained_again(tmp_path, monkeypatc
     launched = []
     monkeypatch.setattr(runs.checksums, "verify", lambda prepared: None)
     monkeypatch.setattr(runs, "hydra_overrides", lambda *args: ["scale/inflection=small"])
-    monkeypatch.setattr(runs, "run_logged", lambda cmd, log, env=None: launched.append(env))
+    monkeypatch.setattr(
+        runs, "run_logged", lambda cmd, log, env=None, show=None: launched.append(env)
+    )
     monkeypatch.setattr(runs, "collect_trained", lambda *args: "model")
-    monkeypatch.setattr(runs, "tool_path", lambda name: name)
     patience = 10  # configs/scale/inflection/small.yaml
     losses = [3.0, 2.0] + [2.5] * patience
     (run_dir / "train.log").write_text(_log(losses))

@@ -6,6 +6,9 @@ Pure torch (plus compiled row kernels); importing this package never imports fai
     mappings.fusedmax(scores, dim=-1, mask=padding_is_false, gamma=1.0, lam=0.1)
     attn = mappings.build("oscarmax", lam=0.01)   # nn.Module: attn(scores, dim=-1, mask=None)
 
+A -inf score is a masked position in every mapping (combined with `mask=` by AND);
++inf and NaN scores are errors.
+
 Every mapping takes `empty="error"` (a row with no unmasked position is a ValueError) or
 `empty="zero"` (such a row gets zeros and zero gradient), and computes on each row minus its
 max over the unmasked positions (it is invariant to that shift), so that its accuracy is set

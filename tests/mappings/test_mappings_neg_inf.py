@@ -175,3 +175,20 @@ def test_modules_and_broadcast_mask_take_neg_inf():
         combined = key_mask & (scores != float("-inf"))
         torch.testing.assert_close(y, module(scores.masked_fill(~combined, 0), 1, combined))
         assert (y[~combined] == 0).all()
+
+
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 1.75, 2.25])
+def test_float32_entmax_of_masked_rows_is_that_of_the_shorter_rows_bit_for_bit(alpha):
+    """entmax's own test_mask compares -inf-padded rows with the rows cut short to 1e-8 in
+    float32: the CPU kernel runs a masked row of up to 64 values through the register
+    kernel of unmasked rows, so the two agree bit for bit (the scalar iteration differed by
+    an ulp)."""
+    g = torch.Generator().manual_seed(42)
+    x = torch.randn(500, 10, generator=g)
+    x[:, 6:] = float("-inf")
+    short = x[:, :6].contiguous()
+    got = mappings.entmax(x, alpha=alpha)
+    assert torch.equal(got[:, :6], mappings.entmax(short, alpha=alpha))
+    mask = torch.ones(10, dtype=torch.bool)
+    mask[6:] = False
+    assert torch.equal(mappings.entmax(x.masked_fill(~mask, 0), mask=mask, alpha=alpha), got)

@@ -183,11 +183,9 @@ def fenchel_young_loss(
     alpha_rows = None
     if isinstance(alpha, torch.Tensor):
         alpha_rows = alpha.to(theta.dtype).expand(*lead, 1).reshape(-1, 1)
-        params = {**params, "alpha": alpha.detach()}
+        params = {**params, "alpha": alpha_rows.detach()}
     with torch.no_grad():
         p = getattr(mappings, mapping)(theta.detach(), **params)
-    if alpha_rows is not None:
-        params = {**params, "alpha": alpha}
     theta = theta.masked_fill(masked, 0.0)
     # p* held constant (the envelope theorem): exact gradients p* - y in theta and
     # dOmega(y)/dalpha - dOmega(p*)/dalpha in a tensor alpha

@@ -28,8 +28,8 @@ def neg_inf_masked(mapping):
     for it on scores without -inf: the Triton kernels drop -inf positions as they read a row
     (_triton._read_row); the compiled kernels and the torch reference reject a non-finite
     row, and only then are the -inf positions looked for and the mapping run again with them
-    masked (a row holding -inf is skipped by the kernel, not computed, so the retry costs
-    about one pass over the scores).
+    masked. The failed call is wasted work: little for padded batches (the kernels skip the
+    rows that hold a -inf), up to a whole mapping when few rows do; a mask= costs nothing.
 
     Parameters
     ----------
@@ -63,18 +63,18 @@ def mask_of_neg_inf(scores, mask):
         return None
     if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool):
         return None
-    finite_below = ~torch.isneginf(scores)
+    kept = ~torch.isneginf(scores)
     if mask is not None:
         try:
             torch.broadcast_shapes(scores.shape, mask.shape)
         except RuntimeError:
             return None
-        finite_below = finite_below & mask.to(scores.device)
-        if bool(finite_below.eq(mask.to(scores.device)).all()):
+        kept = kept & mask.to(scores.device)
+        if bool(kept.eq(mask.to(scores.device)).all()):
             return None
-    elif bool(finite_below.all()):
+    elif bool(kept.all()):
         return None
-    return finite_below
+    return kept
 
 
 def check_positive(name: str, value: float) -> None:

@@ -129,8 +129,12 @@ def test_gradcheck_in_a_tensor_alpha(name):
         eps=1e-6,
         atol=1e-6,
     )
-    # and a tensor alpha gives the loss of each row's float alpha
+    # and a tensor alpha gives the loss of each row's float alpha, with leading dims too
     per_row = losses.fenchel_young_loss(theta, target, name, reduction="none", alpha=alpha)
+    shaped = losses.fenchel_young_loss(
+        theta.view(2, 2, 6), target.view(2, 2), name, reduction="none", alpha=alpha.view(2, 2, 1)
+    )
+    torch.testing.assert_close(shaped.flatten(), per_row, rtol=0, atol=0)
     for i, a in enumerate(alpha.flatten().tolist()):
         row = losses.fenchel_young_loss(theta[i : i + 1], target[i : i + 1], name, alpha=a)
         torch.testing.assert_close(per_row[i], row, rtol=0, atol=1e-12)

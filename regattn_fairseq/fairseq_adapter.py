@@ -108,8 +108,10 @@ def masked_attention_scores(
 
     fairseq's forward has no hook for the normalizer; `before_softmax=True` returns its scores
     with every excluded position (key padding, the decoder's future mask, a -inf attn_mask)
-    set to -inf, a convention it does not document. The mappings take a mask instead: -inf
-    would turn fusedmax/oscarmax NaN. If fairseq switched to a finite fill value the mask would
+    set to -inf, a convention it does not document. The mappings would take those -inf scores
+    as masked positions too, but only after their kernels reject the row (see
+    regattn.mappings._rows.neg_inf_masked): a mask from here costs less. If fairseq switched
+    to a finite fill value the mask would
     keep padded positions: softmax would hide that, but the contract test that compares the
     mask with the masks fairseq was given would fail. During beam search (`set_beam_size`) the
     cross-attention keeps one copy of the source per sentence: v has kv_bsz * heads rows, not

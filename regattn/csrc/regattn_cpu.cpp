@@ -493,6 +493,25 @@ torch::Tensor sparse_jvp_rows(torch::Tensor y, torch::Tensor g, double alpha, to
   return out;
 }
 
+// A masked float row of up to kEntmaxRegisterD unmasked values runs the register kernel that
+// an unmasked row of those values runs (entmax_halley_rows_avx512 on the gathered values,
+// which for_each_row has checked), so that masking positions (or -inf scores, see
+// mappings/_rows.py) and removing them give the same floats: the scalar iteration may differ
+// from it by an ulp. False where it does not apply (double, longer rows, no AVX-512).
+template <typename T>
+bool entmax_masked_row_avx512(const T* in, T* out, T* weight, T alpha, int64_t n) {
+#ifdef REGATTN_HAVE_AVX2_POWERS
+  if constexpr (std::is_same_v<T, float>) {
+    if (n <= kEntmaxRegisterD && avx512_enabled().load(std::memory_order_relaxed)) {
+      bool non_finite = false, overflow = false;
+      entmax_halley_rows_avx512(in, out, weight, &alpha, 1, n, max_spread<float>(1.0), non_finite, overflow);
+      return true;
+    }
+  }
+#endif
+  return false;
+}
+
 // alpha-entmax with one alpha per row (alpha: (rows,) tensor of the scores' dtype, > 1), by
 // safeguarded Halley/Newton steps on the threshold (entmax_halley_row; unmasked float rows of
 // up to 64 values on a CPU with AVX-512: entmax_halley_rows_avx512, in registers).
@@ -509,6 +528,7 @@ torch::Tensor entmax_halley_rows(torch::Tensor x, torch::Tensor mask, torch::Ten
     const scalar_t* ap = alpha.data_ptr<scalar_t>();
     for_each_row<scalar_t>(x, mask, y, nullptr, max_spread<scalar_t>(1.0),
                            [d, ap](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n, scalar_t shift) {
+                             if (entmax_masked_row_avx512<scalar_t>(in, out, nullptr, ap[r], n)) return;
                              entmax_halley_row(in, out, n, ap[r], shift, scratch<scalar_t>(d), scratch<int32_t>(d),
                                                scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
                                                scratch<int32_t, 1>(d));
@@ -537,9 +557,11 @@ std::vector<torch::Tensor> entmax_halley_weights_rows(torch::Tensor x, torch::Te
                            [d, ap, wp, mp](int64_t r, const scalar_t* in, scalar_t* out, int32_t*, int64_t n,
                                            scalar_t shift) {
                              scalar_t* weight = mp ? scratch<scalar_t, 2>(d) : wp + r * d;
-                             entmax_halley_row(in, out, n, ap[r], shift, scratch<scalar_t>(d), scratch<int32_t>(d),
-                                               scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
-                                               scratch<int32_t, 1>(d), weight);
+                             if (!entmax_masked_row_avx512<scalar_t>(in, out, weight, ap[r], n)) {
+                               entmax_halley_row(in, out, n, ap[r], shift, scratch<scalar_t>(d), scratch<int32_t>(d),
+                                                 scratch<scalar_t, 1>(d + kPad), scratch<scalar_t, 3>(d + kPad),
+                                                 scratch<int32_t, 1>(d), weight);
+                             }
                              if (mp) {  // scatter to the unmasked positions, as for_each_row does y
                                const bool* mr = mp + r * d;
                                scalar_t* wr = wp + r * d;

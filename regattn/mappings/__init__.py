@@ -6,6 +6,11 @@ Pure torch (plus compiled row kernels); importing this package never imports fai
     mappings.fusedmax(scores, dim=-1, mask=padding_is_false, gamma=1.0, lam=0.1)
     attn = mappings.build("oscarmax", lam=0.01)   # nn.Module: attn(scores, dim=-1, mask=None)
 
+`normmax` (Omega = ||y||_alpha) and `budget_sparsemax` (sparsemax over the capped simplex)
+are mappings too, in pure torch, outside NAMES (the fairseq plugin and `build` do not offer
+them). A -inf score is a masked position in every mapping (combined with `mask=` by AND);
++inf and NaN scores are errors.
+
 Every mapping takes `empty="error"` (a row with no unmasked position is a ValueError) or
 `empty="zero"` (such a row gets zeros and zero gradient), and computes on each row minus its
 max over the unmasked positions (it is invariant to that shift), so that its accuracy is set
@@ -24,8 +29,10 @@ import inspect
 from torch import nn
 
 from ._kernels import BACKENDS, backend, sync_checks, torch_reference
+from .budget import BudgetSparsemax, budget_sparsemax
 from .entmax import Entmax, entmax
 from .fused import Fusedmax, fusedmax, prox_tv1d
+from .normmax import Normmax, normmax
 from .oscar import Oscarmax, oscarmax, prox_pairwise_max
 from .pnorm import SqPnormMax, sq_pnorm_max
 from .simplex import Softmax, Sparsemax, Uniform, softmax, sparsemax, uniform
@@ -159,6 +166,8 @@ __all__ = [
     "oscarmax",
     "entmax",
     "uniform",
+    "normmax",
+    "budget_sparsemax",
     "prox_tv1d",
     "prox_pairwise_max",
     "torch_reference",
@@ -172,4 +181,6 @@ __all__ = [
     "Oscarmax",
     "Entmax",
     "Uniform",
+    "Normmax",
+    "BudgetSparsemax",
 ]

@@ -3,17 +3,78 @@
 A mapping is applied along one `dim` of a tensor of any shape. We move that dim last,
 flatten the rest into rows and compute on a contiguous (rows, d) float32/float64 tensor;
 `RowLayout.restore` undoes it. Masked positions are removed from each row's problem (not set
-to -inf), so every check about "the row" is about its unmasked positions.
+to -inf), so every check about "the row" is about its unmasked positions. A -inf score is a
+masked position too (`neg_inf_masked`, the entry every mapping function goes through).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import torch
 
 from ._kernels import backend_for, kernels, triton_kernels
+
+
+def neg_inf_masked(mapping):
+    """The mapping function `mapping(scores, dim, mask, ...)` with -inf scores taken as masked
+    positions: combined with `mask` by AND, such a position gets an exact 0 and zero
+    gradient, and a row with no other position follows the `empty` policy. +inf and NaN stay
+    errors.
+
+    -inf is the masking idiom of torch.softmax, entmax and fairseq. The backends do not pay
+    for it on scores without -inf: the Triton kernels drop -inf positions as they read a row
+    (_triton._read_row); the compiled kernels and the torch reference reject a non-finite
+    row, and only then are the -inf positions looked for and the mapping run again with them
+    masked. The failed call is wasted work: little for padded batches (the kernels skip the
+    rows that hold a -inf), up to a whole mapping when few rows do; a mask= costs nothing.
+
+    Parameters
+    ----------
+    mapping : callable
+        a mapping function, mapping(scores, dim=-1, mask=None, **params).
+
+    Returns
+    -------
+    callable
+        The same function, with -inf scores masked.
+    """
+
+    @functools.wraps(mapping)
+    def with_neg_inf_masked(scores, dim=-1, mask=None, *args, **kwargs):
+        try:
+            return mapping(scores, dim, mask, *args, **kwargs)
+        except ValueError:
+            folded = mask_of_neg_inf(scores, mask)
+            if folded is None:  # no -inf to mask: the error stands
+                raise
+        return mapping(scores, dim, folded, *args, **kwargs)
+
+    return with_neg_inf_masked
+
+
+def mask_of_neg_inf(scores, mask):
+    """`mask` AND (scores != -inf), broadcast; None when no unmasked score is -inf (or when
+    scores or mask are of the wrong kind, for the mapping's own error to name).
+    """
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        return None
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool):
+        return None
+    kept = ~torch.isneginf(scores)
+    if mask is not None:
+        try:
+            torch.broadcast_shapes(scores.shape, mask.shape)
+        except RuntimeError:
+            return None
+        kept = kept & mask.to(scores.device)
+        if bool(kept.eq(mask.to(scores.device)).all()):
+            return None
+    elif bool(kept.all()):
+        return None
+    return kept
 
 
 def check_positive(name: str, value: float) -> None:
@@ -133,6 +194,29 @@ class Rows:
         return self.layout.restore(full)
 
 
+def per_row(value, rows, name: str) -> torch.Tensor:
+    """A parameter given as a number, or as a tensor broadcastable to the scores with size 1
+    along `dim`, as one value per row of `rows` (a Rows; its full layout): (rows, 1) in
+    the rows' dtype, keeping the graph.
+    """
+    like = rows.x
+    total = rows.total
+    if not isinstance(value, torch.Tensor):
+        return torch.full((total, 1), float(value), dtype=like.dtype, device=like.device)
+    shape = list(rows.layout.scores_shape)
+    shape[rows.layout.dim] = 1
+    try:
+        if torch.broadcast_shapes(value.shape, shape) != torch.Size(shape):
+            raise RuntimeError
+    except RuntimeError:
+        raise ValueError(
+            f"{name} of shape {tuple(value.shape)} must broadcast to the scores' shape "
+            f"{tuple(rows.layout.scores_shape)} with size 1 along dim {rows.layout.dim}"
+        ) from None
+    value = value.to(device=like.device, dtype=like.dtype).expand(shape)
+    return value.movedim(rows.layout.dim, -1).reshape(-1, 1)
+
+
 def plain_rows(scores: torch.Tensor, dim: int, mask: torch.Tensor | None) -> torch.Tensor | None:
     """The (rows, d) view of `scores` where to_rows would do nothing but take it, else None:
     no mask, `dim` the last dimension, contiguous float32 or float64 scores with at least one
@@ -215,9 +299,10 @@ def to_rows(
     )
     keep = None
     if runs and path == "triton":
-        # no synchronization: the kernel gives rows with no unmasked position zeros
-        if m is not None and empty == "error":
-            triton_kernels().assert_no_empty_row(m)
+        # no synchronization: the kernel gives rows with no unmasked position (nor one that
+        # is not -inf) zeros
+        if empty == "error":
+            triton_kernels().assert_no_empty_row(x, m)
         return Rows(x, m, layout, None, rows)
     if d == 0:  # empty="zero": every row is empty
         keep = torch.zeros(0, dtype=torch.long, device=x.device)

@@ -13,7 +13,7 @@ for the row into a flag tensor and gives the row zeros. The flags are raised wit
 host-device synchronization (`torch._assert_async`) or, under `_kernels.sync_checks()`, read
 on the host and raised as the ValueError of the other backends. A row with no unmasked
 position gets zeros (and zero gradient); `to_rows` asserts (asynchronously) that there is
-none when empty="error".
+none when empty="error". A -inf score is a masked position (see `_read_row`).
 
 Algorithms (exact to the dtype's resolution, as the CPU kernels):
 
@@ -81,11 +81,14 @@ def raise_flags(err: torch.Tensor, codes=(NONFINITE, SPREAD)) -> None:
         torch._assert_async((err != code).all(), MESSAGES[code])
 
 
-def assert_no_empty_row(mask: torch.Tensor) -> None:
-    """A row of `mask` (rows, d) with no True is an error (empty="error"), raised as raise_flags."""
-    if mask.numel() == 0:
+def assert_no_empty_row(x: torch.Tensor, mask: torch.Tensor | None) -> None:
+    """A row of the scores `x` (rows, d) with no position that is unmasked and not -inf is an
+    error (empty="error"), raised as raise_flags.
+    """
+    if x.numel() == 0:
         return
-    nonempty = mask.any(dim=1).all()
+    valid = x != float("-inf")
+    nonempty = (valid if mask is None else valid & mask).any(dim=1).all()
     if sync_checks_enabled():
         if not bool(nonempty):
             raise ValueError(EMPTY_MESSAGE)
@@ -146,16 +149,16 @@ def _pow(v, e):
 @triton.jit
 def _read_row(X, M, ERR, row, d, gamma, limit, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
     """Loads row `row`, validates it (error code to ERR[row]) and returns (offs, inb, valid, z,
-    n): z = (x - max) / gamma on the valid positions, 0 elsewhere; valid is all False on an
-    invalid or empty row.
+    n): z = (x - max) / gamma on the valid positions (unmasked, not -inf), 0 elsewhere; valid
+    is all False on an invalid or empty row.
     """
     offs = tl.arange(0, BLOCK)
     inb = offs < d
     x = tl.load(X + row * d + offs, mask=inb, other=0.0)
+    # a -inf score is a masked position (mappings._rows.neg_inf_masked); NaN != -inf stays
+    valid = inb & (x != float("-inf"))
     if HAS_MASK:
-        valid = inb & (tl.load(M + row * d + offs, mask=inb, other=0) != 0)
-    else:
-        valid = inb
+        valid = valid & (tl.load(M + row * d + offs, mask=inb, other=0) != 0)
     hi = tl.max(tl.where(valid, x, float("-inf")), axis=0)
     lo = tl.min(tl.where(valid, x, float("inf")), axis=0)
     bad = tl.sum((valid & ((x - x) != 0)).to(tl.int32), axis=0)

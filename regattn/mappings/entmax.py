@@ -38,7 +38,7 @@ import torch
 from ._backward import sparse_vjp
 from ._kernels import backend_for, kernels, mask_arg, triton_kernels, use_kernels
 from ._module import MappingModule
-from ._rows import bisect_threshold, check_positive, to_rows, unscale
+from ._rows import bisect_threshold, check_positive, neg_inf_masked, per_row, to_rows, unscale
 from .simplex import SparsemaxFunction, softmax
 
 
@@ -198,25 +198,6 @@ def check_alpha(alpha, device_check: bool = True) -> None:
         raise ValueError(f"alpha must be a number >= 1 (alpha=1 is softmax), got {alpha!r}")
 
 
-def _alpha_rows(
-    alpha: torch.Tensor, scores_shape: torch.Size, dim: int, x: torch.Tensor
-) -> torch.Tensor:
-    """Broadcasts alpha (constant along `dim`) to one value per row, keeping the graph."""
-    row_shape = list(scores_shape)
-    row_shape[dim] = 1
-    try:
-        if torch.broadcast_shapes(alpha.shape, row_shape) != torch.Size(row_shape):
-            raise RuntimeError
-    except RuntimeError:
-        raise ValueError(
-            f"alpha of shape {tuple(alpha.shape)} must broadcast to the scores' "
-            f"shape {tuple(scores_shape)} with size 1 along dim {dim}"
-        ) from None
-    return (
-        alpha.to(device=x.device, dtype=x.dtype).expand(row_shape).movedim(dim, -1).reshape(-1, 1)
-    )
-
-
 def _triton_path(scores, alpha) -> bool:
     """Whether alpha's values will be checked by the Triton kernel (so not on the host)."""
     if not isinstance(alpha, torch.Tensor) or not isinstance(scores, torch.Tensor):
@@ -225,6 +206,7 @@ def _triton_path(scores, alpha) -> bool:
     return backend_for(scores.new_empty((0, d))) == "triton"
 
 
+@neg_inf_masked
 def entmax(
     scores: torch.Tensor,
     dim: int = -1,
@@ -284,7 +266,7 @@ def entmax(
     # the Jacobian.
     rows = to_rows(scores, dim, mask, kernel=gamma >= 1, empty=empty, gamma=gamma)
     if isinstance(alpha, torch.Tensor):
-        alpha_rows = _alpha_rows(alpha, rows.layout.scores_shape, rows.layout.dim, rows.x)
+        alpha_rows = per_row(alpha, rows, "alpha")
         return rows.apply(lambda x, m, a: EntmaxFunction.apply(unscale(x, gamma), m, a), alpha_rows)
     if alpha == 1.5:
         return rows.apply(lambda x, m: Entmax15Function.apply(unscale(x, gamma), m))

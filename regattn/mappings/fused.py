@@ -27,6 +27,7 @@ from ._module import MappingModule
 from ._rows import (
     check_gamma_lam,
     check_nonnegative,
+    neg_inf_masked,
     pack_unmasked,
     to_rows,
     unpack_unmasked,
@@ -194,6 +195,7 @@ def fusedmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     return project_simplex_rows_by_sort(z, mask), segment
 
 
+@neg_inf_masked
 def fusedmax(
     scores: torch.Tensor,
     dim: int = -1,

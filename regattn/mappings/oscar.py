@@ -27,7 +27,7 @@ import torch
 from ._backward import GroupedProjectionFunction
 from ._kernels import backend_for, kernels, mask_arg, triton_kernels, use_kernels
 from ._module import MappingModule
-from ._rows import check_gamma_lam, check_nonnegative, to_rows, unscale
+from ._rows import check_gamma_lam, check_nonnegative, neg_inf_masked, to_rows, unscale
 from .simplex import project_simplex_rows_by_sort
 
 
@@ -131,6 +131,7 @@ def oscarmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, lam:
     return y, cluster.masked_fill(y <= 0, -1)
 
 
+@neg_inf_masked
 def oscarmax(
     scores: torch.Tensor,
     dim: int = -1,

@@ -24,7 +24,7 @@ import torch
 
 from ._kernels import backend_for, kernels, mask_arg, triton_kernels
 from ._module import MappingModule
-from ._rows import bisect_threshold, check_positive, to_rows
+from ._rows import bisect_threshold, check_positive, neg_inf_masked, to_rows
 
 
 def check_sq_pnorm_max(gamma: float, p: float) -> None:
@@ -127,6 +127,7 @@ class SqPnormMaxFunction(torch.autograd.Function):
         return sq_pnorm_max_jvp(y, grad, ctx.gamma, ctx.p), None, None, None
 
 
+@neg_inf_masked
 def sq_pnorm_max(
     scores: torch.Tensor,
     dim: int = -1,

@@ -21,7 +21,7 @@ import torch
 from ._backward import sparse_vjp
 from ._kernels import backend_for, kernels, mask_arg, triton_kernels
 from ._module import MappingModule
-from ._rows import check_empty, check_positive, plain_rows, to_rows, unscale
+from ._rows import check_empty, check_positive, neg_inf_masked, plain_rows, to_rows, unscale
 
 
 def sparsemax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float) -> torch.Tensor:
@@ -100,6 +100,7 @@ def check_gamma(gamma: float) -> None:
     check_positive("gamma", gamma)
 
 
+@neg_inf_masked
 def softmax(
     scores: torch.Tensor,
     dim: int = -1,
@@ -172,6 +173,7 @@ def softmax(
     return rows.apply(fn)
 
 
+@neg_inf_masked
 def sparsemax(
     scores: torch.Tensor,
     dim: int = -1,
@@ -229,6 +231,7 @@ class Sparsemax(MappingModule):
         super().__init__(sparsemax, check_gamma, empty, gamma=gamma)
 
 
+@neg_inf_masked
 def uniform(
     scores: torch.Tensor,
     dim: int = -1,

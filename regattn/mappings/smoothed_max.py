@@ -10,9 +10,13 @@ import torch
 from . import build, defaults_of
 
 
-def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Tensor:
+def regularizer(
+    name: str, y: torch.Tensor, dim: int = -1, mask: torch.Tensor | None = None, **params
+) -> torch.Tensor:
     """The regularizer gamma * Omega(y) of a mapping, along `dim`: the term its argmax
     subtracts from y.x (for entmax, gamma is 1 and Omega the negative Tsallis entropy).
+    With a mask, Omega of the unmasked positions, as the masked mapping sees them: fusedmax's
+    chain links consecutive unmasked positions, oscarmax's pairs are pairs of them.
 
     Parameters
     ----------
@@ -22,6 +26,9 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
         points of the simplex along `dim` (e.g. a mapping's output).
     dim : int
         the dimension of the simplex.
+    mask : Optional[torch.Tensor]
+        optional bool tensor broadcastable to `y`, True at the positions of the problem
+        (y should be 0 elsewhere).
     **params
         the mapping's parameters, as in `mappings.build` (defaults filled in).
 
@@ -38,6 +45,9 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
     build(name, **params)  # validates the name and the parameters
     p = {**defaults_of(name), **params}
     y = y.movedim(dim, -1)
+    if mask is not None:
+        mask = mask.expand_as(y.movedim(-1, dim)).movedim(dim, -1)
+        y = y.masked_fill(~mask, 0.0)
     sq = 0.5 * y.square().sum(-1)
     # xlogy: 0 log 0 = 0 with finite gradients, in every dtype
     neg_entropy = torch.special.xlogy(y, y).sum(-1)
@@ -48,12 +58,20 @@ def regularizer(name: str, y: torch.Tensor, dim: int = -1, **params) -> torch.Te
     elif name == "sq_pnorm_max":
         value = 0.5 * y.abs().pow(p["p"]).sum(-1).pow(2.0 / p["p"])
     elif name == "fusedmax":
-        value = sq + p["lam"] * (y[..., 1:] - y[..., :-1]).abs().sum(-1)
+        chain = y
+        if mask is not None:  # the unmasked values first, in order, then zeros
+            chain = y.gather(-1, torch.sort((~mask).to(torch.uint8), dim=-1, stable=True).indices)
+        steps = (chain[..., 1:] - chain[..., :-1]).abs()
+        if mask is not None:  # only the steps between two unmasked values
+            n = mask.sum(-1, keepdim=True)
+            steps = steps * (torch.arange(1, y.shape[-1], device=y.device) < n)
+        value = sq + p["lam"] * steps.sum(-1)
     elif name == "oscarmax":
         magnitude = y.abs()
-        value = sq + p["lam"] * torch.maximum(
-            magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)
-        ).triu(1).sum((-1, -2))
+        pairs = torch.maximum(magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)).triu(1)
+        if mask is not None:
+            pairs = pairs * (mask.unsqueeze(-1) & mask.unsqueeze(-2))
+        value = sq + p["lam"] * pairs.sum((-1, -2))
     else:  # entmax: the negative Tsallis entropy
         alpha = p["alpha"]
         value = neg_entropy if alpha == 1 else (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
@@ -92,4 +110,4 @@ def max_omega(
     """
     y = build(name, **params)(scores, dim=dim, mask=mask)
     x = scores if mask is None else scores.masked_fill(~mask, 0.0)
-    return (y * x).sum(dim) - regularizer(name, y, dim=dim, **params)
+    return (y * x).sum(dim) - regularizer(name, y, dim=dim, mask=mask, **params)

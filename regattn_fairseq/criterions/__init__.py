@@ -1,1 +1,5 @@
-from . import regattn_ner_dp, regattn_snli_cross_entropy  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    regattn_fenchel_young,
+    regattn_ner_dp,
+    regattn_snli_cross_entropy,
+)

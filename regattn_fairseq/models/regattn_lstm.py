@@ -20,12 +20,17 @@ from regattn_fairseq.modules import (
     attention_spec_from_cfg,
     continuous_spec_from_cfg,
 )
+from regattn_fairseq.modules.output_options import (
+    OutputConfig,
+    OutputMappingMixin,
+    output_mapping_of,
+)
 
 MODEL_NAME = "regattn_lstm"
 
 
 @dataclass
-class RegattnLSTMConfig(AttentionConfig, ContinuousAttentionConfig):
+class RegattnLSTMConfig(AttentionConfig, ContinuousAttentionConfig, OutputConfig):
     # defaults: OpenNMT-py's, which the paper's NMT experiments used
     dropout: float = field(default=0.3, metadata={"help": "dropout probability"})
     encoder_embed_dim: int = field(default=500, metadata={"help": "encoder embedding dimension"})
@@ -107,7 +112,7 @@ class RegattnLSTMDecoder(LSTMDecoder):
 
 
 @register_model(MODEL_NAME, dataclass=RegattnLSTMConfig)
-class RegattnLSTMModel(LSTMModel):
+class RegattnLSTMModel(OutputMappingMixin, LSTMModel):
     @classmethod
     def add_args(cls, parser):
         # the options are RegattnLSTMConfig's, not the argparse flags LSTMModel declares;
@@ -179,7 +184,9 @@ class RegattnLSTMModel(LSTMModel):
                 raise ValueError("--attention-grad-surrogate needs discrete attention")
             decoder.attention.grad_surrogate = surrogate
         pretrained_embeddings.record_for_run(cfg, records)
-        return cls(encoder, decoder)
+        model = cls(encoder, decoder)
+        model.output_mapping = output_mapping_of(cfg)
+        return model
 
     @staticmethod
     def _initialise_embeddings(cfg, src_dict, tgt_dict, encoder_embed, decoder_embed):

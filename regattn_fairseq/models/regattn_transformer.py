@@ -24,11 +24,16 @@ from regattn_fairseq.modules import (
     attention_spec_from_cfg,
 )
 from regattn_fairseq.modules.attention_options import cli_name
+from regattn_fairseq.modules.output_options import (
+    OutputConfig,
+    OutputMappingMixin,
+    output_mapping_of,
+)
 from regattn_fairseq.modules.regattn_transformer_layer import MODEL_NAME
 
 
 @dataclass
-class RegattnTransformerConfig(TransformerConfig, AttentionConfig):
+class RegattnTransformerConfig(TransformerConfig, AttentionConfig, OutputConfig):
     """TransformerConfig plus the attention options as real fields: fairseq converts Hydra
     model configs with `from_namespace`, which keeps only declared fields."""
 
@@ -53,6 +58,8 @@ def _check_config(cfg):
             raise ValueError(f"unknown attention option(s) {', '.join(unknown)} for {MODEL_NAME}")
     cfg = RegattnTransformerConfig.from_namespace(cfg)
     attention_spec_from_cfg(cfg, MODEL_NAME, allow_learned_alpha=True)
+    if output_mapping_of(cfg) != "softmax" and cfg.adaptive_softmax_cutoff:
+        raise ValueError("--output-mapping cannot be combined with --adaptive-softmax-cutoff")
     for side in ("encoder", "decoder"):
         if getattr(cfg, side).xformers_att_config is not None:
             raise ValueError(
@@ -63,17 +70,21 @@ def _check_config(cfg):
 
 
 @register_model(MODEL_NAME)
-class RegattnTransformerModel(TransformerModel):
+class RegattnTransformerModel(OutputMappingMixin, TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
         gen_parser_from_dataclass(parser, AttentionConfig())
+        gen_parser_from_dataclass(parser, OutputConfig())
 
     @classmethod
     def build_model(cls, args, task):
         # From here on the config is a RegattnTransformerConfig, which fairseq's
         # TransformerConfig.from_namespace passes through unchanged to every layer.
-        return super().build_model(_check_config(args), task)
+        cfg = _check_config(args)
+        model = super().build_model(cfg, task)
+        model.output_mapping = output_mapping_of(cfg)
+        return model
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

@@ -384,3 +384,26 @@ def test_attention_sinks_are_refused():
     q = k = v = torch.zeros(1, HEADS, 3, 8)
     with pytest.raises(ValueError, match="attention sinks"):
         rt.regattn_attention_forward("sparsemax", module, q, k, v, None, s_aux=torch.zeros(HEADS))
+
+
+@pytest.mark.parametrize("backend", list(rt.BACKENDS))
+def test_neg_inf_in_the_mask_or_the_scores_removes_keys(backend):
+    """An additive mask with -inf or with the dtype's minimum (what `transformers` builds),
+    and -inf reaching the scores themselves (here through a position bias), all remove the
+    same keys as the boolean mask: the mappings take a -inf score as a masked position."""
+    g = torch.Generator().manual_seed(5)
+    query, key, value = (torch.randn(2, 3, 4, 8, generator=g) for _ in range(3))
+    keep = torch.rand(2, 1, 1, 4, generator=g) > 0.3
+    keep[..., 0] = True
+    module = torch.nn.Module().eval()
+    expected, weights = rt.regattn_attention_forward(backend, module, query, key, value, keep)
+    assert (weights.masked_select(~keep.expand_as(weights)) == 0).all()
+    for fill in (float("-inf"), torch.finfo(torch.float32).min):
+        additive = torch.zeros(keep.shape).masked_fill(~keep, fill)
+        out, _ = rt.regattn_attention_forward(backend, module, query, key, value, additive)
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
+    bias = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+    out, _ = rt.regattn_attention_forward(
+        backend, module, query, key, value, None, position_bias=bias
+    )
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)

@@ -83,6 +83,24 @@ def _entmax(x, alpha=1.5, gamma=1.0):
     )
 
 
+def _normmax(x, alpha=2.0, gamma=1.0):
+    # argmax y.x - gamma ||y||_alpha, divided by gamma
+    return _simplex_argmax(lambda y, x: y @ x / gamma - cp.pnorm(y, alpha), x)
+
+
+def _budget_sparsemax(x, budget=2.0, gamma=1.0):
+    """The projection of x / gamma onto {y in [0, 1]^n : sum(y) = budget}: a box and a sum,
+    not the simplex."""
+    y = cp.Variable(x.shape[0])
+    z = (x - x.max()) / gamma
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(y - z)), [y >= 0, y <= 1, cp.sum(y) == budget])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problem.solve(**_SOLVER_OPTS)
+    assert problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE), problem.status
+    return np.clip(y.value, 0.0, 1.0)
+
+
 _ORACLES = {
     "softmax": _softmax,
     "sparsemax": _sparsemax,
@@ -90,6 +108,8 @@ _ORACLES = {
     "fusedmax": _fusedmax,
     "oscarmax": _oscarmax,
     "entmax": _entmax,
+    "normmax": _normmax,
+    "budget_sparsemax": _budget_sparsemax,
 }
 
 

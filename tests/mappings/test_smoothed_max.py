@@ -34,3 +34,16 @@ def test_gradient_is_the_mapping_at_a_temperature(name, params):
     x.requires_grad_()
     (grad,) = torch.autograd.grad(max_omega(name, x, **params).sum(), x)
     torch.testing.assert_close(grad, mappings.build(name, **params)(x).detach(), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", mappings.NAMES)
+def test_masked_smoothed_max_is_that_of_the_unmasked_positions(name):
+    """With a mask, Omega is that of the masked problem: fusedmax's chain skips the masked
+    positions and oscarmax pairs only unmasked ones (before, the zeros at masked positions
+    entered the total variation)."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 7, generator=g, dtype=torch.float64)
+    mask = torch.tensor([True, False, True, True, False, True, True])
+    params = {"fusedmax": {"lam": 0.3}, "oscarmax": {"lam": 0.1}}.get(name, {})
+    got = max_omega(name, x, mask=mask.expand(3, 7), **params)
+    torch.testing.assert_close(got, max_omega(name, x[:, mask], **params), rtol=0, atol=1e-12)

@@ -63,3 +63,9 @@ def test_uniform_module_and_checks():
         mappings.uniform(torch.tensor([0.0, float("nan")]))
     with pytest.raises(ValueError, match="takes no parameter 'gamma'"):
         mappings.build("uniform", gamma=2.0)
+
+
+def test_uniform_takes_neg_inf_as_masked_like_every_mapping():
+    x, mask = _case(3)
+    scores = x.masked_fill(~mask, float("-inf"))
+    assert torch.equal(mappings.uniform(scores), mappings.uniform(x, mask=mask))

@@ -1,0 +1,166 @@
+"""A sparse output layer (issue #50 item 4): `--output-mapping sparsemax|entmax15` makes the
+decoder's next-token distribution the mapping of its scores (exact zeros: -inf
+log-probabilities), `--criterion regattn_fy` trains it with the mapping's Fenchel-Young loss,
+and beam search decodes with the zeros. Softmax with regattn_fy is the cross-entropy."""
+
+import math
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+from fairseq.sequence_generator import SequenceGenerator
+from fairseq_helpers import (
+    BATCH_ARGS,
+    COMMON_ARGS,
+    MODEL_ARGS,
+    SEQ2SEQ_TRAIN_ARGS,
+    USER_DIR,
+    build_model,
+    epoch_losses,
+    generate_in_process,
+    train_in_process,
+    translation_batch,
+)
+
+from regattn import losses, mappings
+from regattn_fairseq.criterions.regattn_fenchel_young import RegattnFenchelYoungCriterion
+
+OUTPUTS = {"sparsemax": ("sparsemax", {}), "entmax15": ("entmax", {"alpha": 1.5})}
+
+
+@pytest.mark.parametrize("model_name", ["regattn_lstm", "regattn_transformer"])
+@pytest.mark.parametrize("output", list(OUTPUTS))
+def test_criterion_is_the_fenchel_young_loss_of_the_output_mapping(
+    model_name, output, translation_data
+):
+    torch.manual_seed(0)
+    task, model = build_model(
+        translation_data, MODEL_ARGS[model_name], ["--output-mapping", output]
+    )
+    assert model.output_mapping == output
+    sample = translation_batch(task)
+    criterion = RegattnFenchelYoungCriterion(task, label_smoothing=0.1, sentence_avg=False)
+    loss, sample_size, log = criterion(model, sample)
+    assert sample_size == sample["ntokens"] and log["ntargets"] == sample["ntokens"]
+    scores = model(**sample["net_input"])[0]
+    mapping, params = OUTPUTS[output]
+    expected = losses.fenchel_young_loss(
+        scores.reshape(-1, scores.size(-1)),
+        sample["target"].reshape(-1),
+        mapping,
+        ignore_index=task.target_dictionary.pad(),
+        reduction="sum",
+        label_smoothing=0.1,
+        **params,
+    )
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    # the decoder's distribution is the mapping's, with exact zeros and -inf log-probabilities
+    with torch.no_grad():
+        probs = model.get_normalized_probs((scores, None), log_probs=False)
+        lprobs = model.get_normalized_probs((scores, None), log_probs=True)
+    torch.testing.assert_close(probs, getattr(mappings, mapping)(scores.float(), **params))
+    assert torch.equal(lprobs == -math.inf, probs == 0)
+
+
+def test_softmax_output_with_regattn_fy_is_cross_entropy(translation_data):
+    task, model = build_model(translation_data, MODEL_ARGS["regattn_lstm"])
+    assert model.output_mapping == "softmax"
+    sample = translation_batch(task)
+    criterion = RegattnFenchelYoungCriterion(task, label_smoothing=0.0, sentence_avg=False)
+    loss, _, _ = criterion(model, sample)
+    lprobs = model.get_normalized_probs(model(**sample["net_input"]), log_probs=True)
+    nll = -lprobs.gather(-1, sample["target"].unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(loss, nll[sample["target"] != task.target_dictionary.pad()].sum())
+
+
+def test_trains_and_generates_with_a_sparse_output(translation_data, tmp_path):
+    records = train_in_process(
+        [
+            str(translation_data),
+            *SEQ2SEQ_TRAIN_ARGS,
+            *COMMON_ARGS,
+            *MODEL_ARGS["regattn_lstm"],
+            "--attention",
+            "entmax",
+            "--criterion",
+            "regattn_fy",
+            "--output-mapping",
+            "sparsemax",
+            "--label-smoothing",
+            "0.1",
+            "--save-dir",
+            str(tmp_path),
+        ]
+    )
+    train_losses = epoch_losses(records)
+    assert len(train_losses) == 3 and train_losses[-1] < train_losses[0], train_losses
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "checkpoint_best.pt"))
+    assert state["cfg"]["model"].output_mapping == "sparsemax"
+    assert state["cfg"]["criterion"]._name == "regattn_fy"
+    lines = generate_in_process(
+        [
+            str(translation_data),
+            "--user-dir",
+            USER_DIR,
+            "--path",
+            str(tmp_path / "checkpoint_best.pt"),
+            "--task",
+            "translation",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--cpu",
+            "--gen-subset",
+            "test",
+            "--beam",
+            "5",
+            "--batch-size",
+            "4",
+            *BATCH_ARGS,
+            "--results-path",
+            str(tmp_path),
+        ]
+    )
+    hypotheses = [line.split("\t") for line in lines if line.startswith("H-")]
+    assert len(hypotheses) == 6
+    assert all(math.isfinite(float(score)) for _, score, _ in hypotheses)
+    _assert_beam_search_scores_are_the_teacher_forced_ones(tmp_path / "checkpoint_best.pt")
+
+
+def _assert_beam_search_scores_are_the_teacher_forced_ones(checkpoint):
+    """Beam search with the trained sparse output: many next-token probabilities are exact
+    zeros (log-probability -inf) and the hypotheses' token scores are the teacher-forced ones."""
+    (model,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    assert model.output_mapping == "sparsemax"
+    model.eval()
+    sample = translation_batch(task)
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=5, max_len_b=30)
+    zeros = total = 0
+    with torch.no_grad():
+        hypos = generator.generate([model], sample)
+        for i, sentence_hypos in enumerate(hypos):
+            src = sample["net_input"]["src_tokens"][i : i + 1]
+            src = src[src != task.source_dictionary.pad()].unsqueeze(0)
+            for hypo in sentence_hypos:
+                assert math.isfinite(hypo["score"])
+                tokens = hypo["tokens"].unsqueeze(0)
+                prev = torch.cat(
+                    [tokens.new_full((1, 1), task.target_dictionary.eos()), tokens[:, :-1]], dim=1
+                )
+                scores, _ = model(src, torch.tensor([src.size(1)]), prev)
+                lprobs = model.get_normalized_probs((scores, None), log_probs=True)
+                zeros += int((lprobs == -math.inf).sum())
+                total += lprobs.numel()
+                positional = lprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)[0]
+                torch.testing.assert_close(
+                    positional, hypo["positional_scores"], rtol=1e-4, atol=1e-4
+                )
+    assert zeros > 0, total  # a sparse output: some tokens ruled out
+
+
+def test_bad_output_mapping_is_an_argparse_error(translation_data):
+    with pytest.raises(SystemExit):
+        build_model(translation_data, MODEL_ARGS["regattn_lstm"], ["--output-mapping", "entmax"])

@@ -205,12 +205,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         taken = apply_recipe(args, load_config("reproduce", args.table))
     except ReproError as error:
         parser.error(str(error))
-    if taken:
-        print(
-            "[recipe] from configs/reproduce/"
-            f"{args.table}.yaml: " + ", ".join(f"{k}={v}" for k, v in taken.items()),
-            flush=True,
-        )
+    args.recipe = taken  # said after the data's source, which a run says first
     if (
         args.gamma_grid
         or args.gamma_grid_extend is not None
@@ -815,6 +810,12 @@ def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace
         ),
         flush=True,
     )
+    if getattr(args, "recipe", None):
+        print(
+            f"[recipe] from configs/reproduce/{args.table}.yaml: "
+            + ", ".join(f"{k}={v}" for k, v in args.recipe.items()),
+            flush=True,
+        )
     # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
     seeds = args.seeds or list(spec.seeds[scale])

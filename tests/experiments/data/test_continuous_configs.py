@@ -20,12 +20,16 @@ def test_every_option_composes(config_name):
         "continuous_sparsemax",
         "continuous_softmax_sum",
         "continuous_sparsemax_sum",
+        "uniform",
     }
     configs = compose_all(
         config_name, [[CONFIGS[config_name], f"continuous={option}"] for option in options]
     )
     for option, cfg in zip(options, configs, strict=True):
         model = cfg.model
+        if option == "uniform":  # the attention-free control: discrete, 1/n over the source
+            assert model.attention == "uniform" and "attention_domain" not in model
+            continue
         assert model.attention == "softmax"
         if option == "softmax":
             assert "attention_domain" not in model and "continuous_density" not in model

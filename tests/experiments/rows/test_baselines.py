@@ -174,7 +174,8 @@ def test_rescore_of_a_mapping_subset_leaves_the_baselines(tmp_path, monkeypatch,
     """`--rescore --mappings m` scores m again, not the table's baselines (which it would only
     duplicate); the whole table, or --baselines-only, scores them again."""
     calls = []
-    data = type("Prepared", (), {"manifest": {"source": "offline", "evaluations": {}}})()
+    manifest = {"source": "offline", "evaluations": {}}
+    data = type("Prepared", (), {"manifest": manifest, "bin_dir": tmp_path})()
     monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
     monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
     monkeypatch.setattr(reproduce, "run_baselines", lambda *a: calls.append(a[-1]))

@@ -33,19 +33,26 @@ def compose_all(
     """Compose config_name once per override list, as fairseq-hydra-train would."""
     from fairseq.dataclass.initialize import hydra_init
     from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     hydra_init(config_name)  # fairseq-hydra-train validates the primary config against its schema
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
-        return [
-            compose(
-                config_name=config_name,
-                overrides=overrides,
-                return_hydra_config=return_hydra_config,
-            )
-            for overrides in override_lists
-        ]
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
+            return [
+                compose(
+                    config_name=config_name,
+                    overrides=overrides,
+                    return_hydra_config=return_hydra_config,
+                )
+                for overrides in override_lists
+            ]
+    finally:
+        # the schema stored under the config's own name would make every later composition
+        # of that config (the suite's, quiet by design) warn: leave the store as it was
+        GlobalHydra.instance().clear()
+        ConfigStore.instance().repo.pop(f"{config_name}.yaml", None)
 
 
 def compose(config_name: str, overrides: list[str]):

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR, REPO_ROOT
@@ -27,6 +28,8 @@ def _compose_hydra(config_name: str, overrides: list[str]):
             return compose(config_name, overrides=overrides, return_hydra_config=True)
     finally:
         GlobalHydra.instance().clear()
+        # leave no schema stored under the config's own name (later compositions would warn)
+        ConfigStore.instance().repo.pop(f"{config_name}.yaml", None)
 
 
 def test_slurm_launcher_composes_with_a_sweep():

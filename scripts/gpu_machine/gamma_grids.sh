@@ -1,4 +1,6 @@
 #!/bin/bash
+# the work folder beside the checkout (runs from the repository root)
+export GPU_WORK=${GPU_WORK:-$(dirname "$PWD")/gpu-work}
 # One call on a lent GPU machine, prepared by prepare_carry.sh: the γ grids' selection runs
 # (`reproduce.py --gamma auto --gamma-select-epochs 3 --gamma-select-only`, seed 1) of the
 # tables and mappings in GRIDS (`table:mapping,mapping` for the table's gamma_grid, or
@@ -34,7 +36,7 @@ for job in $GRIDS; do
       # its own process group (setsid), so that only these trainings are stopped below
       setsid python3 scripts/reproduce.py $table --scale small --mappings $mapping --seeds 1 \
         --gamma auto --gamma-grid $gamma --gamma-seeds first --gamma-select-epochs 3 \
-        --gamma-select-only --data-dir $DATA_ROOT --work-dir /work/gpu-work --gpus ${GPUS:-1} \
+        --gamma-select-only --data-dir $DATA_ROOT --work-dir $GPU_WORK --gpus ${GPUS:-1} \
         --threads 1 $ALLOW >$LOGS/$table-$mapping-gamma$gamma.log 2>&1 &
       PIDS+=($!)
     done
@@ -50,6 +52,6 @@ kill $DMON 2>/dev/null
 el stopped
 for f in $LOGS/*-gamma*.log; do echo "$(basename $f): $(grep -h '\[gamma\]' $f | tail -1 | cut -c1-150)"; grep -h -E "Error|error:" $f | tail -2; done
 cp /tmp/fs-build.log $LOGS/ 2>/dev/null
-(cd /work/gpu-work && tar czf $OUT/gamma-grids.tgz --exclude='*.pt' --exclude=wandb checkpoints -C $LOGS/.. $(basename $LOGS))
+(cd $GPU_WORK && tar czf $OUT/gamma-grids.tgz --exclude='*.pt' --exclude=wandb checkpoints -C $LOGS/.. $(basename $LOGS))
 ls -la $OUT
 el end

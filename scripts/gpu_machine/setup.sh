@@ -1,4 +1,6 @@
 # Sourced first by every call on a lent GPU machine (train_nmt_and_bench.sh,
+# the work folder beside the checkout (runs from the repository root)
+export GPU_WORK=${GPU_WORK:-$(dirname "$PWD")/gpu-work}
 # cuda_tests_and_bench.sh, gamma_grids.sh), from the repository's root, prepared by
 # prepare_carry.sh. The machine has Python 3.12, torch, triton, numpy and Cython, but no
 # network and none of fairseq, hydra, omegaconf or wandb:
@@ -51,16 +53,16 @@ for pair in hydra_train:fairseq-hydra-train generate:fairseq-generate preprocess
 done
 # the prepared data and the raw files their stamps name, at the paths the stamps name
 DATA_ROOT=$(cat .gpu/data_root)
-mkdir -p $DATA_ROOT /work/gpu-work/data
+mkdir -p $DATA_ROOT $GPU_WORK/data
 [ -n "$SIMULATION" ] || cp -r .gpu/data/. $DATA_ROOT/
-cp -r .gpu/work/. /work/gpu-work/data/
+cp -r .gpu/work/. $GPU_WORK/data/
 # the prepared data's manifests name the folder it was prepared in (its references, for
 # scoring): that path, here, leads to the copy
 PREP=$(cat .gpu/prep_root 2>/dev/null)
-if [ -n "$PREP" ] && [ ! -e "$PREP" ]; then mkdir -p "$(dirname $PREP)" && ln -s /work/gpu-work/data "$PREP"; fi
+if [ -n "$PREP" ] && [ ! -e "$PREP" ]; then mkdir -p "$(dirname $PREP)" && ln -s $GPU_WORK/data "$PREP"; fi
 # every file a manifest names must be here before any training starts, not at scoring time
 MISSING=$(python3 - <<'PY'
-import json, pathlib
+import json, os, pathlib
 def paths(value):
     if isinstance(value, dict):
         for v in value.values():
@@ -70,7 +72,7 @@ def paths(value):
             yield from paths(v)
     elif isinstance(value, str) and value.startswith("/") and "\n" not in value and " " not in value:
         yield value
-for stamp in pathlib.Path("/work/gpu-work/data").glob("*/*/stamp.json"):
+for stamp in pathlib.Path(os.environ["GPU_WORK"], "data").glob("*/*/stamp.json"):
     for path in paths(json.loads(stamp.read_text()).get("manifest", {})):
         if not pathlib.Path(path).exists():
             print(stamp.parent.name, path)

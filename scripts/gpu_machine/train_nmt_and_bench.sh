@@ -1,4 +1,6 @@
 #!/bin/bash
+# the work folder beside the checkout (runs from the repository root)
+export GPU_WORK=${GPU_WORK:-$(dirname "$PWD")/gpu-work}
 # One call on a lent GPU machine (issue #30), prepared by prepare_carry.sh: fairseq on CUDA.
 #   1. setup: the carried wheels, fairseq-fixed from its sdist (Cython helpers only), its
 #      console scripts, the prepared Multi30k, the checkout's commit, regattn._C (background)
@@ -22,7 +24,7 @@ DMON=$!
 for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
   # its own process group (setsid), so that only these trainings are stopped below
   setsid python3 scripts/reproduce.py nmt --scale small --mappings $m --seeds 1 --gamma ${GAMMA[$m]} \
-    --data-dir $DATA_ROOT --work-dir /work/gpu-work --results-dir $RES --gpus ${GPUS:-1} \
+    --data-dir $DATA_ROOT --work-dir $GPU_WORK --results-dir $RES --gpus ${GPUS:-1} \
     --threads 2 $ALLOW >$RES/logs/$m.log 2>&1 &
   PIDS+=($!)
 done
@@ -30,7 +32,7 @@ while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && [ "$(running)" -gt 0 ]; do
   sleep 30
   el progress
   for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do
-    echo "$m: $(grep -h -E '\][[](train_inner|train|valid)\]' /work/gpu-work/checkpoints/nmt/multi30k_en_de/small-offline/$m/*/seed1/train.log 2>/dev/null | tail -1 | cut -c1-190)"
+    echo "$m: $(grep -h -E '\][[](train_inner|train|valid)\]' $GPU_WORK/checkpoints/nmt/multi30k_en_de/small-offline/$m/*/seed1/train.log 2>/dev/null | tail -1 | cut -c1-190)"
   done
 done
 stop_runs
@@ -41,7 +43,7 @@ for m in softmax sparsemax entmax15 oscarmax fusedmax sq_pnorm_max; do echo "---
 el pack
 cp /tmp/fs-build.log /tmp/c-build.log $RES/logs/ 2>/dev/null
 tar czf $OUT/gpu-results.tgz -C /tmp gpu-results
-(cd /work/gpu-work && tar czf $OUT/gpu-runs.tgz --exclude='*.pt' --exclude=wandb checkpoints)
+(cd $GPU_WORK && tar czf $OUT/gpu-runs.tgz --exclude='*.pt' --exclude=wandb checkpoints)
 wait $CBUILD
 el bench
 # the committed runs go along, so the returned model_gpu.json holds them and this one

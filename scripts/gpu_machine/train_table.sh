@@ -1,4 +1,6 @@
 #!/bin/bash
+# the work folder beside the checkout (runs from the repository root)
+export GPU_WORK=${GPU_WORK:-$(dirname "$PWD")/gpu-work}
 # One call on a lent GPU machine, prepared by prepare_carry.sh (TABLES=<table>,
 # GRID_LOGS=<the CPU runs' WORK_DIR>): a table's converged runs, every (mapping, seed) of JOBS
 # its own `reproduce.py` process, side by side on the GPU, until TRAIN_UNTIL seconds.
@@ -24,8 +26,8 @@ source .gpu/setup.sh
 [ -z "$MISSING" ] || { echo "stopped before training: the runs could not be scored"; exit 1; }
 
 el train
-mkdir -p /work/gpu-work/checkpoints
-cp -rn .gpu/grid-logs/. /work/gpu-work/checkpoints/
+mkdir -p $GPU_WORK/checkpoints
+cp -rn .gpu/grid-logs/. $GPU_WORK/checkpoints/
 nvidia-smi dmon -s um -d 10 >$LOGS/dmon.log 2>&1 &
 DMON=$!
 for job in $JOBS; do
@@ -34,7 +36,7 @@ for job in $JOBS; do
     # its own process group (setsid), so that only these runs are stopped below
     setsid python3 scripts/reproduce.py $TABLE --scale small --mappings $mapping --seeds $seed \
       --gamma auto --gamma-seeds 1 --gamma-select-epochs 3 --data-dir $DATA_ROOT \
-      --work-dir /work/gpu-work --gpus ${GPUS:-1} --threads 1 $ALLOW \
+      --work-dir $GPU_WORK --gpus ${GPUS:-1} --threads 1 $ALLOW \
       >$LOGS/$TABLE-$mapping-seed$seed.log 2>&1 &
     PIDS+=($!)
   done
@@ -42,7 +44,7 @@ done
 echo "${#PIDS[@]} runs started"
 while [ $(($(date +%s) - T0)) -lt $TRAIN_UNTIL ] && [ "$(running)" -gt 0 ]; do
   sleep 20
-  epochs=$(for f in $(find /work/gpu-work/checkpoints/$TABLE -path '*seed[0-9]/train.log'); do
+  epochs=$(for f in $(find $GPU_WORK/checkpoints/$TABLE -path '*seed[0-9]/train.log'); do
     grep -c 'end of epoch' $f; done | sort -n | tr '\n' ' ')
   el "progress: $(running) running; epochs per run: $epochs; scored: $(grep -l '\[score\]' $LOGS/*.log 2>/dev/null | wc -l)"
 done
@@ -55,7 +57,7 @@ for f in $LOGS/$TABLE-*.log; do
 done
 el pack
 tar czf $OUT/table-results.tgz results/raw results/figures results/$TABLE.md
-(cd /work/gpu-work && find checkpoints/$TABLE -path '*seed[0-9]/*' \( -name train.log -o -name started.json \
+(cd $GPU_WORK && find checkpoints/$TABLE -path '*seed[0-9]/*' \( -name train.log -o -name started.json \
   -o -name config.yaml \) ! -path '*select*' -print0 | tar czf $OUT/table-runs.tgz --null -T - -C $LOGS/.. $(basename $LOGS))
 ls -la $OUT
 el end

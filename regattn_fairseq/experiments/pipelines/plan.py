@@ -17,6 +17,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.report.convergence import converged
@@ -194,3 +195,23 @@ class Progress:
             f"{hours(elapsed)}, ETA {hours(sum(left)) if left else 'unknown'}",
             flush=True,
         )
+
+
+def run_dir(
+    work_dir, spec, experiment, scale, data, mapping, seed, gamma=None, dry_run=None
+) -> Path:
+    """Where a job's run lives: ``<work_dir>/checkpoints/<table>/<experiment>/<scale>-<source>
+    [dry-run suffix]/<mapping>[/gamma<γ>]/seed<N>``; stable, so that an interrupted job
+    resumes there."""
+    suffix = dry_run.folder_suffix() if dry_run is not None else ""
+    folder = (
+        work_dir
+        / "checkpoints"
+        / spec.table
+        / experiment.name
+        / f"{scale}-{data.manifest['source']}{suffix}"
+    )
+    folder = folder / mapping
+    if gamma is not None:
+        folder = folder / f"gamma{gamma}"
+    return folder / f"seed{seed}"

@@ -39,11 +39,14 @@ from regattn_fairseq.experiments.core.provenance import (
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
+from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_data_arguments,
     add_run_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
+from regattn_fairseq.experiments.pipelines.gamma_edge import best_gamma as _best_gamma
+from regattn_fairseq.experiments.pipelines.gamma_edge import gamma_beyond_edge as _gamma_beyond_edge
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     Progress,
@@ -52,6 +55,7 @@ from regattn_fairseq.experiments.pipelines.plan import (
     grid_seconds,
     print_plan,
 )
+from regattn_fairseq.experiments.pipelines.plan import run_dir as _run_dir
 from regattn_fairseq.experiments.pipelines.validation import check_table
 from regattn_fairseq.experiments.report.figures import (
     figure_sidecar_name,
@@ -231,23 +235,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.baselines_only and args.dry_run.active:
         parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
     return args
-
-
-def _run_dir(
-    work_dir, spec, experiment, scale, data, mapping, seed, gamma=None, dry_run=None
-) -> Path:
-    suffix = dry_run.folder_suffix() if dry_run is not None else ""
-    folder = (
-        work_dir
-        / "checkpoints"
-        / spec.table
-        / experiment.name
-        / f"{scale}-{data.manifest['source']}{suffix}"
-    )
-    folder = folder / mapping
-    if gamma is not None:
-        folder = folder / f"gamma{gamma}"
-    return folder / f"seed{seed}"
 
 
 def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> list[str]:
@@ -455,40 +442,6 @@ def _selection_how(spec, args, seeds):
         )
         selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
     return grid, extend, criterion, selection_seeds, select_epochs, selection_overrides
-
-
-def _best_gamma(grid, extended, validation):
-    """The γ of lowest validation loss among the grid and the values added beyond it; of
-    equal losses, the one tried first (the grid's before an extension's)."""
-    return min([*grid, *extended], key=lambda g: validation[str(g)])
-
-
-def _gamma_beyond_edge(grid, extended, validation, extend):
-    """The next γ to try beyond the grid, or None: the edge value times (or divided by) the
-    grid's factor at that end, when the best γ tried so far is the largest (smallest) and
-    fewer than ``extend`` values were added on that side.
-
-    Parameters
-    ----------
-    grid : list of float
-        the grid (at least 2 values for any extension).
-    extended : list of float
-        the values already added beyond it, in the order tried.
-    validation : dict
-        ``{str(γ): loss}`` of every γ tried.
-    extend : int
-        the most values added on each side.
-    """
-    if len(grid) < 2 or not extend:
-        return None
-    ordered = sorted(grid)
-    tried = sorted([*grid, *extended])
-    best = _best_gamma(grid, extended, validation)
-    if best == tried[-1] and sum(g > ordered[-1] for g in extended) < extend:
-        return best * ordered[-1] / ordered[-2]
-    if best == tried[0] and sum(g < ordered[0] for g in extended) < extend:
-        return best * ordered[0] / ordered[1]
-    return None
 
 
 def _selection_settled(selection: dict, extend: int) -> bool:
@@ -776,7 +729,10 @@ def run(argv: list[str] | None = None) -> None:
     if args.baselines_only:
         return
     for experiment in experiments:
-        if args.gamma_select_only:
+        if args.gamma_select_only and pretrained.is_pretrained(experiment):
+            for mapping in table.mappings:
+                pretrained.gamma_of(table, experiment, prepared[experiment.name], mapping, True)
+        elif args.gamma_select_only:
             for mapping in table.mappings:
                 _mapping_setup(table, experiment, prepared[experiment.name], mapping)
         else:
@@ -865,6 +821,8 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
     tuple
         (list of `plan.PlannedJob`, the estimated seconds of the γ grids left).
     """
+    if pretrained.is_pretrained(experiment):
+        return pretrained.plan_jobs(table, experiment, data)
     args, rows = table.args, table.rows()
     evaluations = list(experiment_test_sets(experiment))
     jobs, grids = [], 0.0
@@ -975,6 +933,11 @@ def _selection_dir(table: TableRun, experiment, data, mapping: str, seed: int, g
 def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=None) -> None:
     """Train and score every mapping and seed of an experiment, then draw its attention
     figure; `progress` (`plan.Progress`) prints a line as each job to do starts."""
+    if pretrained.is_pretrained(experiment):
+        _draw_attention_figure(
+            table, experiment, pretrained.run_experiment(table, experiment, data, progress)
+        )
+        return
     exports = []  # first evaluation set, first seed: one panel per mapping in the figure
     for mapping in table.mappings:
         setup = _mapping_setup(table, experiment, data, mapping)

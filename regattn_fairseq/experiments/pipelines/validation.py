@@ -9,6 +9,7 @@ from regattn_fairseq.experiments.core.cli import UsageError
 from regattn_fairseq.experiments.core.config import check_mappings, check_scale
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import USER_DIR
+from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.train.train import compose_config
 from regattn_fairseq.modules.attention_options import (
     attention_spec_from_cfg,
@@ -53,6 +54,10 @@ def check_table(spec, experiments, args, gamma_mappings) -> None:
     gamma = grid[0] if args.gamma == "auto" else args.gamma
     for experiment in experiments:
         for mapping in mappings:
+            if pretrained.is_pretrained(experiment):
+                tuned = mapping in pretrained.GAMMA_MAPPINGS and args.gamma
+                pretrained.check_mapping(experiment, args.scale, mapping, gamma if tuned else None)
+                continue
             check_mapping_options(
                 experiment,
                 args.scale,

@@ -1,0 +1,417 @@
+"""The pretrained-encoder table's jobs: a pinned pretrained Transformer (all-MiniLM-L6-v2) with
+its attention swapped to each mapping, fine-tuned on SNLI (`train.hf_finetune`) and scored
+(`score.hf_classify`), through `reproduce`'s table run: the same prepared data, baselines,
+plan, progress, run folders, locks, keys, rows and report as the fairseq tables.
+
+An experiment of a table config is one of these when it says ``trainer: huggingface``; it then
+names its ``pretrained`` model (a `PinnedModel` of `regattn.integrations.pretrained_models`),
+its fine-tuning settings per scale (``finetune:``, `FineTuneSettings`' fields) and the short
+runs that choose γ (``gamma_select:``, the fields they change).
+
+γ (GAMMA=auto): each mapping that takes a temperature is fine-tuned once per γ of the table's
+grid on the selection seeds, in short runs (``gamma_select``), and the γ of the lowest
+validation loss is kept; a choice at the grid's edge extends it by the table's
+``gamma_grid_extend`` rule, as the fairseq tables do (`gamma_edge`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from regattn.integrations import pretrained_models
+from regattn_fairseq.experiments.core.cli import UsageError
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.data import checksums
+from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
+from regattn_fairseq.experiments.pipelines.gamma_edge import best_gamma, gamma_beyond_edge
+from regattn_fairseq.experiments.pipelines.plan import (
+    PlannedJob,
+    estimate_seconds,
+    grid_seconds,
+    run_dir,
+)
+from regattn_fairseq.experiments.report.views import write_outputs
+from regattn_fairseq.experiments.rows.keys import config_sha256, finished_rows, job_key
+from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
+from regattn_fairseq.experiments.score.hf_classify import classify
+from regattn_fairseq.experiments.score.significance import write_items
+from regattn_fairseq.experiments.train.hf_finetune import (
+    ATTENTION_OPTIONS,
+    FineTuneSettings,
+    fine_tune,
+    load_finetuned,
+    read_pairs,
+)
+from regattn_fairseq.experiments.train.train import record_training_start
+
+TRAINER = "huggingface"
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+# the mappings a γ applies to: every one with a temperature (the attention-free control and a
+# learned α's entmax are trained at their configs' values)
+GAMMA_MAPPINGS = ("sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
+CRITERION = "validation loss"
+STARTED_FILE = "started.json"
+
+
+def is_pretrained(experiment) -> bool:
+    """Whether a table's experiment fine-tunes a pretrained Hugging Face model."""
+    return experiment.get("trainer") == TRAINER
+
+
+def pinned_model(experiment) -> pretrained_models.PinnedModel:
+    """The experiment's pretrained model (``pretrained:``, a model of `pretrained_models`).
+
+    Raises
+    ------
+    UsageError
+        for a name no pinned model has.
+    """
+    models = {m.name: m for m in (pretrained_models.MINILM_L6_V2,)}
+    name = experiment.get("pretrained")
+    if name not in models:
+        raise UsageError(
+            f"{experiment.name}: pretrained model {name!r} is not pinned; pinned: "
+            f"{', '.join(models)} (regattn.integrations.pretrained_models)"
+        )
+    return models[name]
+
+
+def attention_config(mapping: str, gamma: float | None = None) -> dict:
+    """configs/attention/<mapping>.yaml's options that are set, with γ when given."""
+    config = OmegaConf.to_container(load_config("attention", mapping))
+    options = {
+        key: config[key] for key in ("attention", *ATTENTION_OPTIONS) if config.get(key) is not None
+    }
+    if gamma is not None:
+        options["attention_gamma"] = float(gamma)
+    return options
+
+
+def settings_for(experiment, scale: str, mapping: str, seed: int, gamma=None, select=False):
+    """A job's `FineTuneSettings`: the experiment's ``finetune.<scale>``, with the short
+    selection runs' changes (``gamma_select.<scale>``) when `select`."""
+    options = dict(OmegaConf.to_container(experiment.finetune[scale]))
+    if select:
+        options.update(OmegaConf.to_container(experiment.gamma_select[scale]))
+    return FineTuneSettings(
+        model=pinned_model(experiment).record(),
+        attention=attention_config(mapping, gamma),
+        seed=seed,
+        **options,
+    )
+
+
+def check_mapping(experiment, scale: str, mapping: str, gamma) -> None:
+    """Build the mapping's attention as the model would (`AttentionMapping`), before any data
+    is read.
+
+    Raises
+    ------
+    UsageError
+        an option the mapping refuses, or settings that are no `FineTuneSettings`.
+    """
+    from regattn.integrations.transformers import AttentionMapping
+
+    try:
+        settings = settings_for(experiment, scale, mapping, 1, gamma)
+        params = settings.params
+        heads = 1 if params.get("alpha") == "learned" else None
+        AttentionMapping(settings.backend, num_heads=heads, **params)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{experiment.name} {mapping}: {error}") from None
+
+
+def _job(table, experiment, data: PreparedData, mapping: str, seed: int, gamma, select=False):
+    """(settings, run folder, key) of one fine-tuning job."""
+    settings = settings_for(experiment, table.scale, mapping, seed, gamma, select)
+    folder = run_dir(
+        table.work_dir,
+        table.spec,
+        experiment,
+        table.scale,
+        data,
+        mapping,
+        seed,
+        gamma,
+        table.args.dry_run,
+    )
+    if select:
+        folder = folder.with_name(f"{folder.name}-select")
+    key = job_key(
+        experiment.name,
+        table.scale,
+        data.manifest["source"],
+        mapping,
+        settings.record(),
+        seed,
+        table.args.dry_run.record(),
+    )
+    return settings, folder, key
+
+
+def _grid(table) -> tuple[list[float], int]:
+    args, spec = table.args, table.spec
+    return list(args.gamma_grid or spec.gamma_grid), int(spec.get("gamma_grid_extend") or 0)
+
+
+def _selection_seeds(table) -> list[int]:
+    return table.seeds[:1] if table.args.gamma_seeds == "first" else list(table.seeds)
+
+
+def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
+    """GAMMA=auto: a short fine-tuning run per γ of the grid (and beyond its edge, by the
+    table's rule) on the selection seeds; the γ of the lowest mean validation loss.
+
+    Returns
+    -------
+    dict
+        the rows' ``gamma_selection``: grid, extend, extended, criterion, seeds, validation
+        ({str(γ): mean validation loss}), chosen.
+    """
+    grid, extend = _grid(table)
+    seeds = _selection_seeds(table)
+    model_path = pretrained_models.model_dir(pinned_model(experiment))
+    train, valid = read_pairs(data, "train"), read_pairs(data, "valid")
+
+    def validation_loss(gamma: float) -> float:
+        losses = []
+        for seed in seeds:
+            settings, folder, _ = _job(table, experiment, data, mapping, seed, gamma, select=True)
+            with run_lock(folder, f"{experiment.name} {mapping} γ={gamma} seed {seed}"):
+                run = fine_tune(settings, model_path, train, valid, folder, progress=_say)
+            losses.append(run.curve["best_valid_loss"])
+        return round(sum(losses) / len(losses), 4)
+
+    validation = {str(g): validation_loss(g) for g in grid}
+    extended: list[float] = []
+    while (beyond := gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+        _say(f"[gamma] {mapping}: the grid's edge won; γ = {beyond} is tried beyond it")
+        validation[str(beyond)] = validation_loss(beyond)
+        extended.append(beyond)
+    chosen = best_gamma(grid, extended, validation)
+    _say(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}")
+    return {
+        "grid": grid,
+        "extend": extend,
+        "extended": extended,
+        "criterion": f"{CRITERION} of short runs ({_short_runs(experiment, table.scale)})",
+        "seeds": seeds,
+        "validation": validation,
+        "chosen": chosen,
+    }
+
+
+def _short_runs(experiment, scale: str) -> str:
+    select = experiment.gamma_select[scale]
+    return ", ".join(f"{k}={v}" for k, v in select.items())
+
+
+def _recorded_choice(table, experiment, mapping: str) -> dict | None:
+    """The γ choice recorded in the table's rows for this mapping and grid, if any."""
+    grid, extend = _grid(table)
+    for row in reversed(table.rows()):
+        selection = row.get("gamma_selection") or {}
+        if (
+            row["experiment"] == experiment.name
+            and row["mapping"] == mapping
+            and row["scale"] == table.scale
+            and selection.get("grid") == grid
+            and selection.get("extend") == extend
+            and selection.get("seeds") == _selection_seeds(table)
+        ):
+            return selection
+    return None
+
+
+def gamma_of(table, experiment, data, mapping: str, choose: bool):
+    """(γ, selection) a mapping's seeds train at: the recorded choice, a new one (`choose`),
+    or (None, None) while none is made."""
+    args = table.args
+    if mapping not in GAMMA_MAPPINGS or not args.gamma:
+        return None, None
+    if args.gamma != "auto":
+        return float(args.gamma), None
+    selection = None if args.retrain else _recorded_choice(table, experiment, mapping)
+    if selection is None and choose:
+        selection = choose_gamma(table, experiment, data, mapping)
+    return (selection["chosen"], selection) if selection else (None, None)
+
+
+@functools.cache
+def _train_size_of(root: Path) -> int:
+    return len((root / "raw" / "train.premise").read_text(encoding="utf-8").splitlines())
+
+
+def _train_size(data: PreparedData) -> int:
+    return _train_size_of(data.root)
+
+
+def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
+    """Each job of the experiment, done or to do (`reproduce._plan_jobs`' counterpart), and
+    the estimated seconds of the γ grids left."""
+    rows, evaluations = table.rows(), list(experiment_test_sets(experiment))
+    jobs, grids = [], 0.0
+    for mapping in table.mappings:
+        gamma, _ = gamma_of(table, experiment, data, mapping, choose=False)
+        note = ""
+        if gamma is None and mapping in GAMMA_MAPPINGS and table.args.gamma == "auto":
+            grid, _ = _grid(table)
+            note = f"γ chosen first on {len(grid)} short runs"
+            # a short run: its epochs on its share of the training pairs
+            select = experiment.gamma_select[table.scale]
+            pairs = _train_size(data)
+            share = min(pairs, select.get("train_pairs") or pairs) / pairs
+            epochs = select.get("max_epoch", 1)
+            grids += share * (grid_seconds(rows, experiment.name, mapping, len(grid), epochs) or 0)
+        estimate = estimate_seconds(rows, experiment.name, mapping)
+        for seed in table.seeds:
+            done = False
+            if gamma is not None or mapping not in GAMMA_MAPPINGS or not table.args.gamma:
+                _, _, key = _job(table, experiment, data, mapping, seed, gamma)
+                done = bool(finished_rows(rows, key, evaluations)) and not (
+                    table.args.rescore or table.args.retrain
+                )
+            jobs.append(
+                PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
+            )
+    return jobs, grids
+
+
+def run_experiment(table, experiment, data: PreparedData, progress=None) -> list[Path]:
+    """Fine-tune and score every mapping and seed of the experiment whose rows are missing.
+
+    Returns
+    -------
+    list of Path
+        the attention exports of the first seed, one per mapping (the figure's panels).
+    """
+    model_path = pretrained_models.model_dir(pinned_model(experiment))
+    splits = {split: read_pairs(data, split) for split in ("train", "valid")}
+    exports = []
+    for mapping in table.mappings:
+        gamma, selection = gamma_of(table, experiment, data, mapping, choose=True)
+        for seed in table.seeds:
+            if progress is not None:
+                progress.start(experiment.name, mapping, seed)
+            settings, folder, key = _job(table, experiment, data, mapping, seed, gamma)
+            label = f"{experiment.name} {mapping} seed {seed}"
+            with run_lock(folder, label):
+                done = finished_rows(table.rows(), key, list(experiment_test_sets(experiment)))
+                if done and not (table.args.rescore or table.args.retrain):
+                    _say(f"[skip] {label}: finished (run {done[0]['run_id']})")
+                    rows = done
+                else:
+                    if table.args.retrain and folder.exists():
+                        shutil.rmtree(folder)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    started = _started(folder)
+                    run = fine_tune(
+                        settings,
+                        model_path,
+                        splits["train"],
+                        splits["valid"],
+                        folder,
+                        progress=_say,
+                    )
+                    rows = finetuned_rows(
+                        table, experiment, data, mapping, seed, run, selection, started
+                    )
+                    write_outputs(
+                        table.results_dir,
+                        table.spec,
+                        rows,
+                        again=table.args.rescore or table.args.retrain,
+                    )
+                    scores = "; ".join(f"{r['evaluation']} {r['metrics']}" for r in rows)
+                    _say(f"[results] {label}: {scores}")
+            if seed == table.seeds[0] and rows[0].get("attention", {}).get("export"):
+                exports.append(Path(rows[0]["attention"]["export"]))
+    return exports
+
+
+def _started(folder: Path) -> dict:
+    """The provenance of the code that started the run in `folder` (`record_training_start`,
+    kept across resumes); empty for a run started before it was recorded."""
+    record_training_start(folder)
+    path = folder / STARTED_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def finetuned_rows(
+    table, experiment, data, mapping, seed, run, selection, started
+) -> list[ResultRow]:
+    """Score a fine-tuned model on every evaluation set of the experiment: one row each."""
+    model, tokenizer = load_finetuned(run.best_dir)
+    context = provenance()
+    fingerprint = checksums.verify(data)
+    run_id = uuid.uuid4().hex[:12]
+    settings = run.settings
+    config = settings.record()
+    rows = []
+    for name in experiment_test_sets(experiment):
+        subset = data.evaluation(name)["subset"]
+        pairs = read_pairs(data, subset)
+        result = classify(
+            model,
+            tokenizer,
+            pairs,
+            settings,
+            run.best_dir.parent / "decode" / f"{name}.attention.jsonl.gz",
+            {"name": mapping, "params": settings.params, "backend": settings.backend},
+        )
+        items = write_items(table.results_dir, run_id, name, result["items"])
+        rows.append(
+            ResultRow(
+                row_version=ROW_VERSION,
+                run_id=run_id,
+                config_sha256=config_sha256(config),
+                items=items,
+                gamma_selection=selection,
+                dry_run=table.args.dry_run.record(),
+                table=table.spec.table,
+                experiment=experiment.name,
+                evaluation=name,
+                scale=table.scale,
+                mapping=mapping,
+                sweep_params={},
+                seed=seed,
+                metrics=result["metrics"],
+                signature=None,
+                data_source=data.manifest["source"],
+                data={
+                    **{k: data.manifest[k] for k in ("variant", "description", "inputs")},
+                    "fingerprint": fingerprint,
+                },
+                train={
+                    "wall_s": run.wall_s,
+                    "pairs_per_s": run.pairs_per_s,
+                    "tokens_per_s": run.tokens_per_s,
+                    "epochs": run.epochs,
+                    "learning_curve": run.curve,
+                    "checkpoint": str(run.best_dir),
+                    "started": started,
+                    "config": config,
+                    "pretrained": pinned_model(experiment).record(),
+                    "precision": "bf16 autocast" if settings.bf16 else "float32",
+                },
+                decode={"wall_s": result["decode_wall_s"], "batch_size": 2 * settings.batch_size},
+                attention=result["attention"],
+                **context,
+            )
+        )
+    checksums.verify(data)
+    return rows

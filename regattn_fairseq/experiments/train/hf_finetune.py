@@ -1,0 +1,482 @@
+"""Fine-tuning a pretrained Hugging Face encoder as a 3-way entailment classifier, with its
+attention swapped to a regattn mapping (`regattn.integrations.transformers`): the training of
+the pretrained-encoder table (configs/reproduce/table1_pretrained.yaml).
+
+The run is the fairseq runs' counterpart, so that the same rows, learning curves, convergence
+check and claims read it:
+
+- one validation per epoch, logged as a JSON record ``{"epoch", "train_loss", "valid_loss",
+  "valid_accuracy", ...}`` in ``<run_dir>/train.log`` (`train.learning_curve` reads it);
+- the best epoch by validation accuracy kept (``<run_dir>/best/``, `save_pretrained`, with the
+  regattn settings and learned alphas), and early stopping by the patience rule of fairseq
+  (`fairseq_logs.replay_early_stopping`: a strictly better accuracy resets the count);
+- ``<run_dir>/checkpoint_last.pt`` after every epoch (model, optimizer, random states): an
+  interrupted run resumes at the next epoch and trains as an uninterrupted one would (the data
+  order of each epoch is drawn from the seed and the epoch alone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
+from regattn_fairseq.experiments.train.train import learning_curve
+from regattn_fairseq.tasks.regattn_snli import LABELS
+
+# transformers' own softmax attention: the reference the regattn softmax must equal
+EAGER = "eager"
+LOG_FILE = "train.log"
+BEST_DIR = "best"
+LAST_CHECKPOINT = "checkpoint_last.pt"
+# the metric that picks the best epoch and stops the run, as the fairseq SNLI runs use it
+METRIC = "accuracy"
+
+
+@dataclass(frozen=True)
+class NliPairs:
+    """Premise-hypothesis pairs with their label ids (indices into the task's LABELS)."""
+
+    premises: list[str]
+    hypotheses: list[str]
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def head(self, count: int | None) -> NliPairs:
+        """The first `count` pairs (all of them for None)."""
+        if count is None:
+            return self
+        return NliPairs(self.premises[:count], self.hypotheses[:count], self.labels[:count])
+
+
+def read_pairs(prepared: PreparedData, split: str) -> NliPairs:
+    """The pairs of a prepared SNLI split (`data.builders.snli`): the same text and labels the
+    fairseq classifier of Table 1 reads.
+
+    Raises
+    ------
+    ReproError
+        if a file is missing, the files differ in length, or a label is not one of LABELS.
+    """
+    raw = prepared.root / "raw"
+    paths = (
+        raw / f"{split}.premise",
+        raw / f"{split}.hypothesis",
+        prepared.bin_dir / "label" / f"{split}.label",
+    )
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        raise ReproError(f"SNLI {split}: missing {', '.join(missing)}; prepare the data again")
+    premises, hypotheses, labels = (path.read_text(encoding="utf-8").splitlines() for path in paths)
+    if not len(premises) == len(hypotheses) == len(labels):
+        raise ReproError(
+            f"SNLI {split}: {len(premises)} premises, {len(hypotheses)} hypotheses and "
+            f"{len(labels)} labels"
+        )
+    unknown = sorted(set(labels) - set(LABELS))
+    if unknown:
+        raise ReproError(f"SNLI {split}: labels {unknown} are none of {LABELS}")
+    return NliPairs(premises, hypotheses, [LABELS.index(label) for label in labels])
+
+
+# the attention options of configs/attention/*.yaml (`MAPPING_PARAMS` of core/labels.py) and
+# the parameter of `regattn.integrations.transformers.configure` each one sets
+ATTENTION_OPTIONS = {
+    "attention_gamma": "gamma",
+    "attention_lambda": "lam",
+    "attention_p": "p",
+    "attention_alpha": "alpha",
+}
+
+
+def backend_and_params(attention: dict) -> tuple[str, dict]:
+    """The `transformers` backend and its `configure` parameters of an attention config.
+
+    Parameters
+    ----------
+    attention : dict
+        ``attention`` (the library's mapping, or "eager" for transformers' own softmax) and
+        the options of ATTENTION_OPTIONS that are set, as in configs/attention/<mapping>.yaml.
+
+    Returns
+    -------
+    tuple
+        (backend, params): 1.5-entmax is the backend ``entmax15``; another α (a number or
+        "learned") is a parameter of ``entmax``.
+    """
+    name = attention["attention"]
+    params = {
+        ATTENTION_OPTIONS[option]: value
+        for option, value in attention.items()
+        if option in ATTENTION_OPTIONS and value is not None
+    }
+    if "alpha" in params and params["alpha"] != "learned":
+        params["alpha"] = float(params["alpha"])
+    if name == "entmax" and params.get("alpha") == 1.5:
+        del params["alpha"]
+        return "entmax15", params
+    return name, params
+
+
+@dataclass(frozen=True)
+class FineTuneSettings:
+    """Everything that shapes a fine-tuning run. Its `record` is the rows' ``train.config``,
+    laid out as the fairseq runs' (the attention options under ``model``), so that the rows'
+    keys, cells and labels read it as theirs.
+
+    Attributes
+    ----------
+    model : dict
+        the pinned model's record (`PinnedModel.record`: name, distribution, weights' SHA-256).
+    attention : dict
+        the attention config (`backend_and_params`).
+    seed : int
+        the seed of the new head, dropout and the data order.
+    lr, weight_decay : float
+        AdamW's.
+    warmup_steps : int
+        linear warm-up of the learning rate, then constant (no schedule tied to a number of
+        epochs that early stopping decides).
+    batch_size : int
+        pairs per step.
+    max_epoch : int
+        the epoch cap.
+    patience : int
+        validations without a strictly better accuracy that stop the run.
+    max_length : int
+        the pair's tokens kept (SNLI pairs are far shorter).
+    bf16 : bool
+        bfloat16 autocast on the CPU (AMX); float32 otherwise.
+    train_pairs, valid_pairs : int or None
+        the first N pairs of each split (None: all): short γ-selection runs, smoke runs.
+    """
+
+    model: dict
+    attention: dict
+    seed: int
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    batch_size: int = 32
+    max_epoch: int = 10
+    patience: int = 2
+    max_length: int = 128
+    bf16: bool = False
+    train_pairs: int | None = None
+    valid_pairs: int | None = None
+
+    @property
+    def backend(self) -> str:
+        return backend_and_params(self.attention)[0]
+
+    @property
+    def params(self) -> dict:
+        return backend_and_params(self.attention)[1]
+
+    def record(self) -> dict:
+        """The settings as JSON: ``model`` (the pretrained model and the attention options) and
+        ``finetune`` (the rest)."""
+        rest = {k: v for k, v in asdict(self).items() if k not in ("model", "attention")}
+        return {"model": {"pretrained": self.model, **self.attention}, "finetune": rest}
+
+
+@dataclass
+class FineTuned:
+    """A finished fine-tuning run.
+
+    Attributes
+    ----------
+    best_dir : Path
+        the best epoch's model (`save_pretrained`).
+    curve : dict
+        `train.learning_curve` of its log.
+    wall_s : float
+        training and validation seconds, summed over every attempt.
+    pairs_per_s, tokens_per_s : float or None
+        training pairs (real tokens) per second in the last epoch.
+    settings : FineTuneSettings
+        how it was trained.
+    """
+
+    best_dir: Path
+    curve: dict
+    wall_s: float
+    pairs_per_s: float | None
+    tokens_per_s: float | None
+    settings: FineTuneSettings
+
+    @property
+    def epochs(self) -> int | None:
+        return self.curve.get("stopped_epoch")
+
+
+def _quiet_transformers() -> None:
+    """transformers' load report (the new head's weights are "missing", as they must be) and
+    progress bars stay out of the run's output; its errors still show."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+def build_model(model_path: Path, settings: FineTuneSettings):
+    """The pretrained encoder with a new 3-way head, its attention set to the settings'
+    backend, and its tokenizer."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from regattn.integrations import transformers as rt
+
+    _quiet_transformers()
+    rt.register()
+    torch.manual_seed(settings.seed)  # the new head's initialization
+    model = AutoModelForSequenceClassification.from_pretrained(
+        model_path,
+        num_labels=len(LABELS),
+        id2label=dict(enumerate(LABELS)),
+        label2id={label: i for i, label in enumerate(LABELS)},
+        attn_implementation=EAGER if settings.backend == EAGER else rt.PREFIX + settings.backend,
+    )
+    if settings.backend != EAGER:
+        rt.configure(model, settings.backend, **settings.params)
+    elif settings.params:
+        raise ReproError(f"eager attention takes no parameters, got {settings.params}")
+    return model, AutoTokenizer.from_pretrained(model_path)
+
+
+def load_finetuned(best_dir: Path):
+    """A fine-tuned model saved by `fine_tune` (regattn settings and learned alphas restored),
+    and its tokenizer."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from regattn.integrations import transformers as rt
+
+    _quiet_transformers()
+    return (
+        rt.from_pretrained(AutoModelForSequenceClassification, best_dir),
+        AutoTokenizer.from_pretrained(best_dir),
+    )
+
+
+def batches(pairs: NliPairs, tokenizer, size: int, max_length: int, order=None):
+    """Tokenized batches of (premise, hypothesis) pairs, with their labels, in `order` (a list
+    of indices; default: as given)."""
+    order = list(range(len(pairs))) if order is None else order
+    for start in range(0, len(order), size):
+        chunk = order[start : start + size]
+        encoded = tokenizer(
+            [pairs.premises[i] for i in chunk],
+            [pairs.hypotheses[i] for i in chunk],
+            padding=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="pt",
+        )
+        encoded["labels"] = torch.tensor([pairs.labels[i] for i in chunk])
+        yield encoded
+
+
+def autocast(settings: FineTuneSettings):
+    """bfloat16 autocast on the CPU when the settings ask for it (a no-op context otherwise)."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=settings.bf16)
+
+
+def validate(model, tokenizer, pairs: NliPairs, settings: FineTuneSettings) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy (percent) of the model on `pairs`, in eval mode."""
+    model.eval()
+    total_loss, correct = 0.0, 0
+    with torch.no_grad(), autocast(settings):
+        for batch in batches(pairs, tokenizer, 2 * settings.batch_size, settings.max_length):
+            out = model(**batch)
+            total_loss += float(out.loss) * len(batch["labels"])
+            correct += int((out.logits.argmax(-1) == batch["labels"]).sum())
+    return total_loss / len(pairs), 100.0 * correct / len(pairs)
+
+
+def learned_alphas(model) -> list[list[float]] | None:
+    """Each attention layer's learned alpha per head, or None without a learned alpha."""
+    from regattn.integrations import transformers as rt
+
+    alphas = []
+    for module in rt.attention_modules(model):
+        mapping = getattr(module, rt.MAPPING_ATTRIBUTE, None)
+        if mapping is None or mapping.alpha_logit is None:
+            return None
+        alphas.append([round(float(a), 4) for a in mapping.alpha().detach()])
+    return alphas
+
+
+def _save_atomically(obj, path: Path) -> None:
+    partial = path.with_name(path.name + ".partial")
+    torch.save(obj, partial)
+    os.replace(partial, path)
+
+
+def _log(run_dir: Path, record: dict) -> None:
+    with open(run_dir / LOG_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _curve(run_dir: Path, settings: FineTuneSettings) -> dict:
+    log = run_dir / LOG_FILE
+    text = log.read_text(encoding="utf-8") if log.is_file() else ""
+    return learning_curve(text, settings.patience, settings.max_epoch, METRIC, maximize=True)
+
+
+def fine_tune(
+    settings: FineTuneSettings,
+    model_path: Path,
+    train: NliPairs,
+    valid: NliPairs,
+    run_dir: Path,
+    progress=print,
+) -> FineTuned:
+    """Fine-tune the pretrained model on `train`, validating on `valid` after every epoch,
+    until the patience rule stops it or the epoch cap; resume an interrupted run in
+    `run_dir`; a finished one is returned as it is.
+
+    Parameters
+    ----------
+    settings : FineTuneSettings
+        how to train (its pair limits are applied here).
+    model_path : Path
+        the pretrained model's folder (`regattn.integrations.pretrained_models.model_dir`).
+    train, valid : NliPairs
+        the splits.
+    run_dir : Path
+        the run's folder (log, checkpoints, best model).
+    progress : callable
+        prints a line per epoch.
+
+    Returns
+    -------
+    FineTuned
+        The run.
+
+    Raises
+    ------
+    ReproError
+        if `run_dir` holds a run of other settings, or a loss is not finite.
+    """
+    train, valid = train.head(settings.train_pairs), valid.head(settings.valid_pairs)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    settings_file = run_dir / "settings.json"
+    recorded = json.loads(settings_file.read_text()) if settings_file.is_file() else None
+    if recorded is not None and recorded != settings.record():
+        raise ReproError(
+            f"{run_dir} holds a run of other settings ({settings_file}); remove the folder to "
+            "train these"
+        )
+    settings_file.write_text(json.dumps(settings.record(), indent=1, sort_keys=True) + "\n")
+    curve = _curve(run_dir, settings)
+    last = run_dir / LAST_CHECKPOINT
+    if curve.get("stop") is not None and (run_dir / BEST_DIR).is_dir():
+        return _finished(run_dir, settings)
+    model, tokenizer = build_model(model_path, settings)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / max(1, settings.warmup_steps))
+    )
+    epoch = 0
+    if last.is_file():
+        state = torch.load(last, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        epoch = state["epoch"]
+        progress(f"[finetune] resuming {run_dir} after epoch {epoch}")
+    while True:
+        epoch += 1
+        order = list(range(len(train)))
+        random.Random(f"{settings.seed}-{epoch}").shuffle(order)
+        model.train()
+        started, losses, tokens = time.time(), [], 0
+        for batch in batches(train, tokenizer, settings.batch_size, settings.max_length, order):
+            with autocast(settings):
+                loss = model(**batch).loss
+            if not torch.isfinite(loss):
+                raise ReproError(
+                    f"{run_dir}: the training loss is {float(loss)} at epoch {epoch} "
+                    f"(step {len(losses) + 1}); the run is stopped, nothing is saved"
+                )
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+            tokens += int(batch["attention_mask"].sum())
+        train_s = time.time() - started
+        valid_loss, valid_accuracy = validate(model, tokenizer, valid, settings)
+        record = {
+            "epoch": epoch,
+            "train_loss": round(sum(losses) / len(losses), 4),
+            "valid_loss": round(valid_loss, 4),
+            f"valid_{METRIC}": round(valid_accuracy, 2),
+            "train_pairs_per_s": round(len(train) / train_s, 1),
+            "train_tokens_per_s": round(tokens / train_s, 1),
+            "wall_s": round(time.time() - started, 1),
+        }
+        alphas = learned_alphas(model)
+        if alphas is not None:
+            record["alpha"] = alphas
+        previous = _curve(run_dir, settings).get(f"valid_{METRIC}", [])
+        if not previous or record[f"valid_{METRIC}"] > max(previous):
+            model.save_pretrained(run_dir / BEST_DIR)
+            tokenizer.save_pretrained(run_dir / BEST_DIR)
+        _save_atomically(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "epoch": epoch,
+            },
+            last,
+        )
+        # logged after the checkpoint: a record in the log is an epoch that is saved
+        _log(run_dir, record)
+        progress(
+            f"[finetune] epoch {epoch}: train loss {record['train_loss']}, valid loss "
+            f"{record['valid_loss']}, valid accuracy {record['valid_accuracy']} "
+            f"({record['wall_s']} s)"
+        )
+        values = [*previous, record[f"valid_{METRIC}"]]
+        _, _, stop = replay_early_stopping(values, settings.patience, maximize=True)
+        if stop is not None or epoch >= settings.max_epoch:
+            break
+    last.unlink()  # the optimizer state is twice the model: a finished run keeps only best/
+    return _finished(run_dir, settings)
+
+
+def _records(run_dir: Path) -> list[dict]:
+    log = run_dir / LOG_FILE
+    if not log.is_file():
+        return []
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _finished(run_dir: Path, settings: FineTuneSettings) -> FineTuned:
+    records = _records(run_dir)
+    return FineTuned(
+        best_dir=run_dir / BEST_DIR,
+        curve=_curve(run_dir, settings),
+        # training and validation seconds, summed over the epochs of every attempt
+        wall_s=round(sum(record.get("wall_s", 0.0) for record in records), 1),
+        pairs_per_s=records[-1].get("train_pairs_per_s"),
+        tokens_per_s=records[-1].get("train_tokens_per_s"),
+        settings=settings,
+    )

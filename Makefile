@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-scaling bench-model bench-training bench-dp bench-hf clean-venv
+.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -101,6 +101,9 @@ bench-dp: setup ## smoothed Viterbi (entropy, l2; compiled and torch paths) vs a
 bench-hf: setup ## training step time of a small Hugging Face BERT per regattn backend vs transformers' eager and sdpa softmax
 	$(PY) bench/bench_hf.py
 
+bench-hf-minilm: setup ## the same for the pinned pretrained all-MiniLM-L6-v2 on SNLI-shaped batches, bf16 autocast -> results/bench/hf_minilm_cpu_bf16.md
+	$(PY) bench/bench_hf.py --model minilm --bf16
+
 clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)
 
@@ -170,12 +173,12 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
 
-.PHONY: reproduce-table1 reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
+.PHONY: reproduce-table1 reproduce-table1-pretrained reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row
 
 results-tables: setup ## regenerate results/*.md, results/raw/*.csv and the results summary (results/summary.md, README) from the raw rows (rows untouched)
 	$(PY) -m regattn_fairseq.experiments.report.views $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR))
-	$(PY) -m regattn_fairseq.experiments.report.summary $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR) --readme /dev/null)
+	$(PY) -m regattn_fairseq.experiments.report.summary $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR) --readme /dev/null --docs /dev/null --hf-docs /dev/null)
 
 rerun-row: setup ## re-run one committed row at its training commit in a git worktree: diff per metric against its cell's std, appended to results/reruns.jsonl (ROW_FILE=... RUN_ID=...)
 	@test -n "$(ROW_FILE)" -a -n "$(RUN_ID)" || { echo 'usage: make rerun-row ROW_FILE=results/raw/nmt.jsonl RUN_ID=<run_id>'; exit 2; }
@@ -183,6 +186,9 @@ rerun-row: setup ## re-run one committed row at its training commit in a git wor
 
 reproduce-table1: setup ## Table 1, SNLI accuracy per mapping -> results/table1.md (SCALE=paper|small|smoke; prints its plan first; PLAN_ONLY=1 stops there)
 	$(PY) scripts/reproduce.py table1 $(REPRO_ARGS) $(TABLE_ARGS)
+
+reproduce-table1-pretrained: setup ## Table 1 with a pretrained encoder: all-MiniLM-L6-v2 (pinned wheel) fine-tuned on SNLI per mapping -> results/table1_pretrained.md (SCALE=small|smoke)
+	$(PY) scripts/reproduce.py table1_pretrained $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-table2: setup ## Table 2, summarization ROUGE on DUC 2004 + Gigaword -> results/table2.md (SCALE=...)
 	$(PY) scripts/reproduce.py table2 $(REPRO_ARGS) $(TABLE_ARGS)

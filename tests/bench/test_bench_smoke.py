@@ -131,6 +131,19 @@ def test_hf_bench(tmp_path):
     assert "| sparsemax |" in (tmp_path / "hf_cpu.md").read_text()
 
 
+def test_hf_bench_on_the_pinned_minilm_in_bf16(tmp_path):
+    pytest.importorskip("all_minilm_l6_v2", reason="the pinned MiniLM wheel is not installed")
+    run_bench("bench_hf.py", tmp_path, "--model", "minilm", "--bf16")
+    run = json.loads((tmp_path / "hf_minilm_cpu_bf16.json").read_text())["runs"][-1]
+    assert run["args"]["precision"] == "bf16 autocast"
+    assert run["model"]["pretrained"]["name"] == "all-MiniLM-L6-v2"
+    assert run["batch"] == {"sequences": 32, "min_length": 30, "max_length": 50}
+    ratios = {r["attention"]: r["ratio_to_eager"] for r in run["results"]}
+    assert ratios["eager (transformers softmax)"] == 1.0
+    assert "uniform (attention-free control)" in ratios
+    assert "The pretrained all-MiniLM-L6-v2" in (tmp_path / "hf_minilm_cpu_bf16.md").read_text()
+
+
 def test_model_bench_times_the_cpu_offload_on_a_gpu_only():
     # the paper's setup (model on the GPU, fusedmax/oscarmax on the CPU) needs a GPU to mean
     # anything; on the CPU it would time the same thing twice

@@ -18,6 +18,11 @@ from typing import NamedTuple
 from regattn_fairseq.experiments.core.dry_run import describe as describe_dry_run
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.decode.tagging import format_count
+from regattn_fairseq.experiments.report.alpha_plots import (
+    alpha_figure_name,
+    alpha_summary,
+    learned_alpha_rows,
+)
 from regattn_fairseq.experiments.report.claims import (
     claims_section,
     compare,
@@ -293,6 +298,7 @@ def _experiment_table(
     lines += _statistics_table(kind, evaluations, shown_cells) + [kind.legend, ""]
     lines += _provenance_table(kind, shown_cells)
     shown_rows = [r for cell in shown_cells.values() for r in cell]
+    lines += _learned_alpha_lines(spec.table, experiment, scale, shown_rows)
     convergence = convergence_lines(shown_rows)
     if convergence and not rows[0].get("dry_run"):
         figure = learning_curve_figure(spec.table, experiment, scale)
@@ -309,6 +315,17 @@ def _experiment_table(
             )
         lines.append("")
     return lines
+
+
+def _learned_alpha_lines(table: str, experiment: str, scale: str, rows: list[dict]) -> list[str]:
+    """What each head learned, for rows with a learned α per head (`alpha_plots`)."""
+    learned = learned_alpha_rows(rows)
+    if not learned:
+        return []
+    lines = [f"Learned α ({row_label(learned[0])}), over every layer and head:", ""]
+    lines += [f"- {alpha_summary(row)}" for row in learned]
+    figure = alpha_figure_name(table, experiment, scale)
+    return lines + ["", f"![learned α per layer and head](figures/{figure})", ""]
 
 
 def headline_metric(spec, evaluation: str) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
 from regattn_fairseq.experiments.core.files import replacing, write_file
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_fairseq.experiments.report.alpha_plots import draw_alpha_figures
 from regattn_fairseq.experiments.report.learning_curves import draw_learning_curves
 from regattn_fairseq.experiments.report.reruns import draw_reruns
 from regattn_fairseq.experiments.report.specs import table_specs
@@ -70,6 +71,7 @@ def write_outputs(results_dir: Path, spec, new_rows: list[dict], again: bool = F
         markdown = results_dir / f"{spec.table}.md"
         write_file(markdown, render_table(spec, rows, results_dir))
         draw_learning_curves(results_dir, spec, rows)
+        draw_alpha_figures(results_dir, spec, rows)
     return markdown
 
 
@@ -103,6 +105,7 @@ def regenerate(results_dir: Path, tables: list[str] | None = None) -> list[Path]
             markdown = results_dir / f"{table}.md"
             write_file(markdown, render_table(spec, rows, results_dir))
             draw_learning_curves(results_dir, spec, rows)
+            draw_alpha_figures(results_dir, spec, rows)
         written.append(markdown)
     if not tables and (results_dir / "reruns.jsonl").is_file():
         written.append(draw_reruns(results_dir))

@@ -1,0 +1,93 @@
+"""The α each head learned (α-entmax with a learned α per head, Correia et al. 2019): a figure
+of layer × head heat maps, one per seed, and a summary line per run for the table, from the
+rows' ``attention.alpha`` (`score.hf_classify`). Heads that specialise show as different α
+within a layer and across seeds alike; α near 1 is softmax-like, α = 2 is sparsemax."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from regattn_fairseq.experiments.core.files import replacing
+from regattn_fairseq.experiments.rows.keys import split_current
+
+# the range of a learned α (regattn.mappings.learned_alpha: 1.01 + 0.99 sigmoid)
+ALPHA_RANGE = (1.0, 2.0)
+
+
+def learned_alpha_rows(rows: list[dict]) -> list[dict]:
+    """The rows that record a learned α per layer and head, sorted by seed."""
+    found = [row for row in rows if (row.get("attention") or {}).get("alpha")]
+    return sorted(found, key=lambda row: row["seed"])
+
+
+def alpha_summary(row: dict) -> str:
+    """One line on a run's learned α: over all heads, its mean, range and spread, and how
+    many heads ended sparser than 1.5-entmax (α > 1.5)."""
+    alpha = np.asarray(row["attention"]["alpha"], dtype=float)
+    return (
+        f"seed {row['seed']}: α mean {alpha.mean():.2f}, range {alpha.min():.2f}–"
+        f"{alpha.max():.2f}, sd over heads {alpha.std():.2f}; {int((alpha > 1.5).sum())} of "
+        f"{alpha.size} heads above 1.5"
+    )
+
+
+def alpha_figure_name(table: str, experiment: str, scale: str) -> str:
+    """The file name (under figures/) of an experiment's learned-α figure at one scale."""
+    return f"{table}_{experiment}_{scale}_learned_alpha.png"
+
+
+def plot_learned_alpha(rows: list[dict], path: Path, title: str) -> Path | None:
+    """One layer × head heat map of the learned α per run (seed), on one colour scale.
+
+    Returns
+    -------
+    Path or None
+        The figure; None for rows without a learned α.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = learned_alpha_rows(rows)
+    if not runs:
+        return None
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(3.6 * len(runs) + 1, 3.2), squeeze=False, constrained_layout=True
+    )
+    image = None
+    for ax, row in zip(axes[0], runs, strict=True):
+        alpha = np.asarray(row["attention"]["alpha"], dtype=float)
+        image = ax.imshow(alpha, vmin=ALPHA_RANGE[0], vmax=ALPHA_RANGE[1], cmap="viridis")
+        ax.set_title(f"seed {row['seed']}", fontsize=9)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_xticks(range(alpha.shape[1]))
+        ax.set_yticks(range(alpha.shape[0]))
+        ax.tick_params(labelsize=7)
+    fig.colorbar(image, ax=axes[0].tolist(), label="learned α (1: softmax, 2: sparsemax)")
+    fig.suptitle(title, fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as partial:
+        fig.savefig(partial, dpi=120, format="png")
+    plt.close(fig)
+    return path
+
+
+def draw_alpha_figures(results_dir: Path, spec, rows: list[dict]) -> list[Path]:
+    """One learned-α figure per experiment and scale whose current real rows record one."""
+    current, _ = split_current(rows)
+    groups = defaultdict(list)
+    for row in learned_alpha_rows(current):
+        if not row.get("dry_run"):
+            groups[(row["experiment"], row["scale"], row["mapping"])].append(row)
+    drawn = []
+    for (experiment, scale, mapping), group in groups.items():
+        path = results_dir / "figures" / alpha_figure_name(spec.table, experiment, scale)
+        title = f"{spec.table} {experiment}, scale {scale}: {mapping}, α per layer and head"
+        if plot_learned_alpha(group, path, title) is not None:
+            drawn.append(path)
+    return drawn

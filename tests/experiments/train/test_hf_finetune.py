@@ -1,0 +1,147 @@
+"""Fine-tuning the pinned pretrained encoder (train/hf_finetune.py) and scoring it
+(score/hf_classify.py): the settings' layout in the rows, a resumed run equal to an
+uninterrupted one, a finished run not trained again, and the scores and attention record."""
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from regattn.integrations import pretrained_models as pm
+from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.decode.attention_format import read_export
+from regattn_fairseq.experiments.rows.keys import row_label
+from regattn_fairseq.experiments.score.hf_classify import classify
+from regattn_fairseq.experiments.train import hf_finetune as ft
+
+needs_minilm = pytest.mark.skipif(
+    importlib.util.find_spec(pm.MINILM_L6_V2.package) is None,
+    reason=f"the pinned wheel {pm.MINILM_L6_V2.distribution} is not installed",
+)
+
+PAIRS = ft.NliPairs(
+    premises=["A man plays a guitar .", "Two dogs run on grass .", "A woman reads a book ."] * 3,
+    hypotheses=["A man plays music .", "The dogs sleep .", "She is a teacher ."] * 3,
+    labels=[0, 2, 1] * 3,
+)
+
+
+@pytest.mark.parametrize(
+    "attention,expected",
+    [
+        ({"attention": "softmax"}, ("softmax", {})),
+        ({"attention": "sparsemax", "attention_gamma": 4.0}, ("sparsemax", {"gamma": 4.0})),
+        ({"attention": "entmax", "attention_alpha": "1.5"}, ("entmax15", {})),
+        ({"attention": "entmax", "attention_alpha": "learned"}, ("entmax", {"alpha": "learned"})),
+        ({"attention": "entmax", "attention_alpha": "1.3"}, ("entmax", {"alpha": 1.3})),
+        ({"attention": "fusedmax", "attention_lambda": 0.1}, ("fusedmax", {"lam": 0.1})),
+    ],
+)
+def test_attention_configs_become_backends(attention, expected):
+    assert ft.backend_and_params(attention) == expected
+
+
+def test_the_settings_are_laid_out_as_the_fairseq_rows_config():
+    settings = ft.FineTuneSettings(
+        model=pm.MINILM_L6_V2.record(),
+        attention={"attention": "sparsemax", "attention_gamma": 4.0},
+        seed=2,
+    )
+    record = settings.record()
+    assert record["model"]["attention_gamma"] == 4.0
+    assert record["model"]["pretrained"]["weights_sha256"] == pm.MINILM_L6_V2.weights_sha256
+    assert record["finetune"]["seed"] == 2
+    row = {"mapping": "sparsemax", "train": {"config": record}}
+    assert row_label(row) == "sparsemax (γ=4)"
+
+
+def _settings(**changes):
+    options = dict(
+        model=pm.MINILM_L6_V2.record(),
+        attention={"attention": "entmax", "attention_alpha": "learned"},
+        seed=3,
+        lr=1e-4,
+        warmup_steps=1,
+        batch_size=4,
+        max_epoch=2,
+        patience=0,
+        max_length=32,
+    )
+    return ft.FineTuneSettings(**{**options, **changes})
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _interrupt_after_epoch_1(line: str) -> None:
+    if line.startswith("[finetune] epoch 1:"):
+        raise Interrupted(line)
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory):
+    return pm.model_dir(cache_dir=tmp_path_factory.mktemp("models"))
+
+
+@needs_minilm
+def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
+    settings = _settings()
+    whole = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "whole", progress=str)
+    with pytest.raises(Interrupted):
+        ft.fine_tune(
+            settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=_interrupt_after_epoch_1
+        )
+    assert (tmp_path / "cut" / ft.LAST_CHECKPOINT).is_file()
+    lines = []
+    resumed = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=lines.append)
+    assert lines[0].startswith("[finetune] resuming"), lines
+    assert resumed.curve["epochs"] == whole.curve["epochs"] == [1, 2]
+    for key in ("train_loss", "valid_loss", "valid_accuracy"):
+        assert resumed.curve[key] == whole.curve[key], key
+    log = [json.loads(x) for x in (tmp_path / "cut" / ft.LOG_FILE).read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+    assert len(log[0]["alpha"]) == 6 and len(log[0]["alpha"][0]) == 12  # layers x heads
+    # a finished run keeps only its best epoch's model
+    assert not (tmp_path / "cut" / ft.LAST_CHECKPOINT).exists()
+    model_a, _ = ft.load_finetuned(whole.best_dir)
+    model_b, _ = ft.load_finetuned(resumed.best_dir)
+    for (name, a), b in zip(
+        model_a.state_dict().items(), model_b.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, msg=name)
+    # and is not trained again
+    again = []
+    ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=again.append)
+    assert again == []
+
+
+@needs_minilm
+def test_a_folder_of_other_settings_is_refused(minilm, tmp_path):
+    ft.fine_tune(_settings(max_epoch=1), minilm, PAIRS, PAIRS, tmp_path, progress=str)
+    with pytest.raises(ReproError, match="other settings"):
+        ft.fine_tune(_settings(max_epoch=1, lr=1e-3), minilm, PAIRS, PAIRS, tmp_path)
+
+
+@needs_minilm
+def test_classify_scores_items_and_attention(minilm, tmp_path):
+    settings = _settings(max_epoch=1)
+    run = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "run", progress=str)
+    model, tokenizer = ft.load_finetuned(run.best_dir)
+    export = tmp_path / "run" / "decode" / "test.attention.jsonl.gz"
+    result = classify(model, tokenizer, PAIRS, settings, export, {"name": "entmax_learned"})
+    scores = result["items"]["scores"]["accuracy"]
+    assert len(scores) == len(PAIRS) and set(scores) <= {0, 100}
+    assert result["metrics"]["accuracy"] == round(sum(scores) / len(scores), 2)
+    attention = result["attention"]
+    assert len(attention["by_layer"]) == 6
+    assert len(attention["alpha"]) == 6 and all(len(a) == 12 for a in attention["alpha"])
+    assert 0 <= attention["mean_zero_fraction"] <= 1
+    records = read_export(export)
+    assert len(records) == len(PAIRS)
+    first = records[0]
+    n = len(first["src_tokens"])
+    assert first["src_tokens"][0] == "[CLS]" and len(first["attention"]) == n
+    for row in first["attention"]:
+        assert len(row) == n and abs(sum(row) - 1) < 1e-3

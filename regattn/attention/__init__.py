@@ -196,10 +196,15 @@ def _fused_unsupported(q, v) -> str | None:
 
 
 def _same_strides(t: torch.Tensor) -> torch.Tensor:
-    """t, or a contiguous copy when torch.empty_like(t) would not share its strides (the
-    kernels address a gradient with its input's strides).
+    """t, or a contiguous copy when t is not dense (a slice): torch.empty_like keeps the
+    strides of a dense tensor only, and the kernels address a gradient with its input's.
     """
-    return t if t.is_contiguous() or t.is_non_overlapping_and_dense() else t.contiguous()
+    expected = 1
+    for i in sorted(range(t.dim()), key=t.stride):
+        if t.shape[i] != 1 and t.stride(i) != expected:
+            return t.contiguous()
+        expected *= t.shape[i]
+    return t
 
 
 def _strides(t: torch.Tensor, varlen: bool):

@@ -28,6 +28,7 @@ allowed key gets zeros and zero gradient.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -90,12 +91,14 @@ def _check_inputs(q, k, v, alpha, mask, scale, cu_seqlens_q, cu_seqlens_k):
     """Validates the arguments of `sparse_attention`; returns the scale (default 1/sqrt(D))."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise ValueError(f"{name} must be a floating-point tensor, got {type(t).__name__}"
-                             + (f" of {t.dtype}" if isinstance(t, torch.Tensor) else ""))  # fmt: skip
+            kind = f"{t.dtype} tensor" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a floating-point tensor, got a {kind}")
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not q.device == k.device == v.device:
-        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+        raise ValueError(
+            f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}"
+        )
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     dims = 3 if varlen else 4
     layout = "(tokens, heads, dim)" if varlen else "(batch, heads, length, dim)"
@@ -122,8 +125,10 @@ def _check_inputs(q, k, v, alpha, mask, scale, cu_seqlens_q, cu_seqlens_k):
     _check_alpha(alpha, hq)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (
-        math.isfinite(scale) and scale > 0
+    elif (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not (math.isfinite(scale) and scale > 0)
     ):
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     if varlen:
@@ -160,11 +165,17 @@ def _check_cu_seqlens(cu_q, cu_k, total_q: int, total_k: int, device) -> None:
         if not isinstance(cu, torch.Tensor) or cu.dtype not in (torch.int32, torch.int64):
             raise ValueError(f"{name} must be an int32 or int64 tensor")
         if cu.dim() != 1 or cu.numel() < 2:
-            raise ValueError(f"{name} must be 1-D with batch + 1 >= 2 entries, got {tuple(cu.shape)}")
+            raise ValueError(
+                f"{name} must be 1-D with batch + 1 >= 2 entries, got {tuple(cu.shape)}"
+            )
         if cu.device != device:
             raise ValueError(f"{name} is on {cu.device}, q on {device}")
         values = cu.tolist()
-        if values[0] != 0 or values[-1] != total or any(b < a for a, b in zip(values, values[1:])):
+        if (
+            values[0] != 0
+            or values[-1] != total
+            or any(b < a for a, b in itertools.pairwise(values))
+        ):
             raise ValueError(
                 f"{name} must rise from 0 to the number of tokens ({total}), got {values}"
             )
@@ -187,7 +198,8 @@ def _fused_unsupported(q, v) -> str | None:
     if q.dtype not in FUSED_DTYPES:
         return f"the fused kernels take float16, bfloat16 or float32, got {q.dtype}"
     if max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM:
-        return f"the fused kernels take head dims up to {MAX_HEAD_DIM}, got {q.shape[-1]}, {v.shape[-1]}"
+        dims = f"{q.shape[-1]} and {v.shape[-1]}"
+        return f"the fused kernels take head dims up to {MAX_HEAD_DIM}, got {dims}"
     return None
 
 
@@ -542,7 +554,9 @@ class SparseAttention(nn.Module):
             return self.fixed_alpha
         return alpha_from_logit(self.alpha_logit)
 
-    def forward(self, q, k, v, mask=None, causal=None, scale=None, cu_seqlens_q=None, cu_seqlens_k=None):
+    def forward(
+        self, q, k, v, mask=None, causal=None, scale=None, cu_seqlens_q=None, cu_seqlens_k=None
+    ):
         """`sparse_attention(q, k, v, ...)` with this module's alpha (see there)."""
         return sparse_attention(
             q, k, v, alpha=self.alpha, mask=mask, causal=self.causal if causal is None else causal,
@@ -550,5 +564,6 @@ class SparseAttention(nn.Module):
         )  # fmt: skip
 
     def extra_repr(self) -> str:
+        """The heads, alpha (a number or "learned") and causal."""
         alpha = "learned" if self.alpha_logit is not None else self.fixed_alpha
         return f"num_heads={self.num_heads}, alpha={alpha}, causal={self.causal}"

@@ -80,13 +80,15 @@ def raise_flags(err) -> None:
 
 @triton.jit
 def _pow(v, e):
-    """v ** e for v >= 0 (0 ** e = 0 for every e, which the support weights need at e = 0)."""
+    """The power v ** e for v >= 0, with 0 ** e = 0 for every e (the support weights need it at
+    e = 0).
+    """
     return tl.where(v > 0, tl.exp(tl.log(tl.where(v > 0, v, 1.0)) * e), 0.0)
 
 
 @triton.jit
 def _dot(a, b, DOT: tl.constexpr, PRECISION: tl.constexpr):
-    """a @ b in float32 with both operands rounded to DOT (the inputs' dtype), as flash
+    """The product a @ b in float32 with both operands rounded to DOT (the inputs' dtype), as flash
     attention multiplies. PRECISION "upcast": the rounded operands multiplied in float32
     (Triton's interpreter gets tl.dot of bfloat16 wrong); else tl.dot's input_precision.
     """
@@ -131,7 +133,7 @@ def _scores(
     PRECISION: tl.constexpr,
     DOT: tl.constexpr,
 ):
-    """z = zscale * q k^T of a (BLOCK_M, BLOCK_N) tile, and which of its pairs are allowed.
+    """The scores z = zscale * q k^T of a (BLOCK_M, BLOCK_N) tile, and which pairs are allowed.
 
     K and M point at the key block's sequence (position 0) and the mask's (batch, head).
     """
@@ -204,7 +206,7 @@ def _attention_fwd(
     A,
     CU_Q,
     CU_K,
-    O,
+    OUT,
     W,
     L,
     STATS,
@@ -378,7 +380,7 @@ def _attention_fwd(
     safe_mass = tl.where(mass > 0, mass, 1.0)
     out = rows[:, None] * som + offs_dv[None, :] * sod + b64 * sob + h64 * soh
     out_ok = row_ok[:, None] & (offs_dv[None, :] < DV)
-    tl.store(O + out, acc_o / safe_mass[:, None], mask=out_ok)
+    tl.store(OUT + out, acc_o / safe_mass[:, None], mask=out_ok)
     tl.store(W + out, acc_w / tl.where(gsum > 0, gsum, 1.0)[:, None], mask=out_ok)
     stat = b64 * ssb + h64 * ssh + rows * ssm
     if NEED_ALPHA:
@@ -447,7 +449,7 @@ def _attention_bwd_dq(
     PRECISION: tl.constexpr,
     DOT: tl.constexpr,
 ):
-    """dq = scale sum_j ds_ij k_j for one query block (DQ has q's strides)."""
+    """The gradient dq = scale sum_j ds_ij k_j for one query block (DQ has q's strides)."""
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // HQ
@@ -562,8 +564,8 @@ def _attention_bwd_dkdv(
     PRECISION: tl.constexpr,
     DOT: tl.constexpr,
 ):
-    """dk and dv of one key block of one KV head, summed over the GROUP query heads that
-    share it (DK, DV_ have k's and v's strides).
+    """The gradients dk and dv of one key block of one KV head, summed over the GROUP query
+    heads that share it (DK, DV_ have k's and v's strides).
     """
     pid_n = tl.program_id(0)
     bhk = tl.program_id(1)
@@ -581,7 +583,6 @@ def _attention_bwd_dkdv(
     v_ok = (offs_n[:, None] < k_len) & (offs_dv[None, :] < DV)
     k_off = b64 * skb + hk64 * skh + (k_start + offs_n[:, None]) * skn + offs_d[None, :] * skd
     v_off = b64 * svb + hk64 * svh + (k_start + offs_n[:, None]) * svn + offs_dv[None, :] * svd
-    kk = tl.load(K + k_off, mask=k_ok, other=0.0)
     vv = tl.load(V + v_off, mask=v_ok, other=0.0)
     Kb = K + b64 * skb + hk64 * skh + k_start * skn
     acc_k = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)

@@ -63,7 +63,7 @@ def check_fused(q, k, v, grad, alpha, dtype=torch.float32, device="cpu", tol=Non
     ref = run("reference", *rounded, alpha, torch.float64, "cpu", **kwargs)
     tol = tol or {torch.float32: 2e-5}[dtype]
     names = ["output", "dq", "dk", "dv", "dalpha"]
-    for name, got, want in zip(names, fused, ref):
+    for name, got, want in zip(names, fused, ref, strict=True):
         if want is None:
             assert got is None
             continue

@@ -227,8 +227,11 @@ BAD_INPUTS = {
     "mask shape": (None, {"mask": torch.ones(1, 1, 1, 7, dtype=torch.bool)}, "must broadcast"),
     "scale": (None, {"scale": -1.0}, "scale must be a finite number > 0"),
     "impl": (None, {"impl": "flash"}, "impl must be one of"),
-    "fused float64": (lambda q, k, v: (q.double(), k.double(), v.double()),
-                      {"impl": "fused"}, "float16, bfloat16 or float32"),  # fmt: skip
+    "fused float64": (
+        lambda q, k, v: (q.double(), k.double(), v.double()),
+        {"impl": "fused"},
+        "float16, bfloat16 or float32",
+    ),  # fmt: skip
     "cu one": (None, {"cu_seqlens_q": torch.tensor([0, 4])}, "\\(tokens, heads, dim\\)"),
 }
 

@@ -39,7 +39,7 @@ from regattn.mappings.learned_alpha import ALPHA_INIT, alpha_from_logit, alpha_l
 
 from .reference import dense_reference, varlen_reference
 
-__all__ = ["SparseAttention", "SparseAttentionFunction", "sparse_attention"]
+__all__ = ["SparseAttention", "SparseAttentionFunction", "sparse_attention", "threshold_sweeps"]
 
 FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256
@@ -323,7 +323,8 @@ def _fused_forward(launch: _Launch, q, k, v, kind: int, need_alpha: bool):
     out = torch.empty(out_shape, dtype=torch.float32, device=q.device)
     weighted = torch.empty_like(out)
     logs = torch.empty_like(out) if need_alpha else out
-    stats = torch.empty((*q.shape[:-1], 4), dtype=torch.float32, device=q.device)
+    # per query row: m, t, mass, H (sum y log y, with d alpha) and the Newton sweeps taken
+    stats = torch.empty((*q.shape[:-1], 5), dtype=torch.float32, device=q.device)
     err = torch.zeros(q.shape[:-1], dtype=torch.int32, device=q.device)
     so = _strides(out, launch.varlen)
     ss = (0, err.stride(1), err.stride(0)) if launch.varlen else err.stride()
@@ -366,6 +367,20 @@ def _fused_backward(launch: _Launch, q, k, v, kind, grad_out, delta, stats, ss):
     return dq, dk, dv
 
 
+def _run_forward(q, k, v, alpha, mask, causal, scale, cu_q, cu_k, max_q, max_k, need_alpha):
+    """(launch, kind, per-head alphas or None, _fused_forward's results)."""
+    kind = _kind(alpha)
+    alpha_rows = None
+    if kind == _fused_kernels().ENTMAX:
+        heads = q.shape[1]
+        if isinstance(alpha, torch.Tensor):
+            alpha_rows = alpha.detach().reshape(-1).float().expand(heads).contiguous()
+        else:
+            alpha_rows = torch.full((heads,), float(alpha), device=q.device)
+    launch = _Launch(q, k, v, mask, alpha_rows, causal, scale, cu_q, cu_k, max_q, max_k)
+    return launch, kind, alpha_rows, _fused_forward(launch, q, k, v, kind, need_alpha)
+
+
 class SparseAttentionFunction(torch.autograd.Function):
     """The fused attention's autograd Function: the forward kernel, and the backward in q, k, v
     and a tensor alpha (per query head). Inputs are checked by `sparse_attention`.
@@ -375,17 +390,11 @@ class SparseAttentionFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, alpha, mask, causal, scale, cu_q, cu_k, max_q, max_k):
         """The attention output (q's layout and dtype, v's head dim)."""
         q, k, v = _same_strides(q), _same_strides(k), _same_strides(v)
-        kind = _kind(alpha)
-        alpha_rows = None
-        if kind == _fused_kernels().ENTMAX:
-            heads = q.shape[1]
-            if isinstance(alpha, torch.Tensor):
-                alpha_rows = alpha.detach().reshape(-1).float().expand(heads).contiguous()
-            else:
-                alpha_rows = torch.full((heads,), float(alpha), device=q.device)
         need_alpha = isinstance(alpha, torch.Tensor) and ctx.needs_input_grad[3]
-        launch = _Launch(q, k, v, mask, alpha_rows, causal, scale, cu_q, cu_k, max_q, max_k)
-        out, weighted, logs, stats, ss = _fused_forward(launch, q, k, v, kind, need_alpha)
+        launch, kind, alpha_rows, results = _run_forward(
+            q, k, v, alpha, mask, causal, scale, cu_q, cu_k, max_q, max_k, need_alpha
+        )
+        out, weighted, logs, stats, ss = results
         ctx.launch, ctx.kind, ctx.ss = launch, kind, ss
         ctx.alpha_shape = alpha.shape if isinstance(alpha, torch.Tensor) else None
         ctx.save_for_backward(q, k, v, out, weighted, logs, stats, alpha_rows)
@@ -498,13 +507,58 @@ def sparse_attention(
         if cu_seqlens_q is not None:
             return varlen_reference(q, k, v, alpha, causal, scale, cu_seqlens_q, cu_seqlens_k)
         return dense_reference(q, k, v, alpha, mask, causal, scale)
-    max_q = max_k = None
-    if cu_seqlens_q is not None:
-        max_q = int((cu_seqlens_q[1:] - cu_seqlens_q[:-1]).max())
-        max_k = int((cu_seqlens_k[1:] - cu_seqlens_k[:-1]).max())
+    max_q, max_k = _longest(cu_seqlens_q), _longest(cu_seqlens_k)
     return SparseAttentionFunction.apply(
         q, k, v, alpha, mask, bool(causal), scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k
     )
+
+
+def _longest(cu_seqlens):
+    """The longest packed sequence (None without packing); read on the host."""
+    if cu_seqlens is None:
+        return None
+    return int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+
+
+def threshold_sweeps(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    alpha: float | torch.Tensor = 1.5,
+    mask: torch.Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    cu_seqlens_q: torch.Tensor | None = None,
+    cu_seqlens_k: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """How many Newton sweeps over the keys the fused forward takes to find each query's
+    threshold (the program of a query block stops when all its rows have converged, so each
+    row reports its block's count). Every sweep recomputes the block's scores; the forward
+    makes two more (the row max, the output). For profiling; the arguments are
+    `sparse_attention`'s.
+
+    Returns
+    -------
+    torch.Tensor
+        int32 of q's shape without its head dim.
+
+    Raises
+    ------
+    ValueError
+        as `sparse_attention`, and where the fused kernels cannot run.
+    """
+    scale = _check_inputs(q, k, v, alpha, mask, scale, cu_seqlens_q, cu_seqlens_k)
+    why_not = _fused_unsupported(q, v)
+    if why_not is not None:
+        raise ValueError(f"threshold_sweeps needs the fused kernels: {why_not}")
+    max_q, max_k = _longest(cu_seqlens_q), _longest(cu_seqlens_k)
+    q, k, v = _same_strides(q), _same_strides(k), _same_strides(v)
+    with torch.no_grad():
+        *_, results = _run_forward(
+            q, k, v, alpha, mask, bool(causal), scale, cu_seqlens_q, cu_seqlens_k, max_q, max_k,
+            False,
+        )  # fmt: skip
+    return results[3][..., 4].to(torch.int32)
 
 
 class SparseAttention(nn.Module):

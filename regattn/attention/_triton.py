@@ -387,11 +387,12 @@ def _attention_fwd(
         # sum y log y v for y = u^p / mass: (L' - log(mass) O') / mass
         log_mass = tl.log(safe_mass)
         tl.store(L + out, (acc_l - log_mass[:, None] * acc_o) / safe_mass[:, None], mask=out_ok)
-        tl.store(STATS + stat * 4 + 3, tl.where(mass > 0, hsum / safe_mass - log_mass, 0.0),
+        tl.store(STATS + stat * 5 + 3, tl.where(mass > 0, hsum / safe_mass - log_mass, 0.0),
                  mask=row_ok)  # fmt: skip
-    tl.store(STATS + stat * 4, m, mask=row_ok)
-    tl.store(STATS + stat * 4 + 1, t, mask=row_ok)
-    tl.store(STATS + stat * 4 + 2, mass, mask=row_ok)
+    tl.store(STATS + stat * 5, m, mask=row_ok)
+    tl.store(STATS + stat * 5 + 1, t, mask=row_ok)
+    tl.store(STATS + stat * 5 + 2, mass, mask=row_ok)
+    tl.store(STATS + stat * 5 + 4, step.to(tl.float32) + tl.zeros_like(mass), mask=row_ok)
     tl.store(ERR + stat, code, mask=row_ok)
 
 
@@ -473,9 +474,9 @@ def _attention_bwd_dq(
         other=0.0,
     )
     stat = b64 * ssb + h64 * ssh + rows * ssm
-    m = tl.load(STATS + stat * 4, mask=row_ok, other=0.0)
-    t = tl.load(STATS + stat * 4 + 1, mask=row_ok, other=0.0)
-    mass = tl.load(STATS + stat * 4 + 2, mask=row_ok, other=0.0)
+    m = tl.load(STATS + stat * 5, mask=row_ok, other=0.0)
+    t = tl.load(STATS + stat * 5 + 1, mask=row_ok, other=0.0)
+    mass = tl.load(STATS + stat * 5 + 2, mask=row_ok, other=0.0)
     delta = tl.load(DELTA + stat, mask=row_ok, other=0.0)
     Kb = K + b64 * skb + hk64 * skh + k_start * skn
     Vb = V + b64 * svb + hk64 * svh + k_start * svn
@@ -611,9 +612,9 @@ def _attention_bwd_dkdv(
                 other=0.0,
             )
             stat = b64 * ssb + h64 * ssh + rows * ssm
-            m = tl.load(STATS + stat * 4, mask=row_ok, other=0.0)
-            t = tl.load(STATS + stat * 4 + 1, mask=row_ok, other=0.0)
-            mass = tl.load(STATS + stat * 4 + 2, mask=row_ok, other=0.0)
+            m = tl.load(STATS + stat * 5, mask=row_ok, other=0.0)
+            t = tl.load(STATS + stat * 5 + 1, mask=row_ok, other=0.0)
+            mass = tl.load(STATS + stat * 5 + 2, mask=row_ok, other=0.0)
             delta = tl.load(DELTA + stat, mask=row_ok, other=0.0)
             z, allowed = _scores(
                 q, Kb, Mb, i_pos, row_ok, start_n, k_len, skn, skd, smm, smn, zscale, D,

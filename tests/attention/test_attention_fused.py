@@ -17,7 +17,12 @@ pytest.importorskip("triton", reason="triton is not installed (pip install trito
 from attention_cases import MAPPINGS, alpha_of, check_fused, make_inputs, run  # noqa: E402
 
 from regattn import attention, mappings  # noqa: E402
-from regattn.attention import SparseAttention, SparseAttentionFunction, sparse_attention  # noqa: E402
+from regattn.attention import (  # noqa: E402
+    SparseAttention,
+    SparseAttentionFunction,
+    sparse_attention,
+    threshold_sweeps,
+)
 from regattn.mappings import _kernels  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(
@@ -118,6 +123,20 @@ def test_ties_and_one_key():
         torch.testing.assert_close(out, v.float().mean(2, keepdim=True).expand_as(out))
     one = run("fused", *make_inputs(8, lq=16, lk=1), 1.5, torch.float32)[0]
     torch.testing.assert_close(one, make_inputs(8, lq=16, lk=1)[2].float().expand_as(one))
+
+
+def test_threshold_sweeps_are_few_and_exact_on_ties():
+    # Newton on the p-norm from the lower bound: a handful of sweeps over the keys on random
+    # scores (the last one confirms), one step when the support is a block of equal scores
+    q, k, v, _ = make_inputs(18, lq=16, lk=256, spread=0.5)
+    for alpha in (2.0, 1.5, 1.3, torch.tensor([1.1, 1.9])):
+        sweeps = threshold_sweeps(q.float(), k.float(), v.float(), alpha=alpha)
+        assert sweeps.shape == (1, 2, 16)
+        assert 2 <= sweeps.min() and sweeps.max() <= 10, (alpha, sweeps.unique())
+        ties = threshold_sweeps(torch.zeros(1, 2, 16, 16), k.float(), v.float(), alpha=alpha)
+        assert (ties == 2).all(), (alpha, ties.unique())
+    with pytest.raises(ValueError, match="needs the fused kernels"):
+        threshold_sweeps(q, k, v)  # float64
 
 
 def test_large_scores_are_shifted_exactly():

@@ -65,9 +65,10 @@ def _fused_kernels():
 # input checks
 
 
-def _check_alpha(alpha, heads: int) -> None:
-    """alpha: a number in (1, 2], or a floating tensor of `heads` values (or one) in (1, 2];
-    a CUDA tensor's values are checked by the kernel (no host-device synchronization).
+def _check_alpha(alpha, heads: int, values_on_host: bool | None = None) -> None:
+    """alpha: a number in (1, 2], or a floating tensor of `heads` values (or one) in (1, 2].
+    A tensor's values are read on the host when values_on_host, by default unless it is on a
+    CUDA device (the fused kernel checks those without a host-device synchronization).
     """
     if isinstance(alpha, torch.Tensor):
         if not alpha.is_floating_point():
@@ -77,7 +78,9 @@ def _check_alpha(alpha, heads: int) -> None:
                 f"a tensor alpha holds one value per query head: shape ({heads},), got "
                 f"{tuple(alpha.shape)}"
             )
-        if alpha.device.type != "cuda" and not bool(((alpha > 1) & (alpha <= 2)).all()):
+        if values_on_host is None:
+            values_on_host = alpha.device.type != "cuda"
+        if values_on_host and not bool(((alpha > 1) & (alpha <= 2)).all()):
             raise ValueError(
                 "alpha must be in (1, 2] for every head (alpha = 2 is sparsemax), got "
                 f"{alpha.detach().flatten().tolist()}"
@@ -238,15 +241,20 @@ def _kind(alpha) -> int:
 
 
 def _blocks(head_dim: int, interpreting: bool):
-    """(BLOCK_M, BLOCK_N, num_warps): small tiles in the interpreter (it runs each program in
-    numpy), on a GPU tiles that keep the three float32 accumulators in registers.
+    """(BLOCK_M, BLOCK_N, num_warps), shared by the forward and both backward kernels (so that
+    they compute the same score tiles): small tiles in the interpreter (it runs each program in
+    numpy); on a GPU the tiles whose kernels ptxas compiles for sm_90 with the fewest register
+    spills (Triton 3.9, bf16, alpha per head: at D = 64, 64 x 32 with 4 warps spills 80 bytes
+    in the forward and none in the backward, where 64 x 64 spills 40-250; at D = 128,
+    32 x 64 with 8 warps spills none in the forward and 20-30 in the backward, where 64 x 32
+    spills 110-430; at D = 256 every tile tried spills 200-500). Not yet timed on a GPU.
     """
     if interpreting:
         return 16, 16, 1
     if head_dim <= 64:
-        return 64, 64, 4
+        return 64, 32, 4
     if head_dim <= 128:
-        return 64, 32, 8
+        return 32, 64, 8
     return 32, 32, 8
 
 
@@ -397,6 +405,7 @@ class SparseAttentionFunction(torch.autograd.Function):
         out, weighted, logs, stats, ss = results
         ctx.launch, ctx.kind, ctx.ss = launch, kind, ss
         ctx.alpha_shape = alpha.shape if isinstance(alpha, torch.Tensor) else None
+        ctx.alpha_dtype = alpha.dtype if isinstance(alpha, torch.Tensor) else None
         ctx.save_for_backward(q, k, v, out, weighted, logs, stats, alpha_rows)
         return out.to(q.dtype)
 
@@ -424,7 +433,7 @@ class SparseAttentionFunction(torch.autograd.Function):
             grad_alpha = per_row.sum(dims)
             if ctx.alpha_shape.numel() == 1:
                 grad_alpha = grad_alpha.sum()
-            grad_alpha = grad_alpha.reshape(ctx.alpha_shape)
+            grad_alpha = grad_alpha.reshape(ctx.alpha_shape).to(ctx.alpha_dtype)
         return dq, dk, dv, grad_alpha, None, None, None, None, None, None, None
 
 
@@ -504,6 +513,8 @@ def sparse_attention(
     if impl == "fused" and why_not is not None:
         raise ValueError(f"impl='fused' cannot run: {why_not}")
     if impl == "reference" or (impl == "auto" and (why_not is not None or q.device.type != "cuda")):
+        if isinstance(alpha, torch.Tensor):  # the row-wise path reads its scores on the host too
+            _check_alpha(alpha, alpha.numel(), values_on_host=True)
         if cu_seqlens_q is not None:
             return varlen_reference(q, k, v, alpha, causal, scale, cu_seqlens_q, cu_seqlens_k)
         return dense_reference(q, k, v, alpha, mask, causal, scale)

@@ -103,6 +103,28 @@ def test_fused_half_precision_accumulates_in_float32():
         assert out[0].dtype == dtype
 
 
+def test_strided_inputs():
+    # (batch, length, heads, dim) projections seen as (batch, heads, length, dim), and a slice
+    # that is not dense: the kernels address them (and their gradients) by their strides
+    q, k, v, grad = make_inputs(19, b=2, hq=2, lq=16, lk=20)
+    wide = torch.randn(2, 2, 20, 24, dtype=torch.float64)
+    for alpha in (1.5, torch.tensor([1.3, 1.9])):
+        xs = [x.float().transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k)]
+        xs.append(wide.float()[..., 4:20])  # v: a slice of a wider tensor
+        xs = [x.requires_grad_() for x in xs]
+        a = alpha.clone().requires_grad_() if isinstance(alpha, torch.Tensor) else alpha
+        out = sparse_attention(*xs, alpha=a, impl="fused")
+        out.backward(grad.float())
+        ref = run("reference", q, k, wide[..., 4:20], grad, alpha, torch.float64)
+        got = [out.detach()] + [x.grad for x in xs] + [a.grad if a is not alpha else None]
+        for g, r in zip(got, ref, strict=True):
+            if r is None:
+                continue
+            scale = max(r.abs().max().item(), 1.0)
+            torch.testing.assert_close(g.double(), r, rtol=0, atol=2e-5 * scale)
+        assert xs[0].grad.stride() == xs[0].stride()
+
+
 def test_fully_masked_rows_give_zeros_and_zero_gradients():
     q, k, v, grad = make_inputs(6, lq=16, lk=20)
     mask = torch.zeros(1, 1, 16, 20, dtype=torch.bool)

@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm clean-venv
+.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -75,8 +75,8 @@ test-asan: setup ## the kernels' tests (tests/mappings, tests/dp) under AddressS
 	$(PY) -P -c "import regattn._C as k, sys; sys.exit(0 if '$(ASAN_TREE)/' in k.__file__ else 'not the ASan build: ' + k.__file__)" && \
 	$(PY) -P -m pytest -q -p no:cacheprovider tests/mappings tests/dp
 
-test-cuda: setup ## on a GPU: the Triton kernels compiled for CUDA vs the float64 reference and the oracles
-	TRITON_INTERPRET=0 $(PY) -m pytest -q tests/mappings/test_triton_cuda.py
+test-cuda: setup ## on a GPU: the Triton kernels (row mappings, fused attention) compiled for CUDA vs the float64 reference and the oracles
+	TRITON_INTERPRET=0 $(PY) -m pytest -q tests/mappings/test_triton_cuda.py tests/attention/test_attention_cuda.py
 
 bench: bench-mappings bench-scaling bench-model bench-dp bench-hf ## all benchmarks -> results/bench/ (about 7 min on 2 cores)
 
@@ -85,6 +85,9 @@ bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax a
 
 bench-mappings-cuda: setup ## on a GPU: the Triton kernels vs torch.softmax, entmax and AdaSplash (pip install adasplash) -> results/bench/mappings_gpu.md
 	TRITON_INTERPRET=0 $(PY) bench/bench_mappings.py --device cuda
+
+bench-attention-cuda: setup ## on a GPU: the fused sparse attention vs the row-wise path, sdpa flash and AdaSplash (if installed), 1k-16k tokens -> results/bench/attention_gpu.md
+	TRITON_INTERPRET=0 $(PY) bench/bench_attention.py
 
 bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figure
 	$(PY) bench/bench_scaling.py

@@ -5,6 +5,9 @@ Pure torch plus compiled CPU row kernels; no fairseq. The submodules:
 - `regattn.mappings`: softmax, sparsemax, sq-pnorm-max, fusedmax, oscarmax and alpha-entmax
   with exact Jacobians, the TV and OSCAR proxes, and the smoothed max max_Omega
   (`regattn.mappings.smoothed_max`);
+- `regattn.attention`: fused flash-style attention with sparsemax, 1.5-entmax or alpha-entmax
+  (alpha learned per head, with its gradient): Triton kernels on CUDA, no (queries x keys)
+  matrix in memory, and the row-wise path of the mappings as its oracle and CPU fallback;
 - `regattn.analysis`: sparsity and structure statistics of attention rows;
 - `regattn.dp`: smoothed dynamic programming (Mensch & Blondel 2018): differentiable Viterbi
   and DTW with the entropy or squared-l2 regularizer, twice differentiable;
@@ -18,6 +21,6 @@ The fairseq plugin that puts these mappings into models is the separate package
 `regattn_fairseq` (`pip install .[fairseq]`).
 """
 
-from . import analysis, continuous, dp, mappings
+from . import analysis, attention, continuous, dp, mappings
 
-__all__ = ["analysis", "continuous", "dp", "mappings"]
+__all__ = ["analysis", "attention", "continuous", "dp", "mappings"]

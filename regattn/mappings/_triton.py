@@ -65,20 +65,22 @@ EMPTY_MESSAGE = (
 )
 
 
-def raise_flags(err: torch.Tensor, codes=(NONFINITE, SPREAD)) -> None:
-    """Raises the errors flagged in `err` (one int32 code per row, 0 = fine): asynchronously
+def raise_flags(err: torch.Tensor, codes=(NONFINITE, SPREAD), messages=None) -> None:
+    """Raises the errors flagged in `err` (int32 codes, 0 = fine; any shape): asynchronously
     (`torch._assert_async`, no synchronization) by default, as ValueError under sync_checks.
+    `messages` maps each code to its message (default: the mappings' MESSAGES).
     """
+    messages = MESSAGES if messages is None else messages
     if err.numel() == 0:
         return
     if sync_checks_enabled():
         found = set(err.unique().tolist())
         for code in codes:
             if code in found:
-                raise ValueError(MESSAGES[code])
+                raise ValueError(messages[code])
         return
     for code in codes:
-        torch._assert_async((err != code).all(), MESSAGES[code])
+        torch._assert_async((err != code).all(), messages[code])
 
 
 def assert_no_empty_row(x: torch.Tensor, mask: torch.Tensor | None) -> None:

@@ -1,13 +1,18 @@
 #!/bin/bash
 # One call on a lent GPU machine, prepared by prepare_carry.sh: the Triton kernels' CUDA tests
-# (tests/mappings/test_triton_cuda.py, with the cvxpy/Clarabel oracles) and bench_model.py
-# --device cuda on a quiet GPU. Outputs under $OUT.
+# (tests/mappings/test_triton_cuda.py, with the cvxpy/Clarabel oracles, and the fused
+# attention's tests/attention/test_attention_cuda.py), bench_model.py --device cuda on a quiet
+# GPU, then bench_attention.py (the fused attention vs the row-wise path, sdpa flash and
+# AdaSplash when its wheel is carried). Outputs under $OUT. Each step has its own timeout
+# (TEST_S, BENCH_S, ATTENTION_S; 180 + 75 + 210 s and the setup: one 10-minute call). The
+# attention bench runs 1k, 4k, 8k and 16k tokens, one pass, and starts no shape after
+# ATTENTION_S - 60 s (its record names the shapes left out).
 cd "$(dirname "$0")/.." || exit 1
 T0=$(date +%s)
 exec > >(tee -a $OUT/device2.log) 2>&1
 source .gpu/setup.sh
 el tests
-timeout ${TEST_S:-140} python3 -m pytest -q -p no:cacheprovider -n 8 -o addopts="" tests/mappings/test_triton_cuda.py -W ignore::RuntimeWarning -rfs >$OUT/tests_cuda.log 2>&1
+timeout ${TEST_S:-180} python3 -m pytest -q -p no:cacheprovider -n 8 -o addopts="" tests/mappings/test_triton_cuda.py tests/attention/test_attention_cuda.py -W ignore::RuntimeWarning -rfs >$OUT/tests_cuda.log 2>&1
 echo "tests rc=$?"; tail -12 $OUT/tests_cuda.log
 wait $CBUILD
 el bench
@@ -15,5 +20,11 @@ el bench
 cp results/bench/model_gpu.json $OUT/ 2>/dev/null
 timeout ${BENCH_S:-75} python3 bench/bench_model.py --device cuda --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench2.log 2>&1
 echo "bench rc=$?"; cat $OUT/model_gpu.md 2>/dev/null | head -3
+el attention bench
+# the committed runs go along here too (attention_gpu.json keeps every run)
+cp results/bench/attention_gpu.json $OUT/ 2>/dev/null
+timeout ${ATTENTION_S:-210} python3 bench/bench_attention.py --lengths 1024,4096,8192,16384 --repeats 1 \
+  --budget-s $((${ATTENTION_S:-210} - 60)) --out-dir $OUT >$OUT/bench_attention.log 2>&1
+echo "attention bench rc=$?"; tail -3 $OUT/bench_attention.log
 ls -la $OUT
 el end

@@ -176,7 +176,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
                $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
 
-.PHONY: reproduce-table1 reproduce-table1-pretrained reproduce-table2 reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
+.PHONY: reproduce-table1 reproduce-table1-pretrained reproduce-table2 reproduce-e2-transformer reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row
 
 results-tables: setup ## regenerate results/*.md, results/raw/*.csv and the results summary (results/summary.md, README) from the raw rows (rows untouched)
@@ -198,6 +198,9 @@ reproduce-table2: setup ## Table 2, summarization ROUGE on DUC 2004 + Gigaword -
 
 reproduce-nmt: setup ## NMT BLEU per mapping (Multi30k; IWSLT14/WMT16 at SCALE=paper, online or local) -> results/nmt.md
 	$(PY) scripts/reproduce.py nmt $(REPRO_ARGS) $(TABLE_ARGS)
+
+reproduce-e2-transformer: setup ## E2: a Transformer with learned α per head vs softmax and 1.5-entmax, Multi30k BLEU -> results/e2_transformer.md
+	$(PY) scripts/reproduce.py e2_transformer $(REPRO_ARGS) $(TABLE_ARGS)
 
 reproduce-inflection: setup ## SIGMORPHON 2018 inflection, softmax/sparsemax/1.5-entmax -> results/inflection.md
 	$(PY) scripts/reproduce.py inflection $(REPRO_ARGS) $(TABLE_ARGS)

@@ -45,7 +45,16 @@ PRETRAINED_START, PRETRAINED_END = (
 SCALE = "small"
 COLUMNS = ("softmax", "sparsemax", "fusedmax", "oscarmax", "sq_pnorm_max", "entmax15")
 LABELS = {"sq_pnorm_max": "sq-pnorm-max", "entmax15": "1.5-entmax"}
-PAPER_TABLES = ("table1", "table1_pretrained", "table2", "nmt", "inflection", "ner", "continuous")
+PAPER_TABLES = (
+    "table1",
+    "table1_pretrained",
+    "table2",
+    "nmt",
+    "e2_transformer",
+    "inflection",
+    "ner",
+    "continuous",
+)
 
 
 def _cell_text(rows: list[dict], metric: str) -> str:

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 from regattn_fairseq.experiments.core.config import MAPPINGS, SCALES, group_options
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
+from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.report.tables import STATISTICS_VIEWS
 
 TRAIN_CONFIGS = {
@@ -123,9 +124,19 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
     spec = OmegaConf.load(spec_file)
     experiments = spec.experiments if "experiments" in spec else [spec.experiment]
     for experiment in experiments:
+        assert (CONFIG_DIR / "prepare" / f"{experiment.dataset}.yaml").is_file()
+        if pretrained.is_pretrained(experiment):
+            # a fine-tuned pretrained model: its settings compose for every mapping and scale
+            for scale in experiment.scales:
+                for mapping in spec.mappings:
+                    settings = pretrained.settings_for(experiment, scale, mapping, 1)
+                    assert settings.record()["model"]["pretrained"]["weights_sha256"]
+                    pretrained.check_mapping(experiment, scale, mapping, None)
+                    if mapping in pretrained.GAMMA_MAPPINGS:
+                        pretrained.settings_for(experiment, scale, mapping, 1, 4.0, select=True)
+            continue
         assert experiment.train_config in TRAIN_CONFIGS
         assert TRAIN_CONFIGS[experiment.train_config] == experiment.scale_group
-        assert (CONFIG_DIR / "prepare" / f"{experiment.dataset}.yaml").is_file()
     mappings = (
         spec.mappings
         if "mappings" in spec

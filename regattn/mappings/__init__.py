@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from ._kernels import BACKENDS, backend, sync_checks, torch_reference
+from ._kernels import BACKENDS, backend, torch_reference
+from ._sync import sync_checks
 from .budget import BudgetSparsemax, budget_sparsemax
 from .entmax import Entmax, entmax
 from .fused import Fusedmax, fusedmax, prox_tv1d

@@ -42,20 +42,12 @@ from regattn import mappings
 from regattn.mappings.learned_alpha import ALPHA_INIT, alpha_from_logit, alpha_logit_for
 
 PREFIX = "regattn_"
-# backend -> (the library's mapping, the parameters the backend fixes)
-BACKENDS = {
-    "softmax": ("softmax", {}),
-    "sparsemax": ("sparsemax", {}),
-    "fusedmax": ("fusedmax", {}),
-    "oscarmax": ("oscarmax", {}),
-    "sq_pnorm_max": ("sq_pnorm_max", {}),
-    "entmax15": ("entmax", {"alpha": 1.5}),
-    "entmax": ("entmax", {}),
-    # the attention-free control (mappings.CONTROLS): 1/n over the unmasked keys
-    "uniform": ("uniform", {}),
-}
+# backend -> (the library's mapping, the parameters the backend fixes), from the mappings'
+# declarations: each mapping and control (uniform, 1/n over the unmasked keys) under its name,
+# and entmax15 (entmax with alpha 1.5)
+BACKENDS = mappings.transformers_backends()
 IMPLEMENTATIONS = tuple(PREFIX + backend for backend in BACKENDS)
-LEARNED = "learned"
+LEARNED = mappings.LEARNED
 DEFAULT_EMPTY = "zero"
 # the attribute of each attention module that holds its AttentionMapping, and the key of the
 # model config that records `configure`'s settings

@@ -20,15 +20,22 @@ Backends (see _kernels.py): CUDA tensors go through Triton kernels, CPU tensors 
 compiled C++ kernels, anything else (or a missing backend, with one warning) through pure
 torch; `with mappings.backend("triton" | "cpu" | "reference"):` forces one, and
 `mappings.sync_checks()` makes the Triton path's validation errors synchronous ValueErrors.
+
+One declaration per mapping (`Declaration`, registered with `declare` in DECLARATIONS): its
+name, module (whose constructor gives its parameters and defaults), regularizer Omega and
+attention configs. NAMES, the fairseq plugin's --attention choices, the model options
+(OPTION_TO_PARAM), the Hugging Face backends and the suite's γ mappings derive from it.
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, field
 
 from torch import nn
 
-from ._kernels import BACKENDS, backend, sync_checks, torch_reference
+from ._kernels import BACKENDS, backend, torch_reference
+from ._sync import sync_checks
 from .budget import BudgetSparsemax, budget_sparsemax
 from .entmax import Entmax, entmax
 from .fused import Fusedmax, fusedmax, prox_tv1d
@@ -37,28 +44,192 @@ from .oscar import Oscarmax, oscarmax, prox_pairwise_max
 from .pnorm import SqPnormMax, sq_pnorm_max
 from .simplex import Softmax, Sparsemax, Uniform, softmax, sparsemax, uniform
 
-MODULES = {
-    "softmax": Softmax,
-    "sparsemax": Sparsemax,
-    "sq_pnorm_max": SqPnormMax,
-    "fusedmax": Fusedmax,
-    "oscarmax": Oscarmax,
-    "entmax": Entmax,
-}
-NAMES = tuple(MODULES)
-# Controls: normalizers that are no regularized max of the scores, built and checked like the
-# mappings but kept out of NAMES (what the library's mapping tests and figures iterate over).
-# uniform is the attention-free control of the tables' claims (1/n, whatever the scores).
-CONTROLS = {"uniform": Uniform}
-CONTROL_NAMES = tuple(CONTROLS)
 
-
-def _module_class(name: str) -> type:
-    """The nn.Module class of a mapping or control (looked up at each call: a mapping
-    registered in MODULES after import, as docs/extending.md does, is found).
+@dataclass(frozen=True)
+class Parameter:
+    """A regularization parameter the mappings share: its keyword in their constructors and
+    functions, the model option that sets it (`attention_<...>` of configs/attention/base.yaml
+    and the fairseq plugin's AttentionConfig) and the values it takes (each mapping checks its
+    own, in its constructor).
     """
+
+    name: str
+    option: str
+    values: str
+
+
+# Every parameter a declared mapping may take; a mapping with a new one needs it here, in
+# configs/attention/base.yaml and as an AttentionConfig field.
+PARAMETERS = {
+    p.name: p
+    for p in (
+        Parameter("gamma", "attention_gamma", "> 0, the temperature γ"),
+        Parameter("lam", "attention_lambda", ">= 0"),
+        Parameter("p", "attention_p", "in (1, 2]"),
+        Parameter("alpha", "attention_alpha", ">= 1, or 'learned' (one per head and layer)"),
+    )
+}
+# model option -> the parameter it sets: the one table the plugin, the suite's labels and row
+# keys, and the Hugging Face fine-tuning read
+OPTION_TO_PARAM = {p.option: p.name for p in PARAMETERS.values()}
+LEARNED = "learned"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A mapping (or control): everything the library, the fairseq plugin, the Hugging Face
+    backends and the suite know of it.
+
+    Attributes
+    ----------
+    name : str
+        its name (`build(name)`, `--attention name`, the backend regattn_<name>).
+    module : type
+        its nn.Module; its constructor's keyword arguments (besides `empty`) are its
+        parameters, with their defaults (`defaults_of`), each one of PARAMETERS.
+    omega : str or None
+        the name of its regularizer Omega in `smoothed_max.REGULARIZERS`; None for a control,
+        which is no regularized max (smoothed_max refuses it).
+    configs : dict
+        its attention configs (configs/attention/<config>.yaml, the suite's "mappings") and
+        the parameters each one fixes; by default one config named after the mapping. A config
+        that fixes only numbers is also a Hugging Face backend (regattn_<config>).
+    control : bool
+        a control (kept out of NAMES): uniform, the attention-free 1/n.
+    """
+
+    name: str
+    module: type
+    omega: str | None
+    configs: dict = field(default_factory=dict)
+    control: bool = False
+
+    def __post_init__(self):
+        """By default, one config named after the mapping."""
+        if not self.configs:
+            object.__setattr__(self, "configs", {self.name: {}})
+
+    @property
+    def defaults(self) -> dict:
+        """Its parameters with their defaults, read off the module's constructor."""
+        return {
+            k: p.default
+            for k, p in inspect.signature(self.module).parameters.items()
+            if k != "empty"
+        }
+
+    @property
+    def takes_gamma(self) -> bool:
+        """Whether it has a temperature γ (the suite's γ selection tunes it)."""
+        return "gamma" in self.defaults
+
+
+DECLARATIONS: dict[str, Declaration] = {}
+MODULES: dict[str, type] = {}
+CONTROLS: dict[str, type] = {}
+NAMES: tuple = ()
+CONTROL_NAMES: tuple = ()
+
+
+def declare(declaration: Declaration) -> None:
+    """Register a mapping or control: `build`, NAMES (or CONTROL_NAMES) and everything derived
+    from the declarations (the plugin's --attention choices, the Hugging Face backends, the
+    suite's γ mappings) know it. Modules that derive constants read the declarations when they
+    are imported, so a mapping is declared here, in this package, before they are.
+
+    Raises
+    ------
+    ValueError
+        on a name declared twice, a parameter that is not one of PARAMETERS, or a config
+        fixing a parameter the mapping does not take.
+    """
+    global NAMES, CONTROL_NAMES
+    name = declaration.name
+    if name in DECLARATIONS:
+        raise ValueError(f"attention mapping {name!r} is declared twice")
+    unknown = sorted(set(declaration.defaults) - set(PARAMETERS))
+    if unknown:
+        raise ValueError(
+            f"attention mapping {name!r} takes {unknown}, none of the declared PARAMETERS "
+            f"({', '.join(PARAMETERS)}); declare a new parameter there first"
+        )
+    for config, fixed in declaration.configs.items():
+        if set(fixed) - set(declaration.defaults):
+            raise ValueError(
+                f"config {config!r} of {name!r} fixes {sorted(fixed)}, but {name!r} takes "
+                f"{sorted(declaration.defaults)}"
+            )
+    DECLARATIONS[name] = declaration
+    (CONTROLS if declaration.control else MODULES)[name] = declaration.module
+    NAMES, CONTROL_NAMES = tuple(MODULES), tuple(CONTROLS)
+
+
+for _declaration in (
+    Declaration("softmax", Softmax, omega="shannon"),
+    Declaration("sparsemax", Sparsemax, omega="squared_l2"),
+    Declaration("sq_pnorm_max", SqPnormMax, omega="squared_p_norm"),
+    Declaration("fusedmax", Fusedmax, omega="fused_lasso"),
+    Declaration("oscarmax", Oscarmax, omega="oscar"),
+    Declaration(
+        "entmax",
+        Entmax,
+        omega="tsallis",
+        configs={"entmax15": {"alpha": 1.5}, "entmax_learned": {"alpha": LEARNED}},
+    ),
+    # uniform is the attention-free control of the tables' claims (1/n, whatever the scores):
+    # built and checked like the mappings, kept out of NAMES (what the library's mapping tests
+    # and figures iterate over)
+    Declaration("uniform", Uniform, omega=None, control=True),
+):
+    declare(_declaration)
+
+
+def declaration(name: str) -> Declaration:
+    """The declaration of a mapping or control (ValueError on an unknown name)."""
     check_name(name)
-    return MODULES.get(name) or CONTROLS[name]
+    return DECLARATIONS[name]
+
+
+def _fixes_numbers(fixed: dict) -> bool:
+    return all(isinstance(v, (int, float)) for v in fixed.values())
+
+
+def attention_configs() -> dict[str, tuple[str, dict]]:
+    """The attention configs, config name -> (mapping, the parameters it fixes)
+    (configs/attention/*.yaml), of every declared mapping and control.
+    """
+    return {
+        config: (d.name, dict(fixed))
+        for d in DECLARATIONS.values()
+        for config, fixed in d.configs.items()
+    }
+
+
+def gamma_configs() -> tuple[str, ...]:
+    """The attention configs that take a temperature γ: those of a mapping with a γ that fix
+    no learned parameter (a learned α's entmax trains at its config's values).
+    """
+    return tuple(
+        config
+        for d in DECLARATIONS.values()
+        if d.takes_gamma
+        for config, fixed in d.configs.items()
+        if _fixes_numbers(fixed)
+    )
+
+
+def transformers_backends() -> dict[str, tuple[str, dict]]:
+    """The Hugging Face backends (regattn.integrations.transformers.BACKENDS): backend ->
+    (mapping, the parameters it fixes): every mapping and control under its
+    name (any parameters configurable), and each config that fixes numbers (entmax15).
+    """
+    table = {}
+    for d in DECLARATIONS.values():
+        for config, fixed in d.configs.items():
+            if config != d.name and _fixes_numbers(fixed):
+                table[config] = (d.name, dict(fixed))
+        table[d.name] = (d.name, {})
+    return table
 
 
 def defaults_of(name: str) -> dict:
@@ -80,11 +251,7 @@ def defaults_of(name: str) -> dict:
     ValueError
         if `name` is not one of NAMES.
     """
-    return {
-        k: p.default
-        for k, p in inspect.signature(_module_class(name)).parameters.items()
-        if k != "empty"
-    }
+    return declaration(name).defaults
 
 
 def parameters_of(name: str) -> tuple:
@@ -110,7 +277,7 @@ def parameters_of(name: str) -> tuple:
 
 def check_name(name: str) -> None:
     """Raises ValueError unless `name` is one of NAMES or CONTROL_NAMES."""
-    if name not in MODULES and name not in CONTROLS:
+    if name not in DECLARATIONS:
         raise ValueError(
             f"unknown attention mapping {name!r}; choose one of {', '.join(NAMES)} (or the "
             f"control {', '.join(CONTROL_NAMES)})"
@@ -150,12 +317,22 @@ def build(name: str, empty: str = "error", **params) -> nn.Module:
             f"attention mapping {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
             f"its parameters are: {', '.join(allowed) or 'none'}"
         )
-    return _module_class(name)(**params, empty=empty)
+    return declaration(name).module(**params, empty=empty)
 
 
 __all__ = [
     "NAMES",
     "CONTROL_NAMES",
+    "DECLARATIONS",
+    "Declaration",
+    "declare",
+    "declaration",
+    "PARAMETERS",
+    "Parameter",
+    "OPTION_TO_PARAM",
+    "attention_configs",
+    "gamma_configs",
+    "transformers_backends",
     "build",
     "defaults_of",
     "parameters_of",

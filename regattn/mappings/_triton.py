@@ -10,7 +10,7 @@ is converted by `_rows.to_rows` first) with its bool mask (True = may attend), s
 a maximum of 0 over its unmasked positions, and validates it as it reads it: a NaN or an
 infinite unmasked score, or a spread (max - min) / gamma that overflows, writes an error code
 for the row into a flag tensor and gives the row zeros. The flags are raised without a
-host-device synchronization (`torch._assert_async`) or, under `_kernels.sync_checks()`, read
+host-device synchronization (`torch._assert_async`) or, under `_sync.sync_checks()`, read
 on the host and raised as the ValueError of the other backends. A row with no unmasked
 position gets zeros (and zero gradient); `to_rows` asserts (asynchronously) that there is
 none when empty="error". A -inf score is a masked position (see `_read_row`).
@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._kernels import sync_checks_enabled
+from ._sync import sync_checks_enabled
 
 NONFINITE = 1
 SPREAD = 2

@@ -7,7 +7,59 @@ from __future__ import annotations
 
 import torch
 
-from . import build, defaults_of
+from . import build, declaration, defaults_of
+
+
+def _shannon(y, mask, p):
+    # xlogy: 0 log 0 = 0 with finite gradients, in every dtype
+    return torch.special.xlogy(y, y).sum(-1)
+
+
+def _squared_l2(y, mask, p):
+    return 0.5 * y.square().sum(-1)
+
+
+def _squared_p_norm(y, mask, p):
+    return 0.5 * y.abs().pow(p["p"]).sum(-1).pow(2.0 / p["p"])
+
+
+def _fused_lasso(y, mask, p):
+    chain = y
+    if mask is not None:  # the unmasked values first, in order, then zeros
+        chain = y.gather(-1, torch.sort((~mask).to(torch.uint8), dim=-1, stable=True).indices)
+    steps = (chain[..., 1:] - chain[..., :-1]).abs()
+    if mask is not None:  # only the steps between two unmasked values
+        n = mask.sum(-1, keepdim=True)
+        steps = steps * (torch.arange(1, y.shape[-1], device=y.device) < n)
+    return _squared_l2(y, mask, p) + p["lam"] * steps.sum(-1)
+
+
+def _oscar(y, mask, p):
+    magnitude = y.abs()
+    pairs = torch.maximum(magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)).triu(1)
+    if mask is not None:
+        pairs = pairs * (mask.unsqueeze(-1) & mask.unsqueeze(-2))
+    return _squared_l2(y, mask, p) + p["lam"] * pairs.sum((-1, -2))
+
+
+def _tsallis(y, mask, p):
+    # the negative Tsallis entropy (Shannon's at alpha = 1)
+    alpha = p["alpha"]
+    if alpha == 1:
+        return _shannon(y, mask, p)
+    return (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
+
+
+# a declaration's `omega` -> Omega(y, mask, params) of y's last dimension (without gamma), y
+# zero at the masked positions
+REGULARIZERS = {
+    "shannon": _shannon,
+    "squared_l2": _squared_l2,
+    "squared_p_norm": _squared_p_norm,
+    "fused_lasso": _fused_lasso,
+    "oscar": _oscar,
+    "tsallis": _tsallis,
+}
 
 
 def regularizer(
@@ -40,42 +92,22 @@ def regularizer(
     Raises
     ------
     ValueError
-        on an unknown name or bad parameters (as `mappings.build`).
+        on an unknown name or bad parameters (as `mappings.build`), or a mapping whose
+        declared Omega is not one of REGULARIZERS (a control declares none).
     """
     build(name, **params)  # validates the name and the parameters
+    omega = declaration(name).omega
+    if omega not in REGULARIZERS:
+        raise ValueError(
+            f"attention mapping {name!r} declares the regularizer {omega!r}, none of "
+            f"smoothed_max's {', '.join(REGULARIZERS)}: it has no smoothed max here"
+        )
     p = {**defaults_of(name), **params}
     y = y.movedim(dim, -1)
     if mask is not None:
         mask = mask.expand_as(y.movedim(-1, dim)).movedim(dim, -1)
         y = y.masked_fill(~mask, 0.0)
-    sq = 0.5 * y.square().sum(-1)
-    # xlogy: 0 log 0 = 0 with finite gradients, in every dtype
-    neg_entropy = torch.special.xlogy(y, y).sum(-1)
-    if name == "softmax":
-        value = neg_entropy
-    elif name == "sparsemax":
-        value = sq
-    elif name == "sq_pnorm_max":
-        value = 0.5 * y.abs().pow(p["p"]).sum(-1).pow(2.0 / p["p"])
-    elif name == "fusedmax":
-        chain = y
-        if mask is not None:  # the unmasked values first, in order, then zeros
-            chain = y.gather(-1, torch.sort((~mask).to(torch.uint8), dim=-1, stable=True).indices)
-        steps = (chain[..., 1:] - chain[..., :-1]).abs()
-        if mask is not None:  # only the steps between two unmasked values
-            n = mask.sum(-1, keepdim=True)
-            steps = steps * (torch.arange(1, y.shape[-1], device=y.device) < n)
-        value = sq + p["lam"] * steps.sum(-1)
-    elif name == "oscarmax":
-        magnitude = y.abs()
-        pairs = torch.maximum(magnitude.unsqueeze(-1), magnitude.unsqueeze(-2)).triu(1)
-        if mask is not None:
-            pairs = pairs * (mask.unsqueeze(-1) & mask.unsqueeze(-2))
-        value = sq + p["lam"] * pairs.sum((-1, -2))
-    else:  # entmax: the negative Tsallis entropy
-        alpha = p["alpha"]
-        value = neg_entropy if alpha == 1 else (y.pow(alpha).sum(-1) - 1) / (alpha * (alpha - 1))
-    return p["gamma"] * value
+    return p.get("gamma", 1.0) * REGULARIZERS[omega](y, mask, p)
 
 
 def max_omega(

@@ -15,16 +15,11 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from regattn import continuous, mappings
 
-LEARNED = "learned"
+LEARNED = mappings.LEARNED
 ATTENTION_DEVICES = ("same", "cpu")
 
-# config field -> keyword of the mapping constructor it sets
-OPTION_TO_PARAM = {
-    "attention_gamma": "gamma",
-    "attention_lambda": "lam",
-    "attention_p": "p",
-    "attention_alpha": "alpha",
-}
+# config field -> keyword of the mapping constructor it sets (the mappings' one table)
+OPTION_TO_PARAM = mappings.OPTION_TO_PARAM
 
 
 class AttentionOptionError(ValueError):

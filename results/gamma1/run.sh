@@ -7,12 +7,12 @@
 #   bash results/gamma1/run.sh train-gamma16     # D: sparsemax, γ = 16, 8 epochs
 #   bash results/gamma1/run.sh measure NAME RUN_DIR... [--bleu test2016]
 #   bash results/gamma1/run.sh figure OUT.png GRADIENTS.json...
-# The venv is /work/main/.venv (this worktree has none); PYTHONPATH makes this checkout's code
-# win, in fairseq's subprocesses too.
+# PY is the suite's python (default: this checkout's .venv; give another checkout's venv when
+# this one has none); PYTHONPATH makes this checkout's code win, in fairseq's subprocesses too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-PY=${PY:-/work/main/.venv/bin/python}
+PY=${PY:-.venv/bin/python}
 WORK=${WORK:-$PWD/work}
 RUNS=$WORK/checkpoints/nmt/multi30k_en_de/small-offline
 EPOCHS=${EPOCHS:-8}

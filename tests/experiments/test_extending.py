@@ -1,31 +1,163 @@
 """docs/extending.md, recipe by recipe: each test does what its recipe says with a toy."""
 
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from omegaconf import OmegaConf
 
 from regattn import mappings
 from regattn_fairseq.experiments.core import config
-from regattn_fairseq.experiments.core.paths import PREPARE_CONFIG_DIR
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, PREPARE_CONFIG_DIR
 from regattn_fairseq.experiments.data import builders
 from regattn_fairseq.experiments.data.builders import builder_for
 from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold
 from regattn_fairseq.experiments.score import significance
 from regattn_fairseq.experiments.score.metrics import METRICS, Metric, Scored, metric
 
+# The toy of "Add a mapping": sparsemax under a new name, with a config that fixes γ. The
+# declaration is made before the modules that derive from the declarations are imported (as a
+# declaration in regattn/mappings/__init__.py is), so this runs in a fresh interpreter.
+TOY_MAPPING = """
+import json
+from regattn import mappings
 
-def test_a_registered_mapping_is_built_and_offered_to_the_suite(monkeypatch, tmp_path):
-    # step 2: register the module; the plugin builds it by name
-    monkeypatch.setitem(mappings.MODULES, "mymax", mappings.Sparsemax)
-    assert isinstance(mappings.build("mymax"), mappings.Sparsemax)
-    # step 3: a configs/attention/<name>.yaml makes it a mapping of the suite
-    (tmp_path / "attention").mkdir()
-    (tmp_path / "attention" / "mymax.yaml").write_text(
+class Mymax(mappings.Sparsemax):
+    pass
+
+mappings.declare(
+    mappings.Declaration(
+        "mymax", Mymax, omega="squared_l2", configs={"mymax": {}, "mymax_hot": {"gamma": 2.0}}
+    )
+)
+
+import argparse
+
+import torch
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+from regattn.integrations import transformers as rt
+from regattn.mappings.smoothed_max import max_omega
+from regattn_fairseq.experiments.core.labels import mapping_label
+from regattn_fairseq.experiments.pipelines import pretrained, reproduce
+from regattn_fairseq.experiments.train.hf_finetune import backend_and_params
+from regattn_fairseq.modules.attention_options import AttentionConfig, attention_spec_from_cfg
+
+parser = argparse.ArgumentParser()
+gen_parser_from_dataclass(parser, AttentionConfig())
+cfg = parser.parse_args(["--attention", "mymax", "--attention-gamma", "2"])
+x = torch.tensor([[0.5, -1.0, 2.0, 1.9]], dtype=torch.float64, requires_grad=True)
+(grad,) = torch.autograd.grad(max_omega("mymax", x, gamma=2.0).sum(), x)
+print(json.dumps({
+    "names": list(mappings.NAMES),
+    "fairseq_spec": attention_spec_from_cfg(cfg, "toy").describe(),
+    "reproduce_gamma": list(reproduce.GAMMA_MAPPINGS),
+    "pretrained_gamma": list(pretrained.GAMMA_MAPPINGS),
+    "hf_backends": {k: list(v) for k, v in rt.BACKENDS.items()},
+    "hf_implementations": list(rt.IMPLEMENTATIONS),
+    "hf_params": list(backend_and_params({"attention": "mymax", "attention_gamma": 2.0})),
+    "label": mapping_label("mymax", {"attention_gamma": 2.0}),
+    "smoothed_max_grad_is_sparsemax": torch.allclose(
+        grad, mappings.sparsemax(x.detach(), gamma=2.0), atol=1e-8
+    ),
+}))
+"""
+
+
+def _config_disagreements(config_dir: Path) -> list[str]:
+    """How configs/attention/*.yaml disagree with the declarations: a declared config with no
+    file, a file no declaration names, or a file whose mapping or fixed parameters differ
+    (base.yaml must list exactly the declared options)."""
+    problems = []
+    base = OmegaConf.load(config_dir / "base.yaml")
+    expected_base = {"attention", "attention_device", *mappings.OPTION_TO_PARAM}
+    if set(base) != expected_base:
+        problems.append(f"base.yaml has {sorted(base)}, the declarations {sorted(expected_base)}")
+    files = {p.stem: p for p in config_dir.glob("*.yaml") if p.stem != "base"}
+    declared = mappings.attention_configs()
+    for name in sorted(set(declared) - set(files)):
+        problems.append(f"{name}: declared, but there is no {name}.yaml")
+    for name in sorted(set(files) - set(declared)):
+        problems.append(f"{name}.yaml: no declaration names this config")
+    for name in sorted(set(files) & set(declared)):
+        text = OmegaConf.load(files[name])
+        fixed = {
+            mappings.OPTION_TO_PARAM[option]: value
+            for option, value in text.items()
+            if option in mappings.OPTION_TO_PARAM and value is not None
+        }
+        fixed = {k: v if v == mappings.LEARNED else float(v) for k, v in fixed.items()}
+        mapping, declared_fixed = declared[name]
+        if text.get("attention") != mapping or fixed != declared_fixed:
+            problems.append(
+                f"{name}.yaml sets {text.get('attention')} {fixed}, declared {mapping} "
+                f"{declared_fixed}"
+            )
+        if list(text.get("defaults", [])) != ["base", "_self_"]:
+            problems.append(f"{name}.yaml: defaults are not [base, _self_]")
+    return problems
+
+
+def test_the_attention_configs_agree_with_the_declarations():
+    assert _config_disagreements(CONFIG_DIR / "attention") == []
+
+
+def test_a_declared_mapping_appears_in_every_derived_place(monkeypatch, tmp_path):
+    # steps 1-2: the module and its declaration; everything derived knows it
+    done = subprocess.run(
+        [sys.executable, "-c", TOY_MAPPING], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["names"][-1] == "mymax" and "uniform" not in seen["names"]
+    assert seen["fairseq_spec"] == {"name": "mymax", "params": {"gamma": 2.0}, "device": "same"}
+    assert {"mymax", "mymax_hot"} <= set(seen["reproduce_gamma"])
+    assert {"mymax", "mymax_hot"} <= set(seen["pretrained_gamma"])
+    assert seen["hf_backends"]["mymax"] == ["mymax", {}]
+    assert seen["hf_backends"]["mymax_hot"] == ["mymax", {"gamma": 2.0}]
+    assert "regattn_mymax" in seen["hf_implementations"]
+    assert seen["hf_params"] == ["mymax", {"gamma": 2.0}]
+    assert seen["label"] == "mymax (γ=2)"
+    assert seen["smoothed_max_grad_is_sparsemax"] is True
+    # step 3: the configs/attention files; the suite offers them, and the check above sees
+    # one that is missing
+    toy = mappings.Declaration(
+        "mymax",
+        mappings.Sparsemax,
+        omega="squared_l2",
+        configs={"mymax": {}, "mymax_hot": {"gamma": 2.0}},
+    )
+    monkeypatch.setitem(mappings.DECLARATIONS, "mymax", toy)
+    attention = tmp_path / "attention"
+    shutil.copytree(CONFIG_DIR / "attention", attention)
+    (attention / "mymax.yaml").write_text(
         "# @package model\ndefaults:\n  - base\n  - _self_\nattention: mymax\n"
     )
+    assert _config_disagreements(attention) == [
+        "mymax_hot: declared, but there is no mymax_hot.yaml"
+    ]
+    (attention / "mymax_hot.yaml").write_text(
+        "# @package model\ndefaults:\n  - base\n  - _self_\nattention: mymax\n"
+        "attention_gamma: 2.0\n"
+    )
+    assert _config_disagreements(attention) == []
     monkeypatch.setattr(config, "CONFIG_DIR", tmp_path)
-    assert config.group_options("attention") == ("mymax",)
-    # every registered mapping has its config (entmax's are entmax15 and entmax_learned)
-    for name in set(mappings.NAMES) - {"entmax"}:
-        assert name in config.MAPPINGS
+    assert {"mymax", "mymax_hot"} <= set(config.group_options("attention"))
+    # the plugin builds it by name
+    assert isinstance(mappings.build("mymax", gamma=2.0), mappings.Sparsemax)
+
+
+def test_a_declaration_with_an_undeclared_parameter_is_refused():
+    class Toymax(mappings.Sparsemax):
+        def __init__(self, gamma: float = 1.0, beta: float = 0.5, empty: str = "error"):
+            super().__init__(gamma=gamma, empty=empty)
+
+    with pytest.raises(ValueError, match="beta.*PARAMETERS"):
+        mappings.declare(mappings.Declaration("toymax", Toymax, omega="squared_l2"))
+    assert "toymax" not in mappings.DECLARATIONS
 
 
 def test_a_new_dataset_kind_is_found_by_its_builder(monkeypatch):

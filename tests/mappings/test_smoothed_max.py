@@ -47,3 +47,15 @@ def test_masked_smoothed_max_is_that_of_the_unmasked_positions(name):
     params = {"fusedmax": {"lam": 0.3}, "oscarmax": {"lam": 0.1}}.get(name, {})
     got = max_omega(name, x, mask=mask.expand(3, 7), **params)
     torch.testing.assert_close(got, max_omega(name, x[:, mask], **params), rtol=0, atol=1e-12)
+
+
+def test_a_regularizer_that_is_not_declared_is_an_error(monkeypatch):
+    """A mapping's Omega comes from its declaration: an unknown one (or a control's None) is a
+    ValueError naming it, never another mapping's regularizer."""
+    toy = mappings.Declaration("toymax", mappings.Sparsemax, omega="no_such_omega")
+    monkeypatch.setitem(mappings.DECLARATIONS, "toymax", toy)
+    x = torch.randn(2, 5, dtype=torch.float64)
+    with pytest.raises(ValueError, match="toymax.*no_such_omega"):
+        max_omega("toymax", x)
+    with pytest.raises(ValueError, match="uniform.*None"):
+        max_omega("uniform", x)

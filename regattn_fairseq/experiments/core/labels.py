@@ -8,18 +8,13 @@ mapping with its parameters through `mapping_label`, in the paper's spelling of 
 
 from __future__ import annotations
 
+from regattn import mappings
 from regattn.analysis import describe_mapping
 
 # The attention parameters of the models (configs' model.attention_*), and their names in the
-# library's labels. attention_grad_surrogate: the LSTM's diagnostic backward, unset in every
-# ordinary run.
-MAPPING_PARAMS = {
-    "attention_gamma": "gamma",
-    "attention_lambda": "lam",
-    "attention_p": "p",
-    "attention_alpha": "alpha",
-    "attention_grad_surrogate": "backward",
-}
+# library's labels: the mappings' options (`mappings.OPTION_TO_PARAM`) and
+# attention_grad_surrogate, the LSTM's diagnostic backward, unset in every ordinary run.
+MAPPING_PARAMS = {**mappings.OPTION_TO_PARAM, "attention_grad_surrogate": "backward"}
 
 
 def mapping_label(mapping: str, params: dict) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from regattn import mappings
 from regattn.integrations import pretrained_models
 from regattn_fairseq.experiments.core.cli import UsageError
 from regattn_fairseq.experiments.core.config import load_config
@@ -61,8 +62,10 @@ def _say(line: str) -> None:
 
 
 # the mappings a γ applies to: every one with a temperature (the attention-free control and a
-# learned α's entmax are trained at their configs' values)
-GAMMA_MAPPINGS = ("sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
+# learned α's entmax are trained at their configs' values) but softmax: the pretrained weights
+# were trained under softmax at γ = 1, the scores' own scale, so softmax is the model as it
+# was pretrained, the baseline the other mappings are compared with
+GAMMA_MAPPINGS = tuple(m for m in mappings.gamma_configs() if m != "softmax")
 CRITERION = "validation loss"
 STARTED_FILE = "started.json"
 

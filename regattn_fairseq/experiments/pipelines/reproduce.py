@@ -19,6 +19,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from regattn import mappings
 from regattn_fairseq.experiments.core.cli import (
     OneLineParser,
     gamma_grid,
@@ -86,9 +87,9 @@ from regattn_fairseq.experiments.train.train import (
     train,
 )
 
-# the table mappings that take a temperature γ (model.attention_gamma); 1.5-entmax's is
-# entmax(s / γ), the Tsallis regularizer scaled by γ
-GAMMA_MAPPINGS = ("softmax", "sparsemax", "sq_pnorm_max", "fusedmax", "oscarmax", "entmax15")
+# the table mappings that take a temperature γ (model.attention_gamma), from the mappings'
+# declarations; 1.5-entmax's is entmax(s / γ), the Tsallis regularizer scaled by γ
+GAMMA_MAPPINGS = mappings.gamma_configs()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

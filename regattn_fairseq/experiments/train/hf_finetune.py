@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from regattn import mappings
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
@@ -89,14 +90,9 @@ def read_pairs(prepared: PreparedData, split: str) -> NliPairs:
     return NliPairs(premises, hypotheses, [LABELS.index(label) for label in labels])
 
 
-# the attention options of configs/attention/*.yaml (`MAPPING_PARAMS` of core/labels.py) and
-# the parameter of `regattn.integrations.transformers.configure` each one sets
-ATTENTION_OPTIONS = {
-    "attention_gamma": "gamma",
-    "attention_lambda": "lam",
-    "attention_p": "p",
-    "attention_alpha": "alpha",
-}
+# the attention options of configs/attention/*.yaml and the parameter of
+# `regattn.integrations.transformers.configure` each one sets (the mappings' one table)
+ATTENTION_OPTIONS = mappings.OPTION_TO_PARAM
 
 
 def backend_and_params(attention: dict) -> tuple[str, dict]:

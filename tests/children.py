@@ -78,6 +78,7 @@ def run(
     *,
     timeout: float | None = None,
     input: str | None = None,
+    check: bool = False,
     **popen,
 ) -> subprocess.CompletedProcess:
     """Run a command to its end and return its exit status and output (text), as
@@ -93,6 +94,8 @@ def run(
         Without it the test's own timeout (pytest-timeout) bounds the wait.
     input : str, optional
         text for the child's stdin (otherwise it inherits the test's).
+    check : bool
+        a non-zero exit status fails the test, with the command and the end of its output.
     **popen
         `subprocess.Popen`'s other arguments (``cwd``, ``env``...).
 
@@ -106,4 +109,10 @@ def run(
         args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
     ) as process:
         stdout, stderr = process.communicate(input, timeout=timeout)
-    return subprocess.CompletedProcess(list(args), process.returncode, stdout, stderr)
+    done = subprocess.CompletedProcess(list(args), process.returncode, stdout, stderr)
+    if check and done.returncode != 0:
+        command = " ".join(map(str, args))
+        raise AssertionError(
+            f"{command} exited with {done.returncode}:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+        )
+    return done

@@ -103,6 +103,9 @@ def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
         "auto",
         "--gamma-grid",
         "1,4",
+        # the grid alone: the table's edge rule (7227571) would train values beyond it
+        "--gamma-grid-extend",
+        "0",
         "--data-dir",
         str(shared_data),
         "--work-dir",

@@ -57,8 +57,12 @@ format: setup ## ruff: apply the formatter and the safe lint fixes
 test: setup ## run the test suite (the CI command)
 	$(PY) -m pytest -q --durations=25
 
-test-slow: setup ## run the slow end-to-end tests too
-	$(PY) -m pytest -q -m "slow or not slow"
+# the tests marked slow, only (`-m slow` replaces addopts' `-m 'not slow'`): the pipeline end to
+# end at smoke size, dry runs of the paper configs, benchmarks, pip install. SLOW_TIER=daily
+# (CI): today's half of them and those whose module changed in the last day (tests/slow_tier.py)
+SLOW_TIER ?= all
+test-slow: setup ## the slow end-to-end tests (train, decode, score through the real pipeline); CI: SLOW_TIER=daily after make test
+	$(PY) -m pytest -q -m slow --slow-tier $(SLOW_TIER) --durations=0
 
 # AddressSanitizer: the kernels compiled with -fsanitize=address into a copy of the package
 # under build/asan (the in-place build is left alone), imported ahead of it (python -P: the

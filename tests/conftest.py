@@ -13,9 +13,11 @@ so that the library's tests run where fairseq is not installed (`make test-cuda`
 machine).
 """
 
+import datetime
 import os
 
 import pytest
+from slow_tier import changed_modules, todays_slow_tests
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -34,3 +36,25 @@ def snli_data(tmp_path_factory):
     from fairseq_helpers import make_snli_data
 
     return make_snli_data(tmp_path_factory.mktemp("snli"))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow-tier",
+        choices=("all", "daily"),
+        default="all",
+        help="daily: of the tests marked slow, today's half and those whose module changed in "
+        "the last day's commits (CI; tests/slow_tier.py)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow-tier") != "daily":
+        return
+    slow = [item.nodeid for item in items if item.get_closest_marker("slow")]
+    today = datetime.datetime.now(datetime.UTC).date()
+    _, left_out = todays_slow_tests(slow, today, changed_modules(config.rootpath))
+    if left_out:
+        left_out = set(left_out)
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid in left_out])
+        items[:] = [item for item in items if item.nodeid not in left_out]

@@ -7,10 +7,10 @@ import json
 import logging
 import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
+import children
 from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_cli import generate as generate_cli
@@ -182,7 +182,7 @@ def epoch_losses(records):
 def run_cli(cmd, cwd=None, check=True, timeout=300):
     """A fairseq console script (or python script) in a fresh process."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = children.run(cmd, cwd=cwd, env=env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"

@@ -8,6 +8,7 @@ import textwrap
 import venv
 from pathlib import Path
 
+import children
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -15,9 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def run_python(code: str, python: str = sys.executable) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter (outside the repo, so only installed code imports)."""
-    proc = subprocess.run(
-        [python, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd="/", timeout=600
-    )
+    proc = children.run([python, "-c", textwrap.dedent(code)], cwd="/", timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc
 
@@ -105,10 +104,8 @@ def test_pip_install_gives_a_working_regattn_without_fairseq(tmp_path):
     python = str(env_dir / "bin" / "python")
     torch_version = __import__("torch").__version__.split("+")[0]
     for args in (["torch==" + torch_version, "numpy"], ["--no-build-isolation", str(REPO_ROOT)]):
-        proc = subprocess.run(
+        proc = children.run(
             [python, "-m", "pip", "install", "-q", *args],
-            capture_output=True,
-            text=True,
             timeout=1800,
         )
         assert proc.returncode == 0, proc.stderr[-4000:]

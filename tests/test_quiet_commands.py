@@ -4,11 +4,11 @@ pre-empts it), no Hydra deprecation warnings, on stdout or stderr. Each command 
 runs it, in a process of its own."""
 
 import re
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import children
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,9 +35,7 @@ def helps():
     """Every command's --help, run two at a time (each imports torch and fairseq)."""
 
     def run(argv):
-        return subprocess.run(
-            [*argv, "--help"], cwd=REPO, capture_output=True, text=True, timeout=600
-        )
+        return children.run([*argv, "--help"], cwd=REPO, timeout=600)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(COMMANDS, pool.map(run, COMMANDS.values()), strict=True))

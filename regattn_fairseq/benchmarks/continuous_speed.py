@@ -181,7 +181,7 @@ def main():
             data_dir,
             args.device,
             model_specs=MODELS,
-            variants=labels,
+            variants_of=labels,
         )
     env = environment(before=env)
     record = {

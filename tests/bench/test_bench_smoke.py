@@ -1,10 +1,10 @@
 """The benchmark scripts run (--quick) and write their tables; timings are never asserted."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import children
 import pytest
 import torch
 
@@ -15,10 +15,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def run_bench(script, tmp_path, *args):
-    proc = subprocess.run(
+    proc = children.run(
         [sys.executable, str(BENCH / script), "--quick", "--out-dir", str(tmp_path), *args],
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

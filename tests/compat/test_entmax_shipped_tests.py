@@ -12,12 +12,12 @@ skipped with that reason. No file of entmax is kept in this repository.
 import importlib.metadata
 import importlib.util
 import re
-import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import children
 import pytest
 
 ENTMAX_VERSION = "1.3"
@@ -97,11 +97,9 @@ def test_entmax_shipped_tests_pass_on_regattn(tmp_path):
     (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not this repository's options
     report = tmp_path / "report.xml"
-    done = subprocess.run(
+    done = children.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     cases = ET.parse(report).getroot().iter("testcase")

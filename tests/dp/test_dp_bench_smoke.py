@@ -1,10 +1,10 @@
 """bench/bench_dp.py --quick runs and writes its tables; timings are never asserted."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import children
 import torch
 
 from regattn import dp
@@ -27,7 +27,7 @@ def test_autograd_baseline_is_the_same_function():
 def test_dp_bench_quick(tmp_path):
     cmd = [sys.executable, str(BENCH / "bench_dp.py"), "--quick", "--out-dir", str(tmp_path)]
     cmd += ["--lengths", "3", "--states", "4", "--batch", "2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = children.run(cmd, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     run = json.loads((tmp_path / "dp_cpu.json").read_text())["runs"][-1]
     assert run["args"]["quick"] and run["args"]["lengths"] == [3]

@@ -1,10 +1,10 @@
 """The compiled Viterbi and DTW sweeps (regattn/csrc/dp_sweeps.h) against the torch reference
 in regattn.dp, the dispatch between them, and the error a stale build gives."""
 
-import subprocess
 import sys
 import types
 
+import children
 import pytest
 import torch
 
@@ -173,9 +173,7 @@ def test_stale_build_is_an_import_error_naming_the_rebuild():
         "sys.modules['regattn._C'] = stale\n"
         "import regattn.mappings\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
-    )
+    proc = children.run([sys.executable, "-c", script], timeout=300)
     assert proc.returncode != 0
     assert "ImportError: regattn._C has no kernel 'viterbi_forward_sweep'" in proc.stderr
     assert "rebuild it with `make setup`" in proc.stderr

@@ -4,6 +4,8 @@ folder."""
 import subprocess
 from pathlib import Path
 
+import children
+
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 
 
@@ -17,7 +19,7 @@ def run_make(
     """`make <target> SCALE=smoke` (or the given variables) with work and results under
     tmp_path."""
     variables = {"SCALE": "smoke", **(variables or {})}
-    return subprocess.run(
+    return children.run(
         [
             "make",
             "--no-print-directory",
@@ -28,7 +30,5 @@ def run_make(
             f"RESULTS_DIR={tmp_path / 'results'}",
         ],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
         timeout=timeout,
     )

@@ -2,10 +2,10 @@
 a folder, fine-tuned on a few SNLI-format lines in a temporary DATA_DIR (no download)."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import children
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
@@ -83,7 +83,7 @@ def folders(tmp_path_factory):
 def run_script(folders: Path, *args: str) -> dict:
     command = [sys.executable, str(SCRIPT), str(folders / "model"), "--data-dir"]
     command += [str(folders / "data"), "--epochs", "4", "--batch-size", "3", "--lr", "1e-3"]
-    proc = subprocess.run(command + list(args), capture_output=True, text=True, timeout=300)
+    proc = children.run(command + list(args), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout[proc.stdout.index("{") :])
 
@@ -119,5 +119,5 @@ def test_learned_alpha_model_is_saved_with_its_alphas(folders, tmp_path):
 def test_a_bad_parameter_is_a_clear_error(folders):
     command = [sys.executable, str(SCRIPT), str(folders / "model"), "--mapping", "fusedmax"]
     command += ["--data-dir", str(folders / "data"), "--param", "lam=-1"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    proc = children.run(command, timeout=300)
     assert proc.returncode != 0 and "lam" in proc.stderr.splitlines()[-1]

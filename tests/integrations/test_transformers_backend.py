@@ -4,10 +4,10 @@ heads, 2 key/value heads) and an encoder-decoder (BART). T5 (relative position b
 Gemma 2 (score soft-capping, sliding-window layers) join the equivalence test. Nothing is
 downloaded."""
 
-import subprocess
 import sys
 import textwrap
 
+import children
 import pytest
 import torch
 from transformers import (
@@ -373,9 +373,7 @@ def test_regattn_imports_without_transformers():
         except ImportError:
             print("ok")
     """
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd="/"
-    )
+    proc = children.run([sys.executable, "-c", textwrap.dedent(code)], cwd="/")
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import types
 
+import children
 import pytest
 import torch
 
@@ -68,10 +69,8 @@ def test_cuda_without_triton_falls_back_with_one_warning(monkeypatch):
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return children.run(
         [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
         timeout=120,
         env={**os.environ, **env},
         check=False,

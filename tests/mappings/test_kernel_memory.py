@@ -15,11 +15,11 @@ few values longer than the one it was sized for.
 """
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import children
 import pytest
 
 import regattn
@@ -101,7 +101,7 @@ def test_kernels_write_inside_their_buffers_as_rows_grow(isa):
     # vectors and the register kernels' 64-value limit, and every length up to kPad (8) + 1
     # beyond the one a thread's scratch was sized for
     command = [sys.executable, "-P", "-c", CHILD, isa, "72", "9"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    done = children.run(command, env=env, timeout=600)
     if done.returncode == 3:
         pytest.skip(f"this CPU has no {isa}")
     assert done.returncode == 0, (

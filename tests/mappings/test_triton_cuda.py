@@ -12,10 +12,10 @@ then.
 """
 
 import os
-import subprocess
 import sys
 import textwrap
 
+import children
 import pytest
 import torch
 
@@ -225,9 +225,7 @@ def test_cuda_invalid_rows_fail_asynchronously_without_sync_checks():
         """
     )
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env=env
-    )
+    done = children.run([sys.executable, "-c", program], timeout=300, env=env)
     assert done.returncode != 0, done.stdout + done.stderr
     assert "launched" in done.stdout and "not reached" not in done.stdout
     assert "device-side assert" in done.stderr or "NaN or infinite" in done.stderr, done.stderr

@@ -712,8 +712,9 @@ def run(argv: list[str] | None = None) -> None:
     if args.plan_only:
         return
     progress = Progress(jobs)
-    # a dry run's capped data would make a meaningless baseline; a γ-grid-only run scores none
-    if not (args.dry_run.active or args.gamma_select_only):
+    # a dry run's capped data would make a meaningless baseline; a γ-grid-only run scores none;
+    # of a multi-machine launch, machine 0 alone writes rows (the baselines' too)
+    if args.launch.scores and not (args.dry_run.active or args.gamma_select_only):
         # --rescore with --mappings scores those mappings again, not the table's baselines,
         # which it would only duplicate (the same numbers)
         rescore_baselines = args.rescore and (args.baselines_only or not args.mappings)

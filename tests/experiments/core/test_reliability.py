@@ -1,8 +1,7 @@
 """Failures are errors that name their cause (a missing console script); paths come from one
 module; shared conventions (fairseq JSON logs, inflection encoding) have one definition."""
 
-import subprocess
-
+import children
 import pytest
 
 from regattn_fairseq.experiments.core import paths
@@ -38,7 +37,7 @@ def test_tool_is_never_taken_from_path(tmp_path, monkeypatch):
 def test_installed_tool_is_found_next_to_the_interpreter():
     found = tool_path("fairseq-preprocess")
     assert found.endswith("fairseq-preprocess")
-    assert subprocess.run([found, "--help"], capture_output=True).returncode == 0
+    assert children.run([found, "--help"]).returncode == 0
 
 
 def test_fairseq_json_log_records():
@@ -79,11 +78,9 @@ def test_paths_come_from_one_module():
 
 
 def _grep(pattern: str, *folders: str) -> list[str]:
-    found = subprocess.run(
+    found = children.run(
         ["git", "grep", "-n", "-E", pattern, "--", *folders],
         cwd=paths.REPO_ROOT,
-        capture_output=True,
-        text=True,
     )
     return found.stdout.splitlines()
 

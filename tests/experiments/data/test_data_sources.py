@@ -14,6 +14,7 @@ import zipfile
 from fnmatch import fnmatch
 from pathlib import Path
 
+import children
 import pytest
 from local_layouts import (
     CONLL2002_TAGS,
@@ -567,12 +568,10 @@ def test_a_missing_hub_column_is_named(shared_data, tmp_path, monkeypatch):
 
 
 def _run(code: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return children.run(
         [sys.executable, "-c", code],
         cwd=REPO_ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
-        capture_output=True,
-        text=True,
         timeout=300,
     )
 
@@ -798,7 +797,7 @@ def run_reproduce_table2(tmp_path, env: dict) -> subprocess.CompletedProcess:
         for key, value in os.environ.items()
         if key not in (HUB_MIRROR_ENV, LOCAL_DATA_ENV, "SCALE", "DATA_SOURCE")
     }
-    return subprocess.run(
+    return children.run(
         [
             "make",
             "--no-print-directory",
@@ -810,8 +809,6 @@ def run_reproduce_table2(tmp_path, env: dict) -> subprocess.CompletedProcess:
         ],
         cwd=REPO_ROOT,
         env={**environment, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
-        capture_output=True,
-        text=True,
         timeout=600,
     )
 

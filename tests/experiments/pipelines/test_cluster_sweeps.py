@@ -5,9 +5,9 @@ and checked. `submitit_local` runs the same multirun with each job in its own pr
 λ sweep end to end is slow (about 4 minutes on 2 shared cores: both jobs train at once)."""
 
 import json
-import subprocess
 import sys
 
+import children
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -61,7 +61,7 @@ def test_basic_launcher_adds_nothing():
 
 @pytest.mark.slow
 def test_lambda_sweep_through_submitit_local(shared_data, tmp_path):
-    result = subprocess.run(
+    result = children.run(
         [
             sys.executable,
             "scripts/sweep.py",
@@ -78,8 +78,6 @@ def test_lambda_sweep_through_submitit_local(shared_data, tmp_path):
             "submitit_local",
         ],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

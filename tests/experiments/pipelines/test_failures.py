@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import children
 import pytest
 
 from regattn_fairseq.experiments.core.config import resolve_data_dir
@@ -12,11 +13,9 @@ from regattn_fairseq.experiments.data.prepare import prepare
 
 
 def reproduce(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return children.run(
         [sys.executable, "scripts/reproduce.py", *args],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
         timeout=60,
     )
 

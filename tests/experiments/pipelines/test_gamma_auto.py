@@ -2,9 +2,9 @@
 validation loss picks one, test is reported at it and the choice is recorded in the row."""
 
 import json
-import subprocess
 import sys
 
+import children
 import pytest
 from omegaconf import OmegaConf
 
@@ -12,6 +12,7 @@ from regattn import mappings
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
 
@@ -102,6 +103,9 @@ def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
         "auto",
         "--gamma-grid",
         "1,4",
+        # the grid alone: the table's edge rule (7227571) would train values beyond it
+        "--gamma-grid-extend",
+        "0",
         "--data-dir",
         str(shared_data),
         "--work-dir",
@@ -109,25 +113,25 @@ def test_gamma_auto_end_to_end_smoke(shared_data, tmp_path):
         "--results-dir",
         str(tmp_path / "results"),
     ]
-    first = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    first = children.run(command, cwd=REPO_ROOT, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    rows = [
-        json.loads(line)
-        for line in (tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()
-    ]
-    assert len(rows) == 1
-    selection = rows[0]["gamma_selection"]
+    raw = tmp_path / "results" / "raw" / "inflection.jsonl"
+    rows = [json.loads(line) for line in raw.read_text().splitlines()]
+    # the table's baseline (rows.baselines, scored before training) and one model row
+    assert sorted(row["mapping"] for row in rows) == ["baseline: copy lemma", "sparsemax"]
+    [row] = [row for row in rows if not rowkeys.is_baseline(row)]
+    selection = row["gamma_selection"]
     assert selection["grid"] == [1.0, 4.0] and set(selection["validation"]) == {"1.0", "4.0"}
     chosen = min(selection["grid"], key=lambda g: selection["validation"][str(g)])
     assert selection["chosen"] == chosen
-    assert rows[0]["train"]["config"]["model"]["attention_gamma"] == chosen
+    assert row["train"]["config"]["model"]["attention_gamma"] == chosen
     grid_runs = list((tmp_path / "work" / "checkpoints").rglob("gamma*/seed1/checkpoints"))
     assert len(grid_runs) == 2
-    second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    second = children.run(command, cwd=REPO_ROOT, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "[skip]" in second.stdout and "[train]" not in second.stdout
     assert "the grid is not trained again" in second.stdout
-    assert len((tmp_path / "results" / "raw" / "inflection.jsonl").read_text().splitlines()) == 1
+    assert len(raw.read_text().splitlines()) == 2  # nothing scored again
 
 
 def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """Issue #26: prepared data verified before use, one writer per run folder, arguments checked
 before any work, interrupts and plugin errors as messages."""
 
+import contextlib
 import json
 import os
 import re
@@ -8,8 +9,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import children
 import pytest
 from data.test_prepare_cache import make_sigmorphon  # the data stage tests' helper
 from omegaconf import OmegaConf
@@ -136,21 +140,22 @@ with run_lock(Path(sys.argv[1]), "holder"):
 """
 
 
-def start_holder(run_dir: Path, how: str) -> subprocess.Popen:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(run_dir), how], stdout=subprocess.PIPE, text=True
-    )
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+@contextmanager
+def holding(run_dir: Path, how: str) -> Iterator[subprocess.Popen]:
+    """A child process that holds `run_dir`'s lock, once it has taken it."""
+    command = [sys.executable, "-c", HOLDER, str(run_dir), how]
+    with children.started(command, stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
 
 
 def test_a_second_process_waits_for_the_run_folder(tmp_path, capsys):
     run_dir = tmp_path / "softmax" / "seed1"
-    holder = start_holder(run_dir, "2")
-    start = time.monotonic()
-    with run_lock.run_lock(run_dir, "nmt softmax seed 1") as waited:
-        elapsed = time.monotonic() - start
-    holder.wait()
+    with holding(run_dir, "2") as holder:
+        start = time.monotonic()
+        with run_lock.run_lock(run_dir, "nmt softmax seed 1") as waited:
+            elapsed = time.monotonic() - start
+        holder.wait()
     out = capsys.readouterr().out
     assert waited and elapsed > 0.5
     assert f"[wait] nmt softmax seed 1: {run_dir} is locked by pid {holder.pid} on " in out
@@ -159,8 +164,8 @@ def test_a_second_process_waits_for_the_run_folder(tmp_path, capsys):
 
 def test_a_killed_runs_lock_is_taken_over(tmp_path, capsys):
     run_dir = tmp_path / "softmax" / "seed1"
-    holder = start_holder(run_dir, "kill")
-    assert holder.wait() == -signal.SIGKILL
+    with holding(run_dir, "kill") as holder:
+        assert holder.wait() == -signal.SIGKILL
     with run_lock.run_lock(run_dir, "nmt softmax seed 1") as waited:
         pass
     out = capsys.readouterr().out
@@ -172,36 +177,39 @@ def test_a_killed_runs_lock_is_taken_over(tmp_path, capsys):
     assert "taking over" not in capsys.readouterr().out
 
 
-def _kill_orchestrator_once_echoed(statement: str, path: Path, marker: bytes) -> None:
+@contextmanager
+def orchestrator_killed_once_echoed(statement: str, path: Path, marker: bytes) -> Iterator[None]:
     """Run `statement` (which calls `run_logged`, with `path` as sys.argv[1]) in a child Python
-    and kill that orchestrator as soon as the tool's output shows `marker`, the tool running
-    on."""
+    and kill that orchestrator as soon as the tool's output shows `marker`; the tool runs on
+    until the block is left."""
     script = (
         "import sys; from pathlib import Path\n"
         "from regattn_fairseq.experiments.core.run_lock import run_lock\n"
         "from regattn_fairseq.experiments.core.tools import run_logged\n" + statement
     )
-    parent = subprocess.Popen([sys.executable, "-c", script, str(path)], stderr=subprocess.PIPE)
-    for line in parent.stderr:  # run_logged echoes the tool's output on stderr
-        if marker in line:
-            break
-    parent.kill()
-    parent.wait()
+    command = [sys.executable, "-c", script, str(path)]
+    with children.started(command, stderr=subprocess.PIPE) as parent:
+        for line in parent.stderr:  # run_logged echoes the tool's output on stderr
+            if marker in line:
+                break
+        parent.kill()  # the orchestrator alone: its tool runs on in the group
+        parent.wait()
+        yield
 
 
 def test_the_training_process_inherits_the_lock(tmp_path):
     """An orchestrator killed while fairseq trains on leaves the folder locked until the
     training ends (`common.run_logged` passes the lock on)."""
     run_dir = tmp_path / "seed1"
-    _kill_orchestrator_once_echoed(
+    with orchestrator_killed_once_echoed(
         "with run_lock(Path(sys.argv[1]), 'x'):\n"
         "    run_logged(['sh', '-c', 'echo started; sleep 3'], Path(sys.argv[1]).parent / 'log')\n",
         run_dir,
         b"started",
-    )
-    start = time.monotonic()
-    with run_lock.run_lock(run_dir, "next") as waited:
-        assert waited and time.monotonic() - start > 1
+    ):
+        start = time.monotonic()
+        with run_lock.run_lock(run_dir, "next") as waited:
+            assert waited and time.monotonic() - start > 1
 
 
 def test_the_training_log_keeps_every_line_when_the_orchestrator_is_killed(tmp_path):
@@ -209,11 +217,12 @@ def test_the_training_log_keeps_every_line_when_the_orchestrator_is_killed(tmp_p
     the tool wrote before its orchestrator died must be in it (a block-buffered log lost epoch
     7 of NMT fusedmax seed 2, and one or two epochs of 16 other committed rows' runs)."""
     log = tmp_path / "train.log"
-    _kill_orchestrator_once_echoed(
+    with orchestrator_killed_once_echoed(
         "run_logged(['sh', '-c', 'echo epoch 1; echo epoch 2; sleep 3'], Path(sys.argv[1]))\n",
         log,
         b"epoch 2",
-    )
+    ):
+        pass
     assert log.read_text().splitlines()[1:] == ["epoch 1", "epoch 2"]
 
 
@@ -231,11 +240,9 @@ def test_the_row_store_refuses_a_second_row_for_a_finished_job(tmp_path):
 
 
 def reproduce(tmp_path, *args, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return children.run(
         [sys.executable, "scripts/reproduce.py", *args, "--work-dir", str(tmp_path)],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
         timeout=timeout,
     )
 
@@ -282,22 +289,18 @@ def test_bad_arguments_are_one_line_before_any_work(tmp_path, args, named):
 def test_prepare_data_and_sweep_refuse_a_bad_scale_in_one_line(tmp_path):
     for script in ("prepare_data.py", "sweep.py"):
         target = "multi30k" if script == "prepare_data.py" else "lambda"
-        result = subprocess.run(
+        result = children.run(
             [sys.executable, f"scripts/{script}", target, "--scale", "huge"],
             cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
         )
         assert result.returncode == 2 and len(error_lines(result.stderr)) == 1, script
         assert "huge" in result.stderr
 
 
 def test_make_refuses_a_flag_value_it_would_ignore():
-    result = subprocess.run(
+    result = children.run(
         ["make", "-n", "reproduce-nmt", "RESCORE=maybe"],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
     )
     assert result.returncode == 2 and "RESCORE=maybe" in result.stderr
 
@@ -307,7 +310,7 @@ def test_make_refuses_a_flag_value_it_would_ignore():
 
 def test_invalid_attention_option_to_fairseq_train_is_one_line(tmp_path):
     prepared = prepare_toy(tmp_path)
-    result = subprocess.run(
+    result = children.run(
         [
             os.path.join(os.path.dirname(sys.executable), "fairseq-train"),
             str(prepared.bin_dir),
@@ -327,8 +330,6 @@ def test_invalid_attention_option_to_fairseq_train_is_one_line(tmp_path):
             "--save-dir",
             str(tmp_path / "checkpoints"),
         ],
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert result.returncode == 2
@@ -341,26 +342,26 @@ def test_invalid_attention_option_to_fairseq_train_is_one_line(tmp_path):
 
 
 def interrupt_once_training(command: list[str], work_dir: Path) -> subprocess.CompletedProcess:
-    """Start `command`, send SIGINT to its process group (Ctrl-C) once it trains."""
-    process = subprocess.Popen(
-        command,
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    for line in process.stdout:
-        if line.startswith("[train]"):
-            break
-    # as soon as fairseq has started (its log exists): a smoke training may finish in seconds,
-    # so the interrupt can land in training or in the scoring right after it
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and next(work_dir.rglob("train.log"), None) is None:
-        time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    """Start `command`, send SIGINT to its process group (Ctrl-C) once it trains. Its stderr
+    goes to a file: stdout, read here, is its only pipe."""
+    errors = work_dir / "reproduce.stderr"
+    with (
+        open(errors, "w") as sink,
+        children.started(
+            command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=sink, text=True
+        ) as process,
+    ):
+        for line in process.stdout:
+            if line.startswith("[train]"):
+                break
+        # as soon as fairseq has started (its log exists): a smoke training may finish in
+        # seconds, so the interrupt can land in training or in the scoring right after it
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and next(work_dir.rglob("train.log"), None) is None:
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, _ = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, errors.read_text())
 
 
 @pytest.mark.slow
@@ -390,7 +391,7 @@ def test_ctrl_c_says_where_it_stopped_and_how_to_resume(shared_data, tmp_path):
     raw = tmp_path / "results" / "raw" / "nmt.jsonl"
     assert not raw.exists() or '"mapping": "softmax"' not in raw.read_text()
     # resuming is right: the same command finishes the job, one row per cell
-    resumed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    resumed = children.run(command, cwd=REPO_ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = load_rows(tmp_path / "results", "nmt")
     assert len({rowkeys.row_key(row) for row in rows}) == len(rows) > 0
@@ -414,15 +415,16 @@ def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_pa
         "--results-dir",
         str(tmp_path / "results"),
     ]
-    processes = [
-        subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(2)
-    ]
-    outputs = [process.communicate(timeout=1800) for process in processes]
-    for process, (_, err) in zip(processes, outputs, strict=True):
-        assert process.returncode == 0, err[-3000:]
+    # output to files: one process blocked on a full pipe, holding the locks, blocks the other
+    logs = [tmp_path / f"reproduce{i}.log" for i in range(2)]
+    with contextlib.ExitStack() as running:
+        processes = [
+            running.enter_context(children.started(command, cwd=REPO_ROOT, output=log))
+            for log in logs
+        ]
+        for process, log in zip(processes, logs, strict=True):
+            process.wait(timeout=900)
+            assert process.returncode == 0, log.read_text()[-3000:]
     rows = load_rows(tmp_path / "results", "nmt")
     keys = [rowkeys.row_key(row) for row in rows]
     # one row per cell: the two mappings and the table's baseline (scored before training)
@@ -431,7 +433,7 @@ def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_pa
         "softmax",
         "sparsemax",
     }
-    joined = "".join(out for out, _ in outputs)
+    joined = "".join(log.read_text() for log in logs)
     assert "[wait]" in joined and "[skip]" in joined
     raw = (tmp_path / "results" / "raw" / "nmt.jsonl").read_text().splitlines()
     assert len(raw) == len(rows) and all(json.loads(line)["run_id"] for line in raw)

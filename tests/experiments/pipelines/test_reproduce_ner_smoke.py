@@ -3,10 +3,10 @@ prepare, train, Viterbi decode, seqeval, the marginals' sparsity, the p-values' 
 results/ner.md and the marginals figure), in tmp folders. About a minute on 2 cores: marked slow."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import children
 import pytest
 
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
@@ -15,7 +15,7 @@ from regattn_fairseq.experiments.core.paths import REPO_ROOT
 @pytest.mark.slow
 def test_reproduce_ner_smoke(tmp_path: Path):
     results = tmp_path / "results"
-    subprocess.run(
+    children.run(
         [
             sys.executable,
             str(REPO_ROOT / "scripts" / "reproduce.py"),

@@ -2,9 +2,9 @@
 non-empty images for every mapping, and draw the paper's conventions (grey zeros, no border
 between equal neighbours, marked oscarmax clusters)."""
 
-import subprocess
 import sys
 
+import children
 import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
@@ -81,7 +81,7 @@ def test_make_plot_attention_puts_every_mapping_side_by_side(export_of, tmp_path
     """The Makefile target, headless, in a fresh process (as a user runs it); the first id
     shared by all exports is drawn when none is given."""
     exports = " ".join(str(export_of(name)) for name in mappings.NAMES)
-    done = subprocess.run(
+    done = children.run(
         [
             "make",
             "--no-print-directory",
@@ -93,8 +93,6 @@ def test_make_plot_attention_puts_every_mapping_side_by_side(export_of, tmp_path
             f"PY={sys.executable}",
         ],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr + done.stdout

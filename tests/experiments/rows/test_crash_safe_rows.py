@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import children
 import pytest
 from rows.test_rigor import make_row
 
@@ -85,16 +86,16 @@ KILLED_MID_WRITE = textwrap.dedent(
 
 def test_a_writer_killed_mid_write_costs_no_row(tmp_path):
     raw, before = _two_rows(tmp_path)
-    child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_MID_WRITE, str(tmp_path), json.dumps(make_row(run_id="x"))],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    writer = [
+        sys.executable,
+        "-c",
+        KILLED_MID_WRITE,
+        str(tmp_path),
+        json.dumps(make_row(run_id="x")),
+    ]
+    # killed as the block is left, once it has written half a row
+    with children.started(writer, stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout.readline() == "written\n"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
     torn = raw.read_bytes()[len(before) :]
     assert torn and not torn.endswith(b"\n")  # the child really died mid-row
@@ -151,7 +152,7 @@ def test_the_commands_say_which_line_is_bad_in_one_line(tmp_path, command):
     argv = [str(raw) if arg == "RAW" else arg for arg in COMMANDS[command]]
     if argv[-1] == "--results-dir":
         argv.append(str(tmp_path))
-    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    done = children.run(argv, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
@@ -181,12 +182,10 @@ def test_a_full_disk_is_a_clear_error_and_the_rows_stay_intact(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 100, len(before) + 100))
 
     row = make_row(run_id="big", seed=3, notes="x" * 5000)
-    done = subprocess.run(
+    done = children.run(
         [sys.executable, "-c", FULL_DISK, str(tmp_path), json.dumps(row)],
         preexec_fn=limit_file_size,
         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert done.returncode == 1, done.stderr

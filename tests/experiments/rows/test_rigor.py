@@ -5,9 +5,11 @@ the end-to-end re-run is `slow`)."""
 import copy
 import fcntl
 import json
-import subprocess
+import os
+import sys
 import threading
 
+import children
 import pytest
 from omegaconf import OmegaConf
 
@@ -293,7 +295,7 @@ def test_seeds_and_gamma_arguments():
 
 
 def test_make_passes_seeds_gamma_and_flags():
-    result = subprocess.run(
+    result = children.run(
         [
             "make",
             "-n",
@@ -304,8 +306,6 @@ def test_make_passes_seeds_gamma_and_flags():
             "ALLOW_DIRTY=1",
             "MAPPINGS=softmax sparsemax",
         ],
-        capture_output=True,
-        text=True,
         cwd=rowkeys.__file__.rsplit("/regattn_fairseq/", 1)[0],
     )
     assert "--seeds 1,2,3" in result.stdout and "--gamma auto" in result.stdout
@@ -387,23 +387,25 @@ def test_rerun_a_smoke_row_from_its_commit(shared_data, tmp_path):
     from regattn_fairseq.experiments.core.paths import REPO_ROOT
 
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--shared", str(REPO_ROOT), str(clone)], check=True)
+    children.run(["git", "clone", "-q", "--shared", str(REPO_ROOT), str(clone)], check=True)
     for kernel in (REPO_ROOT / "regattn").glob("_C*.so"):
         (clone / "regattn" / kernel.name).write_bytes(kernel.read_bytes())
-    env = {"PYTHONPATH": str(clone), "PATH": subprocess.os.environ["PATH"]}
-    python = subprocess.os.sys.executable
+    env = {"PYTHONPATH": str(clone), "PATH": os.environ["PATH"]}
+    python = sys.executable
     results = tmp_path / "results"
-    subprocess.run(
+    children.run(
         [python, "scripts/reproduce.py", "inflection", "--scale", "smoke", "--mappings",
          "softmax", "--data-dir", str(shared_data), "--work-dir", str(tmp_path / "work"),
          "--results-dir", str(results)],
         cwd=clone, env=env, check=True,
     )  # fmt: skip
-    [row] = [json.loads(line) for line in (results / "raw" / "inflection.jsonl").open()]
-    done = subprocess.run(
+    rows = [json.loads(line) for line in (results / "raw" / "inflection.jsonl").open()]
+    # the model's row; the table's baseline was scored beside it (rows.baselines)
+    [row] = [row for row in rows if not rowkeys.is_baseline(row)]
+    done = children.run(
         [python, "scripts/rerun_row.py", str(results / "raw" / "inflection.jsonl"),
          row["run_id"], "--data-dir", str(shared_data), "--record-dir", str(results)],
-        cwd=clone, env=env, capture_output=True, text=True,
+        cwd=clone, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "| test | accuracy |" in done.stdout and "| 0.0 | None (1) | yes |" in done.stdout

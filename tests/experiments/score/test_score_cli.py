@@ -2,9 +2,9 @@
 definition, bad outputs are rejected with the file and line named (exit 2, no traceback)."""
 
 import json
-import subprocess
 import sys
 
+import children
 import pytest
 
 from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT
@@ -114,10 +114,8 @@ def test_wrong_line_count_is_rejected(tmp_path, capsys):
 def test_bad_encoding_is_rejected_in_a_subprocess(tmp_path):
     output = tmp_path / "latin1.txt"
     output.write_bytes(b"entailment\n" * 4 + "caf\u00e9\n".encode("latin-1") + b"neutral\n")
-    done = subprocess.run(
+    done = children.run(
         [sys.executable, str(REPO_ROOT / "scripts" / "score.py"), "snli", str(output)],
-        capture_output=True,
-        text=True,
         check=False,
     )
     assert done.returncode == 2

@@ -8,11 +8,12 @@ A tiny Transformer on the first Multi30k lines (every attention of the model, le
 included, goes through the mapping); one mapping in the default suite, the others slow. Also
 slow: NODES=2 simulated by two commands on this machine (machine 0 alone scores)."""
 
+import contextlib
 import json
 import socket
-import subprocess
 import sys
 
+import children
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -22,6 +23,7 @@ from regattn_fairseq.experiments.core.config import MAPPINGS
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 from regattn_fairseq.experiments.train.launch import Launch
 from regattn_fairseq.fairseq_adapter import RANK_PARAMETERS_DIR_ENV
@@ -146,45 +148,49 @@ def test_two_machines_on_localhost(shared_data, tmp_path):
     # NODES=2: the same command twice, NODE_RANK 0 and 1, one CPU process each, torchrun's
     # static rendezvous at "machine" 0; both train, machine 0 alone scores and writes the row
     port = _free_port()
-    machines = []
-    for rank in (0, 1):
-        work = tmp_path / f"machine{rank}"
-        work.mkdir()
-        log = open(work / "reproduce.log", "w")  # closed once the process has ended
-        command = [
-            sys.executable,
-            "scripts/reproduce.py",
-            "nmt",
-            "--scale",
-            "smoke",
-            "--mappings",
-            "fusedmax",
-            "--data-dir",
-            str(shared_data),
-            "--work-dir",
-            str(work),
-            "--results-dir",
-            str(work / "results"),
-            "--nodes",
-            "2",
-            "--node-rank",
-            str(rank),
-            "--master",
-            f"localhost:{port}",
-        ]
-        # output to files, not pipes: a full pipe would stall one machine and so both
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
-        machines.append((work, log, process))
-    for work, log, process in machines:
-        process.wait(timeout=900)
-        log.close()
-        assert process.returncode == 0, (work / "reproduce.log").read_text()[-3000:]
-    (first, *_), (second, *_) = machines
-    assert "distributed init (rank 1)" in (second / "reproduce.log").read_text()
-    assert not (second / "results").exists()  # machine 1 trained only
-    [row] = [
+    with contextlib.ExitStack() as machines:
+        processes = []
+        for rank in (0, 1):
+            work = tmp_path / f"machine{rank}"
+            work.mkdir()
+            command = [
+                sys.executable,
+                "scripts/reproduce.py",
+                "nmt",
+                "--scale",
+                "smoke",
+                "--mappings",
+                "fusedmax",
+                "--data-dir",
+                str(shared_data),
+                "--work-dir",
+                str(work),
+                "--results-dir",
+                str(work / "results"),
+                "--nodes",
+                "2",
+                "--node-rank",
+                str(rank),
+                "--master",
+                f"localhost:{port}",
+            ]
+            # output to files, not pipes: a full pipe would stall one machine and so both
+            child = children.started(command, cwd=REPO_ROOT, output=work / "reproduce.log")
+            processes.append((work, machines.enter_context(child)))
+        for work, process in processes:
+            process.wait(timeout=900)
+            assert process.returncode == 0, (work / "reproduce.log").read_text()[-3000:]
+    (first, _), (second, _) = processes
+    # the training's log (the terminal shows only its progress lines)
+    [log] = (second / "checkpoints").rglob("fusedmax/seed1/train.log")
+    assert "distributed init (rank 1)" in log.read_text()
+    assert not (second / "results").exists()  # machine 1 trained only, not even the baseline
+    rows = [
         json.loads(line)
         for line in (first / "results" / "raw" / "nmt.jsonl").read_text().splitlines()
     ]
+    # the table's baseline, scored by machine 0 before training (rows.baselines), and the model
+    assert sorted(row["mapping"] for row in rows) == ["baseline: copy source", "fusedmax"]
+    [row] = [row for row in rows if not rowkeys.is_baseline(row)]
     assert row["train"]["config"]["distributed_world_size"] == 2
     assert 0.0 <= row["metrics"]["bleu"] <= 100.0

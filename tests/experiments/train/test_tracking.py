@@ -4,10 +4,10 @@ offline wandb run in its run folder, holding the run's config and fairseq's trai
 (`fairseq_adapter.log_progress_into_active_wandb_run`), whether a run is active or fairseq
 starts one."""
 
-import subprocess
 import sys
 import textwrap
 
+import children
 import pytest
 from omegaconf import OmegaConf
 from wandb_offline import offline_runs
@@ -58,7 +58,7 @@ wandb.finish()
 
 @pytest.mark.parametrize("started", ["active", "none"])
 def test_fairseq_progress_bars_start_no_second_run(started, tmp_path):
-    subprocess.run(
+    children.run(
         [sys.executable, "-c", textwrap.dedent(PROGRESS_BARS), str(tmp_path), started],
         check=True,
         timeout=300,
@@ -88,10 +88,8 @@ print("ok", sorted(p.name for p in run_dir.iterdir()))
 
 
 def test_disabled_tracking_never_imports_wandb(tmp_path):
-    done = subprocess.run(
+    done = children.run(
         [sys.executable, "-c", textwrap.dedent(DISABLED), str(tmp_path)],
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]

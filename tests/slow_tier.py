@@ -1,0 +1,53 @@
+"""Which slow tests CI runs on a given day (`pytest --slow-tier daily`, `.ci/run`).
+
+The whole slow tier does not fit CI's time on the 2-core machine beside the default suite
+(docs/development.md gives the measurements), so CI runs a deterministic half of it each day,
+the other half the next, plus every slow test whose module changed in the last day's commits:
+a test that its change touches runs the same day; every test runs at least every other day.
+`make test-slow` with no option runs the whole tier.
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+CHANGED_SINCE = "24 hours ago"
+
+
+def in_todays_half(nodeid: str, day: datetime.date) -> bool:
+    """Whether the test `nodeid` is in `day`'s half: the halves swap from one day to the next
+    (the parity of the test id's CRC-32 against the day's)."""
+    return zlib.crc32(nodeid.encode()) % 2 == day.toordinal() % 2
+
+
+def changed_modules(repo: Path, since: str = CHANGED_SINCE) -> set[str]:
+    """The paths, relative to `repo`, of the files that commits since `since` changed (none
+    outside a git checkout)."""
+    try:
+        done = subprocess.run(
+            ["git", "log", f"--since={since}", "--name-only", "--format="],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return set()
+    return {line for line in done.stdout.splitlines() if line}
+
+
+def todays_slow_tests(
+    nodeids: Iterable[str], day: datetime.date, changed: set[str]
+) -> tuple[list[str], list[str]]:
+    """Split slow test ids into (kept, left out): kept are `day`'s half and those whose module
+    (the id's path, relative to the repository) is in `changed`."""
+    kept, left_out = [], []
+    for nodeid in nodeids:
+        module = nodeid.split("::", 1)[0]
+        (kept if module in changed or in_todays_half(nodeid, day) else left_out).append(nodeid)
+    return kept, left_out

@@ -15,6 +15,7 @@ machine).
 
 import datetime
 import os
+import time
 
 import pytest
 from slow_tier import changed_modules, todays_slow_tests
@@ -46,6 +47,20 @@ def pytest_addoption(parser):
         help="daily: of the tests marked slow, today's half and those whose module changed in "
         "the last day's commits (CI; tests/slow_tier.py)",
     )
+
+
+# CI's deadline for starting a slow test (seconds since the epoch, set by .ci/run): CI must end
+# before its hard limit, whatever a day's share of the slow tier costs on the machine it gets
+CI_DEADLINE_ENV = "REGATTN_CI_SLOW_DEADLINE"
+
+
+def pytest_runtest_setup(item):
+    deadline = os.environ.get(CI_DEADLINE_ENV)
+    if deadline and item.get_closest_marker("slow") and time.time() > float(deadline):
+        pytest.skip(
+            f"CI's time budget for the slow tier is spent ({CI_DEADLINE_ENV}); this test runs "
+            "on a later day, or in `make test-slow`"
+        )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -4,6 +4,7 @@ import datetime
 import os
 
 import children
+import pytest
 from slow_tier import changed_modules, todays_slow_tests
 
 IDS = [f"tests/m{i % 7}.py::test_{i}" for i in range(100)]
@@ -39,3 +40,26 @@ def test_changed_modules_are_the_last_days_commits(tmp_path):
         env = {**os.environ, **({"GIT_COMMITTER_DATE": date} if date else {})}
         children.run([*git, "commit", "-qm", name], env=env, check=True)
     assert changed_modules(tmp_path) == {"tests/test_new.py"}
+
+
+class _Item:
+    def __init__(self, slow: bool):
+        self.slow = slow
+
+    def get_closest_marker(self, name):
+        return object() if name == "slow" and self.slow else None
+
+
+def test_no_slow_test_starts_after_the_ci_deadline(monkeypatch):
+    import time
+
+    import conftest
+
+    monkeypatch.setenv(conftest.CI_DEADLINE_ENV, str(time.time() - 1))
+    with pytest.raises(pytest.skip.Exception, match="time budget for the slow tier is spent"):
+        conftest.pytest_runtest_setup(_Item(slow=True))
+    conftest.pytest_runtest_setup(_Item(slow=False))  # the default suite is never cut
+    monkeypatch.setenv(conftest.CI_DEADLINE_ENV, str(time.time() + 3600))
+    conftest.pytest_runtest_setup(_Item(slow=True))  # before the deadline: it runs
+    monkeypatch.delenv(conftest.CI_DEADLINE_ENV)
+    conftest.pytest_runtest_setup(_Item(slow=True))  # outside CI: no deadline

@@ -15,10 +15,9 @@ machine).
 
 import datetime
 import os
-import time
 
 import pytest
-from slow_tier import changed_modules, todays_slow_tests
+from slow_tier import CI_DEADLINE_ENV, changed_modules, past_ci_deadline, todays_slow_tests
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -49,14 +48,8 @@ def pytest_addoption(parser):
     )
 
 
-# CI's deadline for starting a slow test (seconds since the epoch, set by .ci/run): CI must end
-# before its hard limit, whatever a day's share of the slow tier costs on the machine it gets
-CI_DEADLINE_ENV = "REGATTN_CI_SLOW_DEADLINE"
-
-
 def pytest_runtest_setup(item):
-    deadline = os.environ.get(CI_DEADLINE_ENV)
-    if deadline and item.get_closest_marker("slow") and time.time() > float(deadline):
+    if past_ci_deadline(item.get_closest_marker("slow") is not None):
         pytest.skip(
             f"CI's time budget for the slow tier is spent ({CI_DEADLINE_ENV}); this test runs "
             "on a later day, or in `make test-slow`"

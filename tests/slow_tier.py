@@ -10,12 +10,26 @@ a test that its change touches runs the same day; every test runs at least every
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
+import time
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 CHANGED_SINCE = "24 hours ago"
+
+# CI's deadline for starting a slow test (seconds since the epoch, set by .ci/run): CI must end
+# before its hard limit, whatever a day's share of the slow tier costs on the machine it gets
+CI_DEADLINE_ENV = "REGATTN_CI_SLOW_DEADLINE"
+
+
+def past_ci_deadline(is_slow: bool, now: float | None = None) -> bool:
+    """Whether a test must not start: it is slow and CI's deadline for the slow tier
+    (`CI_DEADLINE_ENV`) has passed. Outside CI (the variable unset) nothing is cut, and the
+    default suite never is."""
+    deadline = os.environ.get(CI_DEADLINE_ENV)
+    return bool(deadline) and is_slow and (time.time() if now is None else now) > float(deadline)
 
 
 def in_todays_half(nodeid: str, day: datetime.date) -> bool:

@@ -4,8 +4,7 @@ import datetime
 import os
 
 import children
-import pytest
-from slow_tier import changed_modules, todays_slow_tests
+from slow_tier import CI_DEADLINE_ENV, changed_modules, past_ci_deadline, todays_slow_tests
 
 IDS = [f"tests/m{i % 7}.py::test_{i}" for i in range(100)]
 
@@ -42,24 +41,12 @@ def test_changed_modules_are_the_last_days_commits(tmp_path):
     assert changed_modules(tmp_path) == {"tests/test_new.py"}
 
 
-class _Item:
-    def __init__(self, slow: bool):
-        self.slow = slow
-
-    def get_closest_marker(self, name):
-        return object() if name == "slow" and self.slow else None
-
-
 def test_no_slow_test_starts_after_the_ci_deadline(monkeypatch):
-    import time
-
-    import conftest
-
-    monkeypatch.setenv(conftest.CI_DEADLINE_ENV, str(time.time() - 1))
-    with pytest.raises(pytest.skip.Exception, match="time budget for the slow tier is spent"):
-        conftest.pytest_runtest_setup(_Item(slow=True))
-    conftest.pytest_runtest_setup(_Item(slow=False))  # the default suite is never cut
-    monkeypatch.setenv(conftest.CI_DEADLINE_ENV, str(time.time() + 3600))
-    conftest.pytest_runtest_setup(_Item(slow=True))  # before the deadline: it runs
-    monkeypatch.delenv(conftest.CI_DEADLINE_ENV)
-    conftest.pytest_runtest_setup(_Item(slow=True))  # outside CI: no deadline
+    now = 1_000_000.0
+    monkeypatch.setenv(CI_DEADLINE_ENV, str(now - 1))
+    assert past_ci_deadline(True, now)
+    assert not past_ci_deadline(False, now)  # the default suite is never cut
+    monkeypatch.setenv(CI_DEADLINE_ENV, str(now + 3600))
+    assert not past_ci_deadline(True, now)  # before the deadline: it runs
+    monkeypatch.delenv(CI_DEADLINE_ENV)
+    assert not past_ci_deadline(True, now)  # outside CI: no deadline

@@ -64,6 +64,31 @@ def check_mappings(mappings, group: str = "attention") -> list[str]:
     return list(mappings)
 
 
+def experiment_mappings(experiment, mappings) -> list[str]:
+    """The mappings of `mappings` (the table's, or a run's `--mappings`) that `experiment`
+    trains, in their order: all of them, or those its own `mappings:` lists (an experiment
+    that exists for a few mappings: inflection's entmax-output cell)."""
+    own = experiment.get("mappings")
+    return list(mappings) if own is None else [m for m in mappings if m in own]
+
+
+def check_experiment_mappings(spec) -> None:
+    """An experiment's own `mappings:` must be mappings of its table.
+
+    Raises
+    ------
+    ReproError
+        naming the experiment and the mappings its table does not have.
+    """
+    for experiment in spec.experiments:
+        stray = [m for m in experiment.get("mappings") or [] if m not in spec.mappings]
+        if stray:
+            raise ReproError(
+                f"configs/reproduce/{spec.table}.yaml: experiment {experiment.name}'s mappings "
+                f"{stray} are not among the table's mappings {list(spec.mappings)}"
+            )
+
+
 def load_config(*parts: str) -> DictConfig:
     """Load configs/<parts...>.yaml (orchestration specs, not fairseq training configs)."""
     path = CONFIG_DIR.joinpath(*parts).with_suffix(".yaml")

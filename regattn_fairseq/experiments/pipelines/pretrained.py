@@ -268,7 +268,7 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
     the estimated seconds of the γ grids left."""
     rows, evaluations = table.rows(), list(experiment_test_sets(experiment))
     jobs, grids = [], 0.0
-    for mapping in table.mappings:
+    for mapping in table.mappings_of(experiment):
         gamma, _ = gamma_of(table, experiment, data, mapping, choose=False)
         note = ""
         if gamma is None and mapping in GAMMA_MAPPINGS and table.args.gamma == "auto":
@@ -305,7 +305,7 @@ def run_experiment(table, experiment, data: PreparedData, progress=None) -> list
     model_path = pretrained_models.model_dir(pinned_model(experiment))
     splits = {split: read_pairs(data, split) for split in ("train", "valid")}
     exports = []
-    for mapping in table.mappings:
+    for mapping in table.mappings_of(experiment):
         gamma, selection = gamma_of(table, experiment, data, mapping, choose=True)
         for seed in table.seeds:
             if progress is not None:

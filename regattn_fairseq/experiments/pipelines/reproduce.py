@@ -28,7 +28,11 @@ from regattn_fairseq.experiments.core.cli import (
     seed_list,
     whole_number,
 )
-from regattn_fairseq.experiments.core.config import check_mappings, load_config
+from regattn_fairseq.experiments.core.config import (
+    check_mappings,
+    experiment_mappings,
+    load_config,
+)
 from regattn_fairseq.experiments.core.dry_run import DryRun
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
@@ -670,6 +674,10 @@ class TableRun:
         """The table's raw rows as they are now."""
         return load_rows(self.results_dir, self.spec.table)
 
+    def mappings_of(self, experiment) -> list[str]:
+        """The run's mappings that `experiment` trains (`config.experiment_mappings`)."""
+        return experiment_mappings(experiment, self.mappings)
+
 
 @dataclass(frozen=True)
 class MappingSetup:
@@ -732,10 +740,10 @@ def run(argv: list[str] | None = None) -> None:
         return
     for experiment in experiments:
         if args.gamma_select_only and pretrained.is_pretrained(experiment):
-            for mapping in table.mappings:
+            for mapping in table.mappings_of(experiment):
                 pretrained.gamma_of(table, experiment, prepared[experiment.name], mapping, True)
         elif args.gamma_select_only:
-            for mapping in table.mappings:
+            for mapping in table.mappings_of(experiment):
                 _mapping_setup(table, experiment, prepared[experiment.name], mapping)
         else:
             _run_experiment(table, experiment, prepared[experiment.name], progress)
@@ -828,7 +836,7 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
     args, rows = table.args, table.rows()
     evaluations = list(experiment_test_sets(experiment))
     jobs, grids = [], 0.0
-    for mapping in table.mappings:
+    for mapping in table.mappings_of(experiment):
         gamma, note = None, ""
         if args.gamma == "auto" and mapping in GAMMA_MAPPINGS:
             grid, extend, criterion, selection_seeds, select_epochs, _ = _selection_how(
@@ -864,22 +872,26 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
                         )
                     )
                 ]
+                # this experiment's rows of the mapping (another experiment of the table
+                # chooses its own γ: inflection's entmax-output cell)
+                same_cell = [
+                    r for r in rows if (r["experiment"], r["mapping"]) == (experiment.name, mapping)
+                ]
                 note = (
                     f"γ chosen on its grid first: {len(grid) * len(selection_seeds) - len(missing)}"
                     f" of its {len(grid) * len(selection_seeds)} runs read from their logs, "
                     f"{len(missing)} to train"
                 )
                 epochs = select_epochs or max(
-                    [r["train"].get("epochs") or 0 for r in rows if r["mapping"] == mapping] or [10]
+                    [r["train"].get("epochs") or 0 for r in same_cell] or [10]
                 )
                 grids += grid_seconds(rows, experiment.name, mapping, len(missing), epochs) or 0.0
                 # a choice recorded before the edge rule settled it: most likely the grid's
                 # again, so the jobs at it are counted as done (the run confirms it)
                 unsettled = [
                     r["gamma_selection"]["chosen"]
-                    for r in rows
-                    if r["mapping"] == mapping
-                    and all((r.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
+                    for r in same_cell
+                    if all((r.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
                 ]
                 if unsettled:
                     gamma = unsettled[-1]
@@ -941,7 +953,7 @@ def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=No
         )
         return
     exports = []  # first evaluation set, first seed: one panel per mapping in the figure
-    for mapping in table.mappings:
+    for mapping in table.mappings_of(experiment):
         setup = _mapping_setup(table, experiment, data, mapping)
         for seed in table.seeds:
             if progress is not None:

@@ -6,7 +6,12 @@ built. The argparse types and the one-line parser are `core.cli`'s."""
 from __future__ import annotations
 
 from regattn_fairseq.experiments.core.cli import UsageError
-from regattn_fairseq.experiments.core.config import check_mappings, check_scale
+from regattn_fairseq.experiments.core.config import (
+    check_experiment_mappings,
+    check_mappings,
+    check_scale,
+    experiment_mappings,
+)
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.pipelines import pretrained
@@ -34,12 +39,14 @@ def check_table(spec, experiments, args, gamma_mappings) -> None:
     Raises
     ------
     UsageError
-        an unknown scale or mapping, GAMMA=auto without a grid, or a mapping parameter the
+        an unknown scale or mapping, an experiment's own mappings outside the table's,
+        GAMMA=auto without a grid, or a mapping parameter the
         mapping refuses (`check_mapping_options`).
     """
     try:
         check_scale(args.scale)
         mappings = list(args.mappings or spec.mappings)
+        check_experiment_mappings(spec)
         for experiment in experiments:
             check_mappings(mappings, experiment.get("mapping_group", "attention"))
     except ReproError as error:
@@ -53,7 +60,7 @@ def check_table(spec, experiments, args, gamma_mappings) -> None:
     grid = args.gamma_grid or spec.get("gamma_grid") or [None]
     gamma = grid[0] if args.gamma == "auto" else args.gamma
     for experiment in experiments:
-        for mapping in mappings:
+        for mapping in experiment_mappings(experiment, mappings):
             if pretrained.is_pretrained(experiment):
                 tuned = mapping in pretrained.GAMMA_MAPPINGS and args.gamma
                 pretrained.check_mapping(experiment, args.scale, mapping, gamma if tuned else None)

@@ -407,6 +407,10 @@ def compose_config(train_config: str, overrides: list[str]) -> DictConfig:
     return cfg
 
 
+# the criteria of a sparse output layer (regattn_fairseq/criterions/regattn_fenchel_young.py)
+FENCHEL_YOUNG_CRITERIA = ("regattn_fy",)
+
+
 def config_settings(cfg: DictConfig) -> dict:
     """The settings of a composed training config that a row records and its key hashes.
 
@@ -420,14 +424,18 @@ def config_settings(cfg: DictConfig) -> dict:
     dict
         model, optimizer, lr, max_epoch, batch_size, max_tokens (no paths), the
         data-parallel world size when it is above 1 (each process takes a batch of the
-        configured size: the effective batch is that many times larger), and the early-stopping
-        patience when it is set (configs without it keep the hashes they had).
+        configured size: the effective batch is that many times larger), the early-stopping
+        patience when it is set, and the criterion when it is the Fenchel-Young loss of a
+        sparse output layer (configs without either keep the hashes they had).
     """
     world_size = cfg.distributed_training.distributed_world_size
     patience = cfg.checkpoint.get("patience", -1)
+    # the other configs' criteria follow from their task and model, and predate the record
+    fenchel_young = cfg.criterion._name in FENCHEL_YOUNG_CRITERIA
     return {
         **({"distributed_world_size": world_size} if world_size > 1 else {}),
         **({"patience": patience} if patience is not None and patience > 0 else {}),
+        **({"criterion": OmegaConf.to_container(cfg.criterion)} if fenchel_young else {}),
         "model": OmegaConf.to_container(cfg.model, resolve=False),
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
         "lr": OmegaConf.to_container(cfg.optimization.lr, resolve=False),

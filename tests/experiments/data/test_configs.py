@@ -5,11 +5,19 @@ spec points at things that exist."""
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.core.config import MAPPINGS, SCALES, group_options
+from regattn_fairseq.experiments.core.config import (
+    MAPPINGS,
+    SCALES,
+    check_experiment_mappings,
+    experiment_mappings,
+    group_options,
+)
+from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.report.tables import STATISTICS_VIEWS
+from regattn_fairseq.experiments.train.train import compose_settings
 
 TRAIN_CONFIGS = {
     "snli": "snli",
@@ -19,6 +27,7 @@ TRAIN_CONFIGS = {
     "nmt_wmt16": "lstm_seq2seq",
     "nmt_multi30k_transformer": "transformer",
     "inflection": "inflection",
+    "inflection_entmax_output": "inflection",
     "ner": "ner",
 }
 ATTENTION_NAME = {"entmax15": "entmax", "entmax_learned": "entmax"}
@@ -31,14 +40,16 @@ ORCHESTRATION_SPECS = sorted((CONFIG_DIR / "reproduce").glob("*.yaml")) + sorted
 def compose_all(
     config_name: str, override_lists: list[list[str]], return_hydra_config: bool = False
 ):
-    """Compose config_name once per override list, as fairseq-hydra-train would."""
-    from fairseq.dataclass.initialize import hydra_init
+    """Compose config_name once per override list, as the suite's training entry point
+    (`regattn_fairseq.hydra_train`) does: fairseq's schema under its own name, which each
+    train config's defaults list merges first."""
     from hydra import compose, initialize_config_dir
-    from hydra.core.config_store import ConfigStore
     from hydra.core.global_hydra import GlobalHydra
 
+    from regattn_fairseq.fairseq_adapter import register_fairseq_schema
+
     GlobalHydra.instance().clear()
-    hydra_init(config_name)  # fairseq-hydra-train validates the primary config against its schema
+    register_fairseq_schema()
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
             return [
@@ -50,10 +61,7 @@ def compose_all(
                 for overrides in override_lists
             ]
     finally:
-        # the schema stored under the config's own name would make every later composition
-        # of that config (the suite's, quiet by design) warn: leave the store as it was
         GlobalHydra.instance().clear()
-        ConfigStore.instance().repo.pop(f"{config_name}.yaml", None)
 
 
 def compose(config_name: str, overrides: list[str]):
@@ -90,6 +98,48 @@ def test_compose_every_mapping():
     for mapping, cfg in zip(MAPPINGS, configs, strict=True):
         assert cfg.model.attention == ATTENTION_NAME.get(mapping, mapping)
         assert cfg.model.attention_device == "cpu"
+
+
+def test_the_sparse_output_config_is_inflection_with_an_entmax_output_layer():
+    base, sparse = (
+        compose(name, ["scale/inflection=small", "attention=entmax15"])
+        for name in ("inflection", "inflection_entmax_output")
+    )
+    assert (sparse.criterion._name, sparse.model.output_mapping) == ("regattn_fy", "entmax15")
+    assert base.criterion._name == "cross_entropy" and "output_mapping" not in base.model
+    # nothing else differs: the same model, optimiser, data settings and schedule
+    base, sparse = (OmegaConf.to_container(cfg) for cfg in (base, sparse))
+    for cfg in (base, sparse):
+        del cfg["criterion"]
+        cfg["model"].pop("output_mapping", None)
+    assert base == sparse
+    # a row records (and its key hashes) the criterion of a sparse output layer only: the other
+    # configs' settings, and so the committed rows' keys, are as they were
+    settings = [
+        compose_settings(name, ["scale/inflection=small"])
+        for name in ("inflection", "inflection_entmax_output")
+    ]
+    assert "criterion" not in settings[0]
+    assert settings[1]["criterion"]["_name"] == "regattn_fy"
+
+
+def test_an_experiment_trains_its_own_mappings_of_the_table():
+    table = OmegaConf.create(
+        {
+            "table": "t",
+            "mappings": ["softmax", "sparsemax", "entmax15", "uniform"],
+            "experiments": [{"name": "a"}, {"name": "b", "mappings": ["uniform", "softmax"]}],
+        }
+    )
+    whole, own = table.experiments
+    assert experiment_mappings(whole, table.mappings) == list(table.mappings)
+    # in the table's (or the run's --mappings) order; a subset run trains what is in both
+    assert experiment_mappings(own, table.mappings) == ["softmax", "uniform"]
+    assert experiment_mappings(own, ["sparsemax", "uniform"]) == ["uniform"]
+    check_experiment_mappings(table)
+    own.mappings.append("fusedmax")
+    with pytest.raises(ReproError, match=r"experiment b's mappings \['fusedmax'\] are not"):
+        check_experiment_mappings(table)
 
 
 def test_sweep_values_reach_the_model():
@@ -146,6 +196,7 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
         group = experiment.get("mapping_group", "attention")
         assert set(mappings) <= set(MAPPINGS if group == "attention" else group_options(group))
     if "mappings" in spec:  # a paper table: its p-values need rows of its baseline
+        check_experiment_mappings(spec)  # an experiment's own mappings are the table's
         assert spec.get("baseline", "softmax") in spec.mappings
     assert spec.get("statistics", "attention") in STATISTICS_VIEWS
     for evaluation, by_mapping in (spec.get("paper") or {}).items():

@@ -172,6 +172,16 @@ def test_reproduce_inflection(shared_data, tmp_path):
     mappings = {"softmax", "sparsemax", "entmax15", CONTROL}
     rows = check_outputs(tmp_path, "inflection", mappings, "accuracy")
     assert {"acc_finnish", "acc_italian", "acc_spanish"} <= set(rows[0]["metrics"])
+    # Peters et al.'s sparse output layer: its own experiment, trained with the Fenchel-Young
+    # loss and decoded by beam search over entmax's -inf log-probabilities
+    sparse_output = [row for row in rows if row["experiment"] == "medium_entmax_output"]
+    assert {row["mapping"] for row in sparse_output} == {"softmax", "entmax15", CONTROL}
+    for row in sparse_output:
+        config = row["train"]["config"]
+        assert (config["criterion"]["_name"], config["model"]["output_mapping"]) == (
+            "regattn_fy",
+            "entmax15",
+        )
 
 
 @pytest.mark.slow

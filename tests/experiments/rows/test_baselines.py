@@ -183,4 +183,4 @@ def test_rescore_of_a_mapping_subset_leaves_the_baselines(tmp_path, monkeypatch,
     argv = ["inflection", "--scale", "smoke", "--rescore", *extra]
     argv += ["--work-dir", str(tmp_path), "--results-dir", str(tmp_path / "results")]
     reproduce.run(argv)
-    assert calls == [rescored]
+    assert calls and all(call == rescored for call in calls)  # once per experiment

@@ -619,7 +619,7 @@ def run_baselines(
         folder = _run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
         with run_lock(folder, f"{experiment.name} {label}"):
             rows = load_rows(results_dir, spec.table)
-            done = finished_rows(rows, key, list(experiment_test_sets(experiment)))
+            done = finished_rows(rows, key, baselines.baseline_evaluations(name, experiment, data))
             if done and not rescore:
                 print(
                     f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",

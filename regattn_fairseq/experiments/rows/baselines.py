@@ -14,6 +14,11 @@ one is a new cell). Declared per experiment in configs/reproduce/<table>.yaml
   2004: 75 bytes, `-b 75`) the scorer cuts it, so the baseline is the first 75 bytes, as in
   DUC's own lead baseline; without one (Gigaword, full-length F1) the first N words, N chosen
   on the validation pairs (best ROUGE-L F1 over N = 1..30).
+- ``lead_digits_kept`` (summarization, the evaluation sets the models read digit-masked: DUC
+  2004): the same lead, cut from the articles as distributed, digits kept, as DUC's own lead
+  and its references have them (the models' input replaces digits by ``#``, as Rush et al.'s
+  training data does, so ``lead`` loses every reference digit). Both rows are shown, each
+  labelled.
 - ``copy_source`` (NMT): the source sentence itself, BPE removed and detokenized like a
   system's output (names, numbers and shared words score some BLEU).
 - ``copy_lemma`` (inflection): the lemma unchanged, the form that is right whenever the
@@ -65,6 +70,8 @@ class Baseline:
     label: str
     description: str
     outputs: Callable[[PreparedData, str, dict], tuple[list[str], dict]]
+    # whether it scores an evaluation set (its manifest entry): all, unless it says otherwise
+    applies: Callable[[dict], bool] = lambda evaluation: True
 
 
 def _raw(prepared: PreparedData, split: str, side: str) -> list[str]:
@@ -102,6 +109,28 @@ def lead_outputs(prepared: PreparedData, name: str, evaluation: dict) -> tuple[l
         "lead": f"first {chosen} words",
         "words_chosen_on_validation": chosen,
         "validation_rougeL_f1": validation,
+    }
+
+
+def _has_digits_kept_articles(evaluation: dict) -> bool:
+    return bool(evaluation.get("digits_kept_articles"))
+
+
+def lead_digits_kept_outputs(
+    prepared: PreparedData, name: str, evaluation: dict
+) -> tuple[list[str], dict]:
+    """The lead of each article as distributed, digits kept (see the module docstring)."""
+    path = prepared.root / "raw" / evaluation["digits_kept_articles"]
+    if not path.is_file():
+        raise ReproError(f"baseline: {path} is missing (prepare the data again)")
+    articles = read_text_lines(path)
+    if not evaluation.get("truncate_bytes"):
+        raise ReproError(
+            f"baseline lead_digits_kept: evaluation set {name} has no byte limit; it is DUC's "
+            "lead (the first bytes), for sets scored with one"
+        )
+    return articles, {
+        "lead": f"first {evaluation['truncate_bytes']} bytes (the scorer's -b), digits kept"
     }
 
 
@@ -206,6 +235,14 @@ BASELINES = {
             lead_outputs,
         ),
         Baseline(
+            "lead_digits_kept",
+            "baseline: lead, digits kept",
+            "the first 75 bytes of the article as distributed, digits kept (the models read "
+            "it with digits as '#')",
+            lead_digits_kept_outputs,
+            _has_digits_kept_articles,
+        ),
+        Baseline(
             "copy_source",
             "baseline: copy source",
             "the source sentence as the translation",
@@ -249,6 +286,17 @@ def baseline(name: str) -> Baseline:
         raise ReproError(
             f"unknown baseline {name!r}; known: {', '.join(sorted(BASELINES))}"
         ) from None
+
+
+def baseline_evaluations(name: str, experiment, prepared: PreparedData) -> list[str]:
+    """The experiment's evaluation sets that baseline `name` scores (`Baseline.applies`): a
+    finished baseline has a row for each of them."""
+    applies = baseline(name).applies
+    return [
+        evaluation_name
+        for evaluation_name in experiment_test_sets(experiment)
+        if applies(prepared.evaluation(evaluation_name))
+    ]
 
 
 def baseline_config(name: str) -> dict:
@@ -297,6 +345,8 @@ def baseline_rows(
     fingerprint = data_fingerprint(prepared.bin_dir)
     rows = []
     for evaluation_name, test_set in experiment_test_sets(experiment).items():
+        if evaluation_name not in baseline_evaluations(name, experiment, prepared):
+            continue
         evaluation = prepared.evaluation(evaluation_name)
         started = time.perf_counter()
         outputs, settings = chosen.outputs(prepared, evaluation_name, evaluation)

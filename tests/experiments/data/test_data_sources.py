@@ -127,8 +127,14 @@ def test_local_sent_summary(tmp_path):
         == lines(local / "valid.article.filter.txt")[:5]
     )
     assert lines(prepared.root / "raw" / "train.article") == lines(local / "train.article.txt")[:24]
-    # DUC inputs get Gigaword's digit convention
-    assert all("####" in line for line in lines(prepared.root / "raw" / "duc2004.article"))
+    # DUC inputs get Gigaword's digit convention; the articles as distributed are kept beside
+    # them for DUC's own lead baseline, Gigaword's (read as distributed) need no copy
+    masked = lines(prepared.root / "raw" / "duc2004.article")
+    assert all("####" in line for line in masked)
+    kept = prepared.root / "raw" / prepared.evaluation("duc2004")["digits_kept_articles"]
+    assert ["".join("#" if c.isdigit() else c for c in line) for line in lines(kept)] == masked
+    assert any(c.isdigit() for c in "".join(lines(kept)))
+    assert "digits_kept_articles" not in prepared.evaluation("gigaword")
     assert (prepared.root / "bin" / "test1.article-title.article.bin").is_file()
 
 

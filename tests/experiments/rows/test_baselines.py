@@ -43,6 +43,9 @@ def _summaries(tmp_path: Path) -> PreparedData:
         "duc2004": {"subset": "test", "refs": [ref], "truncate_bytes": 9},
     }
     _write(raw / "duc2004.article", articles)
+    # the DUC articles as distributed (the models read them digit-masked)
+    _write(raw / "duc2004.article.digits_kept", [a.replace("w", "1") for a in articles])
+    evaluations["duc2004"]["digits_kept_articles"] = "duc2004.article.digits_kept"
     _write(raw / "gigaword.article", articles)
     manifest = {
         "dataset": "gigaword_duc",
@@ -63,6 +66,24 @@ def test_lead_takes_n_words_chosen_on_validation_or_the_whole_article_for_a_byte
     # with -b the scorer cuts the whole article at the byte limit: the first bytes are the lead
     outputs, settings = baselines.lead_outputs(data, "duc2004", data.evaluation("duc2004"))
     assert outputs[1] == "w1 a b c d e f g h i j k" and "9 bytes" in settings["lead"]
+
+
+def test_duc_lead_with_digits_kept_reads_the_articles_as_distributed(tmp_path):
+    data = _summaries(tmp_path)
+    experiment = OmegaConf.create({"name": "summarization", "test_sets": ["gigaword", "duc2004"]})
+    # a set the models read as distributed (Gigaword) has the lead alone
+    assert baselines.baseline_evaluations("lead_digits_kept", experiment, data) == ["duc2004"]
+    assert baselines.baseline_evaluations("lead", experiment, data) == ["gigaword", "duc2004"]
+    outputs, settings = baselines.lead_digits_kept_outputs(
+        data, "duc2004", data.evaluation("duc2004")
+    )
+    assert outputs[1] == "11 a b c d e f g h i j k" and "digits kept" in settings["lead"]
+    no_limit = {**data.evaluation("duc2004"), "truncate_bytes": None}
+    with pytest.raises(ReproError, match="has no byte limit"):
+        baselines.lead_digits_kept_outputs(data, "duc2004", no_limit)
+    (tmp_path / "raw" / "duc2004.article.digits_kept").unlink()
+    with pytest.raises(ReproError, match="digits_kept is missing"):
+        baselines.lead_digits_kept_outputs(data, "duc2004", data.evaluation("duc2004"))
 
 
 def test_copy_source_removes_bpe_and_detokenizes(tmp_path):
@@ -118,6 +139,16 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
     assert "[skip] summarization baseline: lead" in capsys.readouterr().out
     reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=True)
     assert len(load_rows(results_dir, "table2")) == 4
+    # DUC's lead with its digits: a row of its own, on the set the models read digit-masked
+    # only, and finished once it has that row
+    experiment.baselines.append("lead_digits_kept")
+    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
+    rows = load_rows(results_dir, "table2")
+    [kept] = [r for r in rows if r["mapping"] == "baseline: lead, digits kept"]
+    assert kept["evaluation"] == "duc2004" and kept["metrics"]["rouge1"] < 100.0
+    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
+    assert len(load_rows(results_dir, "table2")) == 5
+    assert "[skip] summarization baseline: lead, digits kept" in capsys.readouterr().out
 
 
 def _snli(tmp_path: Path) -> PreparedData:

@@ -12,6 +12,9 @@ from regattn_fairseq.experiments.data.sources import Inputs, check_parallel, rea
 from regattn_fairseq.experiments.data.text_processing import fairseq_preprocess, head, write_lines
 
 TOOLS = ("fairseq-fixed",)
+# raw/<evaluation set><this>: an evaluation set's articles with their digits, when the models
+# read them digit-masked (the set's `replace_digits`)
+DIGITS_KEPT_SUFFIX = ".article.digits_kept"
 
 
 def _local_pair(inputs: Inputs, files) -> tuple[list[str], list[str]]:
@@ -106,7 +109,13 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         options = spec.evaluations[name]
         sources, references = _evaluation(inputs, name)
         sources = head(sources, opts.max_eval)
+        digits_kept = {}
         if options.get("replace_digits"):
+            # the articles as distributed, for the lead baseline as DUC scores it (its
+            # references keep their digits; `rows.baselines.lead_digits_kept_outputs`)
+            kept = root / "raw" / f"{name}{DIGITS_KEPT_SUFFIX}"
+            write_lines(kept, sources)
+            digits_kept = {"digits_kept_articles": kept.name}
             # Rush et al. replace digits by '#' in the training data; do the same to DUC inputs.
             sources = ["".join("#" if c.isdigit() else c for c in line) for line in sources]
         refs = []
@@ -122,6 +131,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
             "subset": subset,
             "refs": refs,
             "truncate_bytes": options.get("truncate_bytes"),
+            **digits_kept,
         }
     for split, (sources, targets) in splits.items():
         write_lines(root / "raw" / f"{split}.article", sources)

@@ -468,13 +468,14 @@ def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
 
 
 def _statistics_table(kind, evaluations, cells) -> list[str]:
-    """The sparsity statistics (attention, or NER's tag marginals) of each cell on each
-    evaluation set, averaged over seeds."""
+    """The sparsity statistics (attention, or NER's tag marginals) of each model's cell on
+    each evaluation set it was scored on, averaged over seeds (a trivial baseline has none)."""
     body = [
-        [row_label(mapping_rows[0]), evaluation]
-        + kind.cells([r for r in mapping_rows if r["evaluation"] == evaluation])
+        [row_label(mapping_rows[0]), evaluation] + kind.cells(on_set)
         for mapping_rows in cells.values()
+        if not is_baseline(mapping_rows[0])
         for evaluation in evaluations
+        if (on_set := [r for r in mapping_rows if r["evaluation"] == evaluation])
     ]
     return [f"{kind.title}:", ""] + _table([kind.mapping_header, "evaluation", *kind.columns], body)
 

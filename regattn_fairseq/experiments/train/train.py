@@ -431,11 +431,12 @@ def config_settings(cfg: DictConfig) -> dict:
     world_size = cfg.distributed_training.distributed_world_size
     patience = cfg.checkpoint.get("patience", -1)
     # the other configs' criteria follow from their task and model, and predate the record
-    fenchel_young = cfg.criterion._name in FENCHEL_YOUNG_CRITERIA
+    criterion = cfg.get("criterion") or {}
+    fenchel_young = criterion.get("_name") in FENCHEL_YOUNG_CRITERIA
     return {
         **({"distributed_world_size": world_size} if world_size > 1 else {}),
         **({"patience": patience} if patience is not None and patience > 0 else {}),
-        **({"criterion": OmegaConf.to_container(cfg.criterion)} if fenchel_young else {}),
+        **({"criterion": OmegaConf.to_container(criterion)} if fenchel_young else {}),
         "model": OmegaConf.to_container(cfg.model, resolve=False),
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=False),
         "lr": OmegaConf.to_container(cfg.optimization.lr, resolve=False),

@@ -34,15 +34,15 @@ Time ratios are tested the same way on the logarithm of the seconds per epoch.
 
 **Verdicts**, in this order:
 
-1. *inconclusive* when a cell is missing;
-2. runs that fail the convergence check (`convergence.check_cell`) are left out, with why;
-3. *provisional* when an arm (the gate's included) keeps fewer than ``MIN_SEEDS`` converged
-   seeds; the reason says what the interval would give;
-4. *inconclusive* when the gate fails: a comparison of attention mappings needs attention to
+1. runs that fail the convergence check (`convergence.check_cell`) are left out, with why;
+2. *provisional* when an arm (the gate's included) keeps fewer than ``MIN_SEEDS`` converged
+   seeds, none at all included (a cell not trained yet, or no run of it converged); the reason
+   says what the interval would give where there is one;
+3. *inconclusive* when the gate fails: a comparison of attention mappings needs attention to
    matter, i.e. the reference (softmax) beating the table's attention-free control
    (``control:``, uniform attention in the same architecture) with an interval above zero.
    Trivial baselines (lead, copy, hypothesis only) are rows beside the cells, not gates;
-5. otherwise the interval decides: *reproduced* when it lies on the claimed side of the margin,
+4. otherwise the interval decides: *reproduced* when it lies on the claimed side of the margin,
    *not reproduced at this scale* when it lies wholly on the other side, *inconclusive* when
    it straddles it.
 
@@ -349,6 +349,7 @@ def judge(
     missing = [name for name in names if name not in cells]
     gate_missing = [name for name in missing if name in (reference, control)]
     if set(missing) - set(gate_missing):
+        verdict.verdict = PROVISIONAL  # no seed yet of what the claim compares
         verdict.reason = f"no rows for {', '.join(missing)} at this scale yet"
         return verdict
     names = [name for name in names if name not in gate_missing]
@@ -369,6 +370,7 @@ def judge(
     notes = [f"left out of the verdict: {'; '.join(left_out)}"] if left_out else []
     if len(comparisons) < len(pairs):
         empty = [name for name in names if not kept[name]]
+        verdict.verdict = PROVISIONAL  # no converged seed of an arm
         verdict.reason = "; ".join([f"no converged run of {', '.join(empty)}", *notes])
         return verdict
     unit = "" if kind != "time_ratio" else " (log ratio)"
@@ -421,6 +423,7 @@ def judge(
         )
         return verdict
     if gate_missing:
+        verdict.verdict = PROVISIONAL  # the control has no seed yet
         verdict.reason = "; ".join(
             [
                 f"the gate is not measured yet: no rows for {', '.join(gate_missing)} (the "

@@ -28,10 +28,12 @@ def make_inputs(seed, b=1, hq=2, hk=None, lq=24, lk=None, d=16, dv=None, spread=
     return q, k, v, grad
 
 
-def alpha_of(key, device="cpu"):
+def alpha_of(key, heads=2, device="cpu"):
+    """The case's alpha: a number, or one per query head (`heads` values spread evenly over
+    the case's range: a tensor alpha must have one value per query head)."""
     alpha = MAPPINGS[key]
     if isinstance(alpha, tuple):
-        return torch.tensor(alpha, dtype=torch.float64, device=device)
+        return torch.linspace(*alpha, heads, dtype=torch.float64, device=device)
     return alpha
 
 

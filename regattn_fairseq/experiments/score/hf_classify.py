@@ -32,6 +32,66 @@ def _real_rows(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return weights[:, mask][:, :, mask].float().reshape(-1, int(mask.sum()))
 
 
+def _predictions(model, tokenizer, pairs: NliPairs, settings: FineTuneSettings) -> list[int]:
+    """The predicted label of every pair, computed as the model was trained (bf16 autocast
+    when its settings say so)."""
+    predictions = []
+    with torch.no_grad(), autocast(settings):
+        for batch in batches(pairs, tokenizer, 2 * settings.batch_size, settings.max_length):
+            predictions += model(**batch).logits.argmax(-1).tolist()
+    return predictions
+
+
+def _attention_pass(model, tokenizer, pairs: NliPairs, settings, predictions, mapping):
+    """The attention rows of the first STATISTICS_PAIRS pairs (pooled, and per layer) and the
+    export records of the first EXPORT_PAIRS, from a float32 pass: the mapping's own weights,
+    whose rows sum to 1 (bfloat16 rounds them by up to 2^-8, more than the statistics'
+    row check allows)."""
+    pooled: list[torch.Tensor] = []
+    by_layer: list[list[torch.Tensor]] = []
+    records = []
+    measured = pairs.head(STATISTICS_PAIRS)
+    seen = 0
+    with torch.no_grad():
+        for batch in batches(measured, tokenizer, 2 * settings.batch_size, settings.max_length):
+            out = model(**batch, output_attentions=True)
+            masks = batch["attention_mask"].bool()
+            for example in range(len(batch["labels"])):
+                mask = masks[example]
+                for layer, weights in enumerate(out.attentions):
+                    rows = _real_rows(weights[example], mask)
+                    if layer == len(by_layer):
+                        by_layer.append([])
+                    by_layer[layer].append(rows)
+                    pooled.append(rows)
+                index = seen + example
+                if index < EXPORT_PAIRS:
+                    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][example][mask])
+                    records.append(
+                        _export_record(out.attentions, example, mask, tokens, mapping, index)
+                        | {
+                            "label": LABELS[int(batch["labels"][example])],
+                            "prediction": LABELS[int(predictions[index])],
+                        }
+                    )
+            seen += len(batch["labels"])
+    return pooled, by_layer, records
+
+
+def _export_record(attentions, example: int, mask, tokens: list[str], mapping: dict, index):
+    """One pair's export record: the last layer's attention, mean over heads."""
+    last = _real_rows(attentions[-1][example], mask)
+    heads = attentions[-1].shape[1]
+    mean = last.reshape(heads, len(tokens), len(tokens)).mean(0)
+    return {
+        "id": str(index),
+        "src_tokens": tokens,
+        "tgt_tokens": tokens,
+        "attention": [[round(float(w), 5) for w in row] for row in mean],
+        "mapping": {**mapping, "layer": len(attentions) - 1, "heads": "mean"},
+    }
+
+
 def classify(
     model,
     tokenizer,
@@ -67,47 +127,12 @@ def classify(
     """
     model.eval()
     started = time.time()
-    correct, pooled, records = [], [], []
-    by_layer: list[list[torch.Tensor]] = []
-    seen = 0
-    size = 2 * settings.batch_size
-    with torch.no_grad(), autocast(settings):
-        for batch in batches(pairs, tokenizer, size, settings.max_length):
-            measure = max(0, min(STATISTICS_PAIRS - seen, len(batch["labels"])))
-            out = model(**batch, output_attentions=measure > 0)
-            predictions = out.logits.argmax(-1)
-            correct += (predictions == batch["labels"]).tolist()
-            masks = batch["attention_mask"].bool()
-            for example in range(measure):
-                mask = masks[example]
-                for layer, weights in enumerate(out.attentions):
-                    rows = _real_rows(weights[example], mask)
-                    if layer == len(by_layer):
-                        by_layer.append([])
-                    by_layer[layer].append(rows)
-                    pooled.append(rows)
-                if seen + example < EXPORT_PAIRS:
-                    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][example][mask])
-                    last = _real_rows(out.attentions[-1][example], mask)
-                    heads = out.attentions[-1].shape[1]
-                    mean = last.reshape(heads, len(tokens), len(tokens)).mean(0)
-                    records.append(
-                        {
-                            "id": str(seen + example),
-                            "src_tokens": tokens,
-                            "tgt_tokens": tokens,
-                            "attention": [[round(float(w), 5) for w in row] for row in mean],
-                            "mapping": {
-                                **mapping,
-                                "layer": len(out.attentions) - 1,
-                                "heads": "mean",
-                            },
-                            "label": LABELS[int(batch["labels"][example])],
-                            "prediction": LABELS[int(predictions[example])],
-                        }
-                    )
-            seen += len(batch["labels"])
+    predictions = _predictions(model, tokenizer, pairs, settings)
     elapsed = time.time() - started
+    correct = [int(p) == label for p, label in zip(predictions, pairs.labels, strict=True)]
+    pooled, by_layer, records = _attention_pass(
+        model, tokenizer, pairs, settings, predictions, mapping
+    )
     export.parent.mkdir(parents=True, exist_ok=True)
     write_compressed_export(export, records)
     statistics = attention_statistics(row for rows in pooled for row in rows)

@@ -125,8 +125,11 @@ def test_a_folder_of_other_settings_is_refused(minilm, tmp_path):
 
 
 @needs_minilm
-def test_classify_scores_items_and_attention(minilm, tmp_path):
-    settings = _settings(max_epoch=1)
+@pytest.mark.parametrize("bf16", [False, True])
+def test_classify_scores_items_and_attention(minilm, tmp_path, bf16):
+    # in bf16 (the table's setting) the statistics still read rows that sum to 1: they come
+    # from a float32 pass (bf16's rounding broke the row check, after a whole fine-tuning)
+    settings = _settings(max_epoch=1, bf16=bf16)
     run = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "run", progress=str)
     model, tokenizer = ft.load_finetuned(run.best_dir)
     export = tmp_path / "run" / "decode" / "test.attention.jsonl.gz"

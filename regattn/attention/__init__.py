@@ -24,6 +24,11 @@ path), `causal` (key j for query i when j <= i, top-left aligned as
 `scaled_dot_product_attention`), packed sequences (`cu_seqlens_q`, `cu_seqlens_k`), GQA (k
 and v with fewer heads), and cross-attention (any query and key lengths). A query with no
 allowed key gets zeros and zero gradient.
+
+The models use it through `fused_alpha` (which mappings it computes), `fused_unsupported`
+(which tensors it takes) and `use_fused` (their `attention_impl` choice): the Hugging Face
+backends (`regattn.integrations.transformers`) and the fairseq Transformer
+(`--attention-impl`).
 """
 
 from __future__ import annotations

@@ -179,3 +179,7 @@ def test_attention_impl_is_recorded_saved_and_checked(tmp_path):
     with pytest.raises(ValueError, match="attention_impl must be one of auto, fused, rowwise"):
         rt.configure(model, attention_impl="flash")
     assert model.config.regattn_attention["attention_impl"] == "rowwise"
+    unconfigured = tiny_model("encoder", "regattn_sparsemax")
+    unconfigured.save_pretrained(tmp_path / "unconfigured")
+    with pytest.raises(ValueError, match="saved without regattn settings"):
+        rt.from_pretrained(type(model), tmp_path / "unconfigured", attention_impl="fused")

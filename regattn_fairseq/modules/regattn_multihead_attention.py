@@ -14,6 +14,15 @@ from regattn_fairseq import fairseq_adapter
 from .attention_normalizer import AttentionNormalizer
 
 
+def _a_query_sees_no_key(mask: Tensor, causal: bool) -> bool:
+    """Whether some query row of the fused path's mask (bool, broadcastable to bsz x heads x
+    tgt_len x src_len) has no key to attend to; with causal (tgt_len = src_len), query i sees
+    only the keys up to i. Read on the host (a synchronization)."""
+    if causal:
+        return not bool((mask.cumsum(-1) > 0).all())
+    return not bool(mask.any(-1).all())
+
+
 class RegattnMultiheadAttention(MultiheadAttention):
     """Same projections, caching, masking and parameter names as fairseq's
     MultiheadAttention; only the score -> probability step differs.
@@ -82,6 +91,13 @@ class RegattnMultiheadAttention(MultiheadAttention):
         if inputs is None:
             return None
         q, k, v, mask, causal = inputs
+        if mask is not None and _a_query_sees_no_key(mask, causal):
+            # the row-wise path's mappings raise on such a row (empty="error"); the kernels
+            # would give it zeros
+            raise ValueError(
+                "a row has no unmasked position: there is nothing to attend to (check the "
+                "padding mask)"
+            )
         tgt_len, bsz, embed_dim = query.size()
         out = sparse_attention(
             q,

@@ -182,6 +182,23 @@ def test_calls_the_fused_path_does_not_serve_take_the_rowwise_one(fused_calls):
     assert_close(torch.cat(steps), full)
 
 
+def test_a_query_with_no_key_is_an_error_on_both_paths():
+    # the mappings' default, empty="error": the kernels alone would give such a row zeros
+    query, _, padding = inputs("self")
+    module = attention_module("sparsemax")
+    padding[0, 0] = True  # with the future mask, sentence 0's first query sees no key
+    padding[1] = True  # sentence 1 is all padding
+    for impl, attn_mask, kpm in (
+        ("fused", None, padding),
+        ("rowwise", None, padding),
+        ("fused", future_mask(TGT), padding[[0]].expand(BSZ, -1)),
+        ("rowwise", future_mask(TGT), padding[[0]].expand(BSZ, -1)),
+    ):
+        module.attention_impl = impl
+        with pytest.raises(ValueError, match="no unmasked position"):
+            module(query, None, None, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=False)
+
+
 def test_auto_takes_the_rowwise_path_on_the_cpu(fused_calls, monkeypatch):
     query, _, padding = inputs("self")
     module = attention_module("sparsemax", impl="auto")

@@ -79,8 +79,8 @@ test-asan: setup ## the kernels' tests (tests/mappings, tests/dp) under AddressS
 	$(PY) -P -c "import regattn._C as k, sys; sys.exit(0 if '$(ASAN_TREE)/' in k.__file__ else 'not the ASan build: ' + k.__file__)" && \
 	$(PY) -P -m pytest -q -p no:cacheprovider tests/mappings tests/dp
 
-test-cuda: setup ## on a GPU: the Triton kernels (row mappings, fused attention) compiled for CUDA vs the float64 reference and the oracles
-	TRITON_INTERPRET=0 $(PY) -m pytest -q tests/mappings/test_triton_cuda.py tests/attention/test_attention_cuda.py
+test-cuda: setup ## on a GPU: the Triton kernels (row mappings, fused attention) compiled for CUDA vs the float64 reference and the oracles; the HF backends' fused path vs their row-wise path
+	TRITON_INTERPRET=0 $(PY) -m pytest -q tests/mappings/test_triton_cuda.py tests/attention/test_attention_cuda.py tests/integrations/test_transformers_fused_cuda.py
 
 bench: bench-mappings bench-scaling bench-model bench-dp bench-hf ## all benchmarks -> results/bench/ (about 7 min on 2 cores)
 

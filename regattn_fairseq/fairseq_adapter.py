@@ -147,6 +147,75 @@ def masked_attention_scores(
     )
 
 
+def fused_attention_inputs(
+    attention: MultiheadAttention,
+    query,
+    key,
+    value,
+    key_padding_mask,
+    incremental_state,
+    attn_mask,
+):
+    """What `regattn.attention.sparse_attention` needs to compute fairseq's attention without
+    its scores matrix: (q, k, v, mask, causal), q bsz x heads x tgt_len x head_dim (not yet
+    multiplied by `attention.scaling`), k and v bsz x heads x src_len x head_dim, mask bool
+    broadcastable to bsz x heads x tgt_len x src_len (True where attention may go) or None,
+    causal whether the decoder's future mask applies; or None where fairseq's forward does
+    more than that.
+
+    This repeats the projections of fairseq's MultiheadAttention.forward (self-attention
+    projects the query three ways; encoder-decoder attention projects the key for both k
+    and v) and reads its mask conventions: key_padding_mask True (or 1) at padding,
+    attn_mask additive, -inf where attention may not go. The decoder's future mask
+    (`buffered_future_mask`: -inf above the diagonal) is passed as causal=True, so that no
+    tgt_len x src_len mask reaches the kernel; attn_mask is read on the host once to tell
+    (a synchronization). What it does not repeat is left to the row-wise path (None):
+    incremental decoding (keys cached in the incremental state), beam search's one source per
+    sentence, bias_k/bias_v, add_zero_attn, a non-float attn_mask (fairseq adds
+    it to the scores) and one with finite nonzero entries (a bias on the scores). If fairseq
+    changed its projections or conventions, the fused and row-wise paths would disagree:
+    tests/plugin/test_fused_attention.py compares them.
+    """
+    # static_kv needs no check: it only says where fairseq caches the keys in the incremental
+    # state (the decoder passes it to every cross-attention, training included)
+    if (
+        incremental_state is not None
+        or attention.bias_k is not None
+        or attention.add_zero_attn
+        or (attention.encoder_decoder_attention and attention.beam_size > 1)
+        or (attn_mask is not None and not attn_mask.is_floating_point())
+    ):
+        return None
+    tgt_len, bsz, _ = query.size()
+    heads, head_dim = attention.num_heads, attention.head_dim
+    allowed, causal = None, False
+    if attn_mask is not None:
+        allowed = attn_mask != float("-inf")
+        flags = [attn_mask.masked_fill(~allowed, 0).any()]  # a bias
+        if allowed.size(0) == allowed.size(1):
+            flags.append((allowed == torch.ones_like(allowed).tril()).all())  # the future mask
+        biased, *future = torch.stack(flags).tolist()  # one read on the host
+        causal = bool(future and future[0])
+        if biased:
+            return None
+        allowed = None if causal else allowed.view(1, 1, *allowed.shape)
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask.to(torch.bool).view(bsz, 1, 1, -1)
+        allowed = keep if allowed is None else allowed & keep
+    if attention.self_attention:
+        key = value = query
+    elif attention.encoder_decoder_attention:
+        value = key
+    q = attention.q_proj(query)
+    k = attention.k_proj(key)
+    v = attention.v_proj(value)
+
+    def heads_first(x):  # length x bsz x (heads * head_dim) -> bsz x heads x length x head_dim
+        return x.view(x.size(0), bsz, heads, head_dim).permute(1, 2, 0, 3)
+
+    return heads_first(q), heads_first(k), heads_first(v), allowed, causal
+
+
 def wrap_transformer_layer(layer, cfg):
     """What fairseq's TransformerEncoderBase.build_encoder_layer and TransformerDecoderBase.
     build_decoder_layer do to the layer they build: activation checkpointing, then FSDP

@@ -24,6 +24,11 @@ path), `causal` (key j for query i when j <= i, top-left aligned as
 `scaled_dot_product_attention`), packed sequences (`cu_seqlens_q`, `cu_seqlens_k`), GQA (k
 and v with fewer heads), and cross-attention (any query and key lengths). A query with no
 allowed key gets zeros and zero gradient.
+
+The models use it through `fused_alpha` (which mappings it computes), `fused_unsupported`
+(which tensors it takes) and `use_fused` (their `attention_impl` choice): the Hugging Face
+backends (`regattn.integrations.transformers`) and the fairseq Transformer
+(`--attention-impl`).
 """
 
 from __future__ import annotations
@@ -34,16 +39,28 @@ import math
 import torch
 from torch import nn
 
+from regattn import mappings
 from regattn.mappings import _kernels
 from regattn.mappings.learned_alpha import ALPHA_INIT, alpha_from_logit, alpha_logit_for
 
 from .reference import dense_reference, varlen_reference
 
-__all__ = ["SparseAttention", "SparseAttentionFunction", "sparse_attention", "threshold_sweeps"]
+__all__ = [
+    "SparseAttention",
+    "SparseAttentionFunction",
+    "fused_alpha",
+    "fused_unsupported",
+    "sparse_attention",
+    "threshold_sweeps",
+    "use_fused",
+]
 
 FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256
 IMPLS = ("auto", "fused", "reference")
+# the models' choice (the Hugging Face backends' and the fairseq Transformer's attention_impl):
+# "rowwise" is their own path, which computes every mapping, not only `reference`'s entmax
+MODEL_IMPLS = ("auto", "fused", "rowwise")
 
 _triton_module = None
 
@@ -189,21 +206,115 @@ def _check_cu_seqlens(cu_q, cu_k, total_q: int, total_k: int, device) -> None:
         )
 
 
-def _fused_unsupported(q, v) -> str | None:
-    """Why the fused kernels cannot take these inputs (None when they can)."""
+def fused_unsupported(device, dtype: torch.dtype, head_dim: int) -> str | None:
+    """Why the fused kernels cannot take tensors of this device, dtype and head dim (the
+    larger of the query/key and the value head dims), or None when they can.
+
+    Parameters
+    ----------
+    device : torch.device or str
+        the tensors' device.
+    dtype : torch.dtype
+        their dtype.
+    head_dim : int
+        the largest head dim among q, k and v.
+
+    Returns
+    -------
+    str or None
+        The reason, in words (for an error message), or None.
+    """
+    device = torch.device(device)
     if _fused_kernels() is None:
         return "triton is not importable (pip install triton; CUDA builds of torch bring it)"
-    if q.device.type != "cuda" and not (q.device.type == "cpu" and _kernels.triton_interpreting()):
+    if device.type != "cuda" and not (device.type == "cpu" and _kernels.triton_interpreting()):
         return (
             f"the fused kernels run on CUDA tensors (CPU tensors only under TRITON_INTERPRET=1), "
-            f"got {q.device}"
+            f"got {device}"
         )
-    if q.dtype not in FUSED_DTYPES:
-        return f"the fused kernels take float16, bfloat16 or float32, got {q.dtype}"
-    if max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM:
-        dims = f"{q.shape[-1]} and {v.shape[-1]}"
-        return f"the fused kernels take head dims up to {MAX_HEAD_DIM}, got {dims}"
+    if dtype not in FUSED_DTYPES:
+        return f"the fused kernels take float16, bfloat16 or float32, got {dtype}"
+    if head_dim > MAX_HEAD_DIM:
+        return f"the fused kernels take head dims up to {MAX_HEAD_DIM}, got {head_dim}"
     return None
+
+
+def _fused_unsupported(q, v) -> str | None:
+    """Why the fused kernels cannot take these inputs (None when they can)."""
+    return fused_unsupported(q.device, q.dtype, max(q.shape[-1], v.shape[-1]))
+
+
+def fused_alpha(mapping: str, params: dict) -> float | torch.Tensor | None:
+    """The alpha with which `sparse_attention` computes the mapping `mapping` of
+    `regattn.mappings` with parameters `params`, or None when it computes another mapping.
+
+    sparsemax is alpha = 2; entmax with a number alpha in (1, 2], or a tensor of alphas (one
+    per query head, e.g. learned), is itself. A temperature gamma is no alpha: entmax(s; alpha,
+    gamma) = entmax(s / gamma; alpha) (sparsemax too), so a caller folds 1 / params["gamma"]
+    into `sparse_attention`'s scale.
+
+    Parameters
+    ----------
+    mapping : str
+        a mapping's name (`regattn.mappings.NAMES`, or a control's).
+    params : dict
+        its parameters (`regattn.mappings.parameters_of`); those not given take the mapping's
+        defaults. params["alpha"] may be a tensor.
+
+    Returns
+    -------
+    float or torch.Tensor or None
+        The alpha, or None (softmax, alpha = 1, is flash attention's; the structured mappings
+        and the controls are not entmax).
+    """
+    if mapping == "sparsemax":
+        return 2.0
+    if mapping != "entmax":
+        return None
+    alpha = params.get("alpha", mappings.defaults_of("entmax")["alpha"])
+    if isinstance(alpha, torch.Tensor) or 1 < alpha <= 2:
+        return alpha
+    return None
+
+
+def use_fused(impl: str, device, why_not: str | None, option: str = "impl") -> bool:
+    """The choice of a model's attention (the integrations' `attention_impl`) between the
+    fused path (`sparse_attention`) and its row-wise path (the scores matrix, the mapping,
+    then P V, for every mapping).
+
+    Parameters
+    ----------
+    impl : str
+        one of MODEL_IMPLS: "fused" (an error where it cannot run), "rowwise", or "auto":
+        fused for CUDA tensors when it can run (on the CPU the row-wise path's compiled
+        kernels are the faster; the interpreter is for tests).
+    device : torch.device or str
+        the attention's tensors' device.
+    why_not : str or None
+        why the fused path cannot compute this attention (the caller's reasons, and
+        `fused_unsupported`'s), None when it can.
+    option : str
+        the option's name in the caller's words, for the error.
+
+    Returns
+    -------
+    bool
+        Whether to take the fused path.
+
+    Raises
+    ------
+    ValueError
+        on an unknown impl, or impl "fused" where `why_not` says it cannot run.
+    """
+    if impl not in MODEL_IMPLS:
+        raise ValueError(f"{option} must be one of {', '.join(MODEL_IMPLS)}, got {impl!r}")
+    if impl == "rowwise":
+        return False
+    if impl == "fused":
+        if why_not is not None:
+            raise ValueError(f"{option}='fused' cannot run: {why_not}")
+        return True
+    return why_not is None and torch.device(device).type == "cuda"
 
 
 # ------------------------------------------------------------------------------------------

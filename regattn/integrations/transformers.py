@@ -22,6 +22,15 @@ parameters (`regattn.mappings.defaults_of`).
 `configure` records its settings in `model.config` (saved by `save_pretrained`); `from_pretrained`
 here loads such a model back with its settings and learned alphas.
 
+The fused path: where the mapping is one `regattn.attention.sparse_attention` computes
+(sparsemax, 1.5-entmax, alpha-entmax with alpha in (1, 2] fixed or learned per head, any
+temperature gamma), the attention runs flash-style in its Triton kernels on CUDA, with no
+(queries x keys) score matrix in memory; elsewhere it keeps the row-wise path above.
+`configure(model, attention_impl=...)` chooses: "auto" (the default: fused on CUDA where it can
+run), "fused" (an error naming why where it cannot) or "rowwise"; `fused_blocker` says why a
+call cannot take the fused path. A call with output_attentions takes the row-wise path under
+each (only it forms the weights).
+
 Fully masked rows: with left padding, a causal model's padded query positions have no key to
 attend to. `transformers` discards their outputs, so the backends give them zeros by default
 (`empty="zero"`); `configure(model, empty="error")` makes such a row a ValueError instead.
@@ -38,7 +47,7 @@ from torch import nn
 from transformers import AttentionInterface, AutoConfig
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from regattn import mappings
+from regattn import attention, mappings
 from regattn.mappings.learned_alpha import ALPHA_INIT, alpha_from_logit, alpha_logit_for
 
 PREFIX = "regattn_"
@@ -49,6 +58,8 @@ BACKENDS = mappings.transformers_backends()
 IMPLEMENTATIONS = tuple(PREFIX + backend for backend in BACKENDS)
 LEARNED = mappings.LEARNED
 DEFAULT_EMPTY = "zero"
+ATTENTION_IMPLS = attention.MODEL_IMPLS
+DEFAULT_ATTENTION_IMPL = "auto"
 # the attribute of each attention module that holds its AttentionMapping, and the key of the
 # model config that records `configure`'s settings
 MAPPING_ATTRIBUTE = "regattn_mapping"
@@ -99,6 +110,8 @@ class AttentionMapping(nn.Module):
         the number of query heads; needed for a learned alpha only.
     empty : str
         what a row with no unmasked position gets: "zero" or "error" (a ValueError).
+    attention_impl : str
+        "auto", "fused" or "rowwise": how the attention is computed (see `fused_blocker`).
     **params
         the mapping's parameters (`regattn.mappings.parameters_of`), except those the backend
         fixes (regattn_entmax15's alpha); alpha="learned" for regattn_entmax.
@@ -108,11 +121,24 @@ class AttentionMapping(nn.Module):
     ValueError
         on an unknown backend, a parameter the mapping does not take or the backend fixes, a
         value out of range, a learned alpha without `num_heads` or off regattn_entmax, or an
-        unknown `empty`.
+        unknown `empty` or `attention_impl`.
     """
 
-    def __init__(self, backend: str, num_heads: int | None = None, empty=DEFAULT_EMPTY, **params):
+    def __init__(
+        self,
+        backend: str,
+        num_heads: int | None = None,
+        empty=DEFAULT_EMPTY,
+        attention_impl: str = DEFAULT_ATTENTION_IMPL,
+        **params,
+    ):
         super().__init__()
+        if attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(
+                f"attention_impl must be one of {', '.join(ATTENTION_IMPLS)}, got "
+                f"{attention_impl!r}"
+            )
+        self.attention_impl = attention_impl
         self.backend = backend_of(backend)
         name, fixed = BACKENDS[self.backend]
         fixed_here = sorted(set(params) & set(fixed))
@@ -142,6 +168,16 @@ class AttentionMapping(nn.Module):
             raise ValueError(f"this {PREFIX}{self.backend} attention has no learned alpha")
         return alpha_from_logit(self.alpha_logit)
 
+    def fused_alpha(self) -> float | torch.Tensor | None:
+        """The alpha with which the fused attention computes this mapping (the learned
+        per-head tensor, differentiable), or None where it computes another mapping.
+        """
+        if self.alpha_logit is not None:
+            return self.alpha()
+        name = BACKENDS[self.backend][0]
+        params = {key: getattr(self.mapping, key) for key in mappings.parameters_of(name)}
+        return attention.fused_alpha(name, params)
+
     def forward(self, scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """The attention weights of `scores` over the last dim (mask: True may be attended)."""
         if self.alpha_logit is None:
@@ -162,11 +198,13 @@ class AttentionMapping(nn.Module):
 
     def extra_repr(self) -> str:
         """The backend and its parameters, as the module's repr shows them."""
+        impl = f", attention_impl={self.attention_impl!r}"
         if self.alpha_logit is None:
-            return f"{PREFIX}{self.backend}: {self.mapping.extra_repr()}"
+            return f"{PREFIX}{self.backend}: {self.mapping.extra_repr()}{impl}"
         mapping = self.mapping
         return (
-            f"{PREFIX}{self.backend}: alpha=learned, gamma={mapping.gamma}, empty={mapping.empty!r}"
+            f"{PREFIX}{self.backend}: alpha=learned, gamma={mapping.gamma}, "
+            f"empty={mapping.empty!r}{impl}"
         )
 
 
@@ -187,6 +225,100 @@ def _mapping_for(module: nn.Module, backend: str) -> AttentionMapping:
     return mapping
 
 
+def _split_mask(attention_mask: torch.Tensor | None):
+    """(allowed, bias) of a `transformers` attention mask: allowed bool (True may be attended)
+    or None; bias the additive float mask's finite rest (None for a boolean mask).
+    """
+    if attention_mask is None or attention_mask.dtype == torch.bool:
+        return attention_mask, None
+    # an additive mask: the dtype's minimum (or -inf) removes a key; a finite rest is a bias
+    allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+    return allowed, attention_mask.masked_fill(~allowed, 0)
+
+
+def fused_blocker(
+    mapping: AttentionMapping,
+    module: nn.Module,
+    query: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    softcap: float | None = None,
+    **kwargs,
+) -> str | None:
+    """Why a call of the attention cannot take the fused path (`regattn.attention`), in
+    words, or None when it can. The arguments are `regattn_attention_forward`'s.
+
+    The fused kernels compute entmax(scale * q k^T, boolean mask) v and nothing else, so the
+    row-wise path stays for: the mappings they do not compute (softmax, the structured ones,
+    the uniform control), dropout on the attention weights in training (the kernels have no
+    dropout; dropping weights after the mapping needs them), a position bias, a soft cap or
+    an additive mask with finite nonzero entries (a bias on the scores), and tensors the
+    kernels do not take (the device, float64, head dims above 256). A float mask is read on
+    the host once for its bias (a device synchronization; the regattn backends' own masks are
+    boolean and cost none). A call that asks for the weights (`wants_weights`) is no reason
+    here: it takes the row-wise path whatever attention_impl says.
+    """
+    if mapping.fused_alpha() is None:
+        return (
+            "the fused kernels compute sparsemax and alpha-entmax with alpha in (1, 2], not "
+            f"{PREFIX}{mapping.backend} ({mapping.mapping.extra_repr()})"
+        )
+    if module.training and dropout > 0:
+        return (
+            f"dropout {dropout} on the attention weights in training: the fused kernels have "
+            "no dropout"
+        )
+    if position_bias is not None:
+        return "a position bias is added to the scores: the fused kernels take no bias"
+    if softcap is not None:
+        return "the scores are soft-capped: the fused kernels map the scores as they are"
+    why_not = attention.fused_unsupported(
+        query.device, query.dtype, max(query.shape[-1], value.shape[-1])
+    )
+    if why_not is not None:
+        return why_not
+    _, bias = _split_mask(attention_mask)
+    if bias is not None and bool(bias.any()):
+        return "the additive attention mask adds a bias to the scores: the fused kernels take none"
+    return None
+
+
+def wants_weights(module: nn.Module, **kwargs) -> bool:
+    """Whether a call asks for the attention weights (output_attentions, as an argument or in
+    the model config), which only the row-wise path forms: such a call takes it whatever
+    attention_impl says, as `transformers`' own eager path serves it for sdpa models.
+    """
+    config = getattr(module, "config", None)
+    return bool(kwargs.get("output_attentions") or getattr(config, "output_attentions", False))
+
+
+def _fused_attention(mapping, query, key, value, attention_mask, scaling) -> torch.Tensor:
+    """The fused path of `regattn_attention_forward`: its output (batch, queries, heads,
+    head_dim). transformers' masks already say which keys each query sees (causal, sliding
+    windows, a KV cache's offset), so the kernel gets the boolean mask, never its own causal
+    flag (top-left aligned, which a cached decoding step is not).
+    """
+    allowed, _ = _split_mask(attention_mask)
+    if mapping.mapping.empty == "error" and allowed is not None and not bool(allowed.any(-1).all()):
+        # the row-wise path raises on such a row; the kernels give it zeros
+        raise ValueError(
+            f"{PREFIX}{mapping.backend}: a query row has no unmasked position (empty='error'; "
+            "configure(model, empty='zero') gives such rows zeros)"
+        )
+    output = attention.sparse_attention(
+        query,
+        key,
+        value,
+        alpha=mapping.fused_alpha(),
+        mask=allowed,
+        scale=scaling / mapping.mapping.gamma,
+        impl="fused",
+    )
+    return output.transpose(1, 2).contiguous()
+
+
 def regattn_attention_forward(
     backend: str,
     module: nn.Module,
@@ -199,7 +331,7 @@ def regattn_attention_forward(
     position_bias: torch.Tensor | None = None,
     softcap: float | None = None,
     **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention with a regattn mapping, in the signature of `transformers`' attention functions.
 
     Parameters
@@ -230,34 +362,45 @@ def regattn_attention_forward(
 
     Returns
     -------
-    tuple[torch.Tensor, torch.Tensor]
+    tuple[torch.Tensor, torch.Tensor or None]
         The output (batch, queries, heads, head_dim) and the attention weights (batch, heads,
-        queries, keys), after dropout as `transformers`' eager attention returns them.
+        queries, keys), after dropout as `transformers`' eager attention returns them; None
+        on the fused path, which never forms them (as `transformers`' sdpa backend).
 
     Raises
     ------
     ValueError
-        on attention sinks, a fully masked row with empty="error", or a mapping error.
+        on attention sinks, a fully masked row with empty="error", a mapping error, or
+        attention_impl="fused" where the fused path cannot run (`fused_blocker` names why;
+        a call that asks for the weights takes the row-wise path).
     """
     if kwargs.get("s_aux") is not None:
         raise ValueError(f"{PREFIX}{backend} does not support attention sinks (s_aux)")
     mapping = _mapping_for(module, backend)
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    impl = mapping.attention_impl
+    # "auto" asks only for CUDA tensors: on the CPU the row-wise path is taken unasked
+    asks = impl == "fused" or (impl == "auto" and query.device.type == "cuda")
+    if asks and not wants_weights(module, **kwargs):
+        why_not = fused_blocker(
+            mapping, module, query, value, attention_mask, dropout, position_bias, softcap,
+            **kwargs,
+        )  # fmt: skip
+        if attention.use_fused(impl, query.device, why_not, option="attention_impl"):
+            return _fused_attention(mapping, query, key, value, attention_mask, scaling), None
     groups = query.shape[1] // key.shape[1]
     if groups > 1:
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
-    if scaling is None:
-        scaling = query.shape[-1] ** -0.5
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if position_bias is not None:
         scores = scores + position_bias
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    allowed = attention_mask
-    if attention_mask is not None and attention_mask.dtype != torch.bool:
-        # an additive mask: the dtype's minimum (or -inf) removes a key; a finite rest is a bias
-        allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
-        scores = scores + attention_mask.masked_fill(~allowed, 0)
+    allowed, bias = _split_mask(attention_mask)
+    if bias is not None:
+        scores = scores + bias
     weights = mapping(scores, allowed)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
@@ -329,7 +472,13 @@ def _num_heads(module: nn.Module) -> int:
     raise ValueError(f"cannot tell the number of heads of {type(module).__name__}")
 
 
-def configure(model: nn.Module, mapping: str | None = None, empty: str = DEFAULT_EMPTY, **params):
+def configure(
+    model: nn.Module,
+    mapping: str | None = None,
+    empty: str = DEFAULT_EMPTY,
+    attention_impl: str = DEFAULT_ATTENTION_IMPL,
+    **params,
+):
     """Sets the mapping and its parameters of every attention module of a model.
 
     The model switches to attn_implementation "regattn_<mapping>"; each attention module gets
@@ -348,6 +497,11 @@ def configure(model: nn.Module, mapping: str | None = None, empty: str = DEFAULT
         model's current regattn implementation.
     empty : str
         what a row with no unmasked position gets: "zero" (default) or "error".
+    attention_impl : str
+        "auto" (default): the fused path (`regattn.attention.sparse_attention`) for CUDA
+        tensors where it can run (`fused_blocker`), the row-wise path otherwise; "fused": the
+        fused path, a ValueError naming why at a call where it cannot run; "rowwise": the
+        row-wise path (the scores matrix, the mapping, P V).
     **params
         the mapping's parameters, e.g. lam=0.1, gamma=1.0; alpha=1.3 or alpha="learned" for
         "entmax".
@@ -361,8 +515,9 @@ def configure(model: nn.Module, mapping: str | None = None, empty: str = DEFAULT
     ------
     ValueError
         on an unknown mapping (or, without `mapping`, a model not on a regattn backend), a
-        parameter the mapping does not take, a value out of range, or a model without
-        attention modules; the model is then left unchanged.
+        parameter the mapping does not take, a value out of range, an unknown
+        attention_impl, or a model without attention modules; the model is then left
+        unchanged.
     """
     backend = backend_of(mapping if mapping is not None else model.config._attn_implementation)
     modules = attention_modules(model)
@@ -372,20 +527,25 @@ def configure(model: nn.Module, mapping: str | None = None, empty: str = DEFAULT
         )
     learned = params.get("alpha") == LEARNED
     built = [
-        AttentionMapping(backend, _num_heads(module) if learned else None, empty, **params)
+        AttentionMapping(
+            backend, _num_heads(module) if learned else None, empty, attention_impl, **params
+        )
         for module in modules
     ]
     register()
     if model.config._attn_implementation != PREFIX + backend:
         model.set_attn_implementation(PREFIX + backend)
-    for module, attention in zip(modules, built, strict=True):
+    for module, built_mapping in zip(modules, built, strict=True):
         weight = next(module.parameters(), None)
         setattr(
             module,
             MAPPING_ATTRIBUTE,
-            attention.to(weight.device) if weight is not None else attention,
+            built_mapping.to(weight.device) if weight is not None else built_mapping,
         )
-    setattr(model.config, CONFIG_KEY, {"mapping": backend, "empty": empty, "params": params})
+    settings = {"mapping": backend, "empty": empty, "params": params}
+    if attention_impl != DEFAULT_ATTENTION_IMPL:  # configs saved before the option read as auto
+        settings["attention_impl"] = attention_impl
+    setattr(model.config, CONFIG_KEY, settings)
     return model
 
 
@@ -408,7 +568,7 @@ def _checkpoint_tensors(path: Path, names: list[str]) -> dict[str, torch.Tensor]
     return tensors
 
 
-def from_pretrained(model_class, path, **kwargs):
+def from_pretrained(model_class, path, attention_impl: str | None = None, **kwargs):
     """Loads a model saved after `configure` with its regattn settings and learned alphas.
 
     `model_class.from_pretrained` alone builds the model before it reads the weights, without
@@ -422,6 +582,8 @@ def from_pretrained(model_class, path, **kwargs):
         a `transformers` model class or Auto class, e.g. AutoModelForCausalLM.
     path
         a local folder written by `save_pretrained`.
+    attention_impl : str, optional
+        "auto", "fused" or "rowwise" (see `configure`); default: the saved one.
     **kwargs
         passed to `model_class.from_pretrained`; attn_implementation defaults to the saved
         regattn backend.
@@ -434,17 +596,25 @@ def from_pretrained(model_class, path, **kwargs):
     Raises
     ------
     ValueError
-        if the settings ask for learned alphas the checkpoint does not hold.
+        if the settings ask for learned alphas the checkpoint does not hold, or attention_impl
+        is given for a model saved without regattn settings.
     """
     register()
     path = Path(path)
     settings = getattr(AutoConfig.from_pretrained(path), CONFIG_KEY, None)
     if settings is not None:
         kwargs.setdefault("attn_implementation", PREFIX + settings["mapping"])
+    elif attention_impl is not None:
+        raise ValueError(
+            f"{path} holds a model saved without regattn settings, which attention_impl does not "
+            "apply to; load it, then configure(model, mapping, attention_impl=...)"
+        )
     model = model_class.from_pretrained(path, **kwargs)
     if settings is None:
         return model
-    configure(model, settings["mapping"], settings["empty"], **settings["params"])
+    if attention_impl is None:
+        attention_impl = settings.get("attention_impl", DEFAULT_ATTENTION_IMPL)
+    configure(model, settings["mapping"], settings["empty"], attention_impl, **settings["params"])
     names = [
         name for name in model.state_dict() if name.endswith(f"{MAPPING_ATTRIBUTE}.alpha_logit")
     ]

@@ -19,8 +19,10 @@ from omegaconf import OmegaConf
 from regattn_fairseq.fairseq_adapter import wrap_transformer_layer
 from regattn_fairseq.modules import (
     AttentionConfig,
+    AttentionImplConfig,
     RegattnTransformerDecoderLayer,
     RegattnTransformerEncoderLayer,
+    attention_impl_from_cfg,
     attention_spec_from_cfg,
 )
 from regattn_fairseq.modules.attention_options import cli_name
@@ -33,7 +35,9 @@ from regattn_fairseq.modules.regattn_transformer_layer import MODEL_NAME
 
 
 @dataclass
-class RegattnTransformerConfig(TransformerConfig, AttentionConfig, OutputConfig):
+class RegattnTransformerConfig(
+    TransformerConfig, AttentionConfig, AttentionImplConfig, OutputConfig
+):
     """TransformerConfig plus the attention options as real fields: fairseq converts Hydra
     model configs with `from_namespace`, which keeps only declared fields."""
 
@@ -58,6 +62,7 @@ def _check_config(cfg):
             raise ValueError(f"unknown attention option(s) {', '.join(unknown)} for {MODEL_NAME}")
     cfg = RegattnTransformerConfig.from_namespace(cfg)
     attention_spec_from_cfg(cfg, MODEL_NAME, allow_learned_alpha=True)
+    attention_impl_from_cfg(cfg)
     if output_mapping_of(cfg) != "softmax" and cfg.adaptive_softmax_cutoff:
         raise ValueError("--output-mapping cannot be combined with --adaptive-softmax-cutoff")
     for side in ("encoder", "decoder"):
@@ -75,6 +80,7 @@ class RegattnTransformerModel(OutputMappingMixin, TransformerModel):
     def add_args(cls, parser):
         super().add_args(parser)
         gen_parser_from_dataclass(parser, AttentionConfig())
+        gen_parser_from_dataclass(parser, AttentionImplConfig())
         gen_parser_from_dataclass(parser, OutputConfig())
 
     @classmethod

@@ -1,9 +1,11 @@
 from .attention_normalizer import AttentionNormalizer
 from .attention_options import (
     AttentionConfig,
+    AttentionImplConfig,
     AttentionSpec,
     ContinuousAttentionConfig,
     ContinuousSpec,
+    attention_impl_from_cfg,
     attention_spec_from_cfg,
     continuous_spec_from_cfg,
 )
@@ -16,6 +18,7 @@ from .regattn_transformer_layer import (
 
 __all__ = [
     "AttentionConfig",
+    "AttentionImplConfig",
     "AttentionNormalizer",
     "AttentionSpec",
     "ContinuousAttentionConfig",
@@ -24,6 +27,7 @@ __all__ = [
     "RegattnMultiheadAttention",
     "RegattnTransformerDecoderLayer",
     "RegattnTransformerEncoderLayer",
+    "attention_impl_from_cfg",
     "attention_spec_from_cfg",
     "continuous_spec_from_cfg",
 ]

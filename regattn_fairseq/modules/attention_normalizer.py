@@ -5,7 +5,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from regattn import mappings
+from regattn import attention, mappings
 from regattn.mappings.learned_alpha import ALPHA_INIT, alpha_from_logit, alpha_logit_for
 
 from .attention_options import AttentionSpec
@@ -45,6 +45,16 @@ class AttentionNormalizer(nn.Module):
     def alpha(self) -> torch.Tensor:
         """The per-head alphas in float32, shaped to broadcast over (..., heads, tgt, src)."""
         return alpha_from_logit(self.alpha_logit).view(-1, 1, 1)
+
+    def fused_alpha(self):
+        """The alpha with which `regattn.attention.sparse_attention` computes this mapping
+        (the learned alphas, one per head, differentiable), or None where it computes another
+        mapping. Its temperature is spec.params["gamma"] (entmax(s; alpha, gamma) =
+        entmax(s / gamma; alpha)).
+        """
+        if self.mapping is None:
+            return alpha_from_logit(self.alpha_logit)
+        return attention.fused_alpha(self.spec.name, self.spec.params)
 
     def _normalize(self, scores, mask):
         if self.mapping is None:

@@ -14,6 +14,7 @@ from typing import Dict, Optional
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from regattn import continuous, mappings
+from regattn.attention import MODEL_IMPLS
 
 LEARNED = mappings.LEARNED
 ATTENTION_DEVICES = ("same", "cpu")
@@ -73,6 +74,31 @@ class AttentionConfig(FairseqDataclass):
             "(the paper's offload of sort-based mappings in GPU runs)"
         },
     )
+
+
+@dataclass
+class AttentionImplConfig(FairseqDataclass):
+    """How the Transformer's multi-head attention is computed (regattn_transformer only: the
+    other models attend one query at a time). Not a setting of the model's function: both
+    paths compute the same attention, so configs leave it unset and row keys never see it.
+    """
+
+    attention_impl: ChoiceEnum(list(MODEL_IMPLS)) = field(
+        default="auto",
+        metadata={
+            "help": "'fused': regattn.attention's flash-style kernels (sparsemax, alpha-entmax "
+            "with alpha in (1, 2], fixed or learned; no scores matrix in memory), an error "
+            "where they cannot run; 'rowwise': the scores matrix, the mapping, then P V; "
+            "'auto': fused on CUDA where it can run (not with attention dropout in training, "
+            "attention weights asked for, incremental decoding), rowwise otherwise"
+        },
+    )
+
+
+def attention_impl_from_cfg(cfg) -> str:
+    """The validated --attention-impl of `cfg` (no fallback: a config without it is an
+    error, as for the other attention options)."""
+    return _read_choice(cfg, "attention_impl", MODEL_IMPLS)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""fairseq's MultiheadAttention with its softmax replaced by an AttentionNormalizer."""
+"""fairseq's MultiheadAttention with its softmax replaced by an AttentionNormalizer, computed
+row-wise (the scores matrix, the mapping, P V) or, where the mapping allows, by the fused
+kernels of `regattn.attention` (no scores matrix in memory)."""
 
 from typing import Dict, Optional, Tuple
 
@@ -6,9 +8,19 @@ import torch
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
+from regattn.attention import MODEL_IMPLS, fused_unsupported, sparse_attention, use_fused
 from regattn_fairseq import fairseq_adapter
 
 from .attention_normalizer import AttentionNormalizer
+
+
+def _a_query_sees_no_key(mask: Tensor, causal: bool) -> bool:
+    """Whether some query row of the fused path's mask (bool, broadcastable to bsz x heads x
+    tgt_len x src_len) has no key to attend to; with causal (tgt_len = src_len), query i sees
+    only the keys up to i. Read on the host (a synchronization)."""
+    if causal:
+        return not bool((mask.cumsum(-1) > 0).all())
+    return not bool(mask.any(-1).all())
 
 
 class RegattnMultiheadAttention(MultiheadAttention):
@@ -16,12 +28,88 @@ class RegattnMultiheadAttention(MultiheadAttention):
     MultiheadAttention; only the score -> probability step differs.
 
     fairseq's forward has no hook for the normalizer, so we take its masked scores (through
-    fairseq_adapter, which holds how) and finish the computation here."""
+    fairseq_adapter, which holds how) and finish the computation here.
 
-    def __init__(self, *args, normalizer: AttentionNormalizer, **kwargs):
+    attention_impl (--attention-impl) chooses between that row-wise path and the fused one
+    (`regattn.attention.sparse_attention` on the projected q, k, v): "auto" takes the fused
+    path for CUDA tensors where `fused_blocker` finds nothing against it, "fused" always (a
+    ValueError naming why where it cannot), "rowwise" never; a call the fused path does not
+    serve takes the row-wise path under each (see `_fused_forward`)."""
+
+    def __init__(
+        self, *args, normalizer: AttentionNormalizer, attention_impl: str = "auto", **kwargs
+    ):
         super().__init__(*args, **kwargs)
+        if attention_impl not in MODEL_IMPLS:
+            raise ValueError(
+                f"attention_impl must be one of {', '.join(MODEL_IMPLS)}, got {attention_impl!r}"
+            )
         self.normalizer = normalizer
+        self.attention_impl = attention_impl
         fairseq_adapter.use_python_attention_path(self)
+
+    def fused_blocker(self, query: Tensor) -> Optional[str]:
+        """Why this module cannot take the fused path for a query (tgt_len x bsz x embed_dim)
+        of its device and dtype, or None: the fused kernels compute entmax(scale q k^T, mask) v
+        and no more. A call the fused path does not serve (one that asks for the weights, an
+        incremental decoding step, ...: `fairseq_adapter.fused_attention_inputs`) is no reason
+        here: it takes the row-wise path whatever attention_impl says.
+        """
+        if self.normalizer.fused_alpha() is None:
+            return (
+                "the fused kernels compute sparsemax and alpha-entmax with alpha in (1, 2], "
+                f"not {self.normalizer.spec.describe()}"
+            )
+        if self.normalizer.spec.device != "same":
+            return f"--attention-device {self.normalizer.spec.device} moves the mapping"
+        if self.dropout_module.p > 0 and (
+            self.training or self.dropout_module.apply_during_inference
+        ):
+            # dropout applies to the weights after the mapping, which the kernels never form
+            return f"attention dropout {self.dropout_module.p}: the fused kernels have no dropout"
+        return fused_unsupported(query.device, query.dtype, self.head_dim)
+
+    def _fused_forward(
+        self, query, key, value, key_padding_mask, incremental_state, attn_mask, need
+    ) -> Optional[Tensor]:
+        """The attention's output by the fused path, or None where this call takes the
+        row-wise path: attention_impl "rowwise", "auto" off CUDA or where `fused_blocker`
+        objects, and under any attention_impl a call that asks for the weights (`need`:
+        fairseq's decoder asks for its last layer's cross-attention, its alignment) or that
+        `fairseq_adapter.fused_attention_inputs` does not serve (incremental decoding)."""
+        if need or not use_fused(
+            self.attention_impl,
+            query.device,
+            # "auto" asks only for CUDA tensors: on the CPU the row-wise path is taken unasked
+            self.fused_blocker(query) if self.attention_impl != "rowwise" else None,
+            option="--attention-impl",
+        ):
+            return None
+        inputs = fairseq_adapter.fused_attention_inputs(
+            self, query, key, value, key_padding_mask, incremental_state, attn_mask
+        )
+        if inputs is None:
+            return None
+        q, k, v, mask, causal = inputs
+        if mask is not None and _a_query_sees_no_key(mask, causal):
+            # the row-wise path's mappings raise on such a row (empty="error"); the kernels
+            # would give it zeros
+            raise ValueError(
+                "a row has no unmasked position: there is nothing to attend to (check the "
+                "padding mask)"
+            )
+        tgt_len, bsz, embed_dim = query.size()
+        out = sparse_attention(
+            q,
+            k,
+            v,
+            alpha=self.normalizer.fused_alpha(),
+            mask=mask,
+            causal=causal,
+            scale=self.scaling / self.normalizer.spec.params["gamma"],
+            impl="fused",
+        )  # bsz x heads x tgt_len x head_dim
+        return self.out_proj(out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim))
 
     def forward(
         self,
@@ -47,6 +135,17 @@ class RegattnMultiheadAttention(MultiheadAttention):
                 attn_mask=attn_mask,
                 before_softmax=True,
             )
+        fused = self._fused_forward(
+            query,
+            key,
+            value,
+            key_padding_mask,
+            incremental_state,
+            attn_mask,
+            need_weights or need_head_weights,
+        )
+        if fused is not None:
+            return fused, None
         tgt_len, bsz, embed_dim = query.size()
         heads = self.num_heads
         # scores, mask: bsz x heads x tgt_len x src_len; v: kv_bsz x 1 x heads x src_len x head_dim

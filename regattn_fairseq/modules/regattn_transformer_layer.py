@@ -9,7 +9,7 @@ from fairseq.modules.transformer_layer import (
 )
 
 from .attention_normalizer import AttentionNormalizer
-from .attention_options import attention_spec_from_cfg
+from .attention_options import attention_impl_from_cfg, attention_spec_from_cfg
 from .regattn_multihead_attention import RegattnMultiheadAttention
 
 # the model these layers belong to (models/regattn_transformer.py registers it under this
@@ -33,6 +33,7 @@ class RegattnTransformerEncoderLayer(TransformerEncoderLayerBase):
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
             normalizer=build_normalizer(cfg, cfg.encoder.attention_heads),
+            attention_impl=attention_impl_from_cfg(cfg),
         )
 
 
@@ -48,6 +49,7 @@ class RegattnTransformerDecoderLayer(TransformerDecoderLayerBase):
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
             normalizer=build_normalizer(cfg, cfg.decoder.attention_heads),
+            attention_impl=attention_impl_from_cfg(cfg),
         )
 
     def build_encoder_attention(self, embed_dim, cfg):
@@ -61,4 +63,5 @@ class RegattnTransformerDecoderLayer(TransformerDecoderLayerBase):
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
             normalizer=build_normalizer(cfg, cfg.decoder.attention_heads),
+            attention_impl=attention_impl_from_cfg(cfg),
         )

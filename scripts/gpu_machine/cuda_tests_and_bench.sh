@@ -1,7 +1,9 @@
 #!/bin/bash
 # One call on a lent GPU machine, prepared by prepare_carry.sh: the Triton kernels' CUDA tests
 # (tests/mappings/test_triton_cuda.py, with the cvxpy/Clarabel oracles, and the fused
-# attention's tests/attention/test_attention_cuda.py), bench_model.py --device cuda on a quiet
+# attention's tests/attention/test_attention_cuda.py, and the Hugging Face backends' fused path
+# against their row-wise path, tests/integrations/test_transformers_fused_cuda.py, which skips
+# itself where transformers is not carried), bench_model.py --device cuda on a quiet
 # GPU, then bench_attention.py (the fused attention vs the row-wise path, sdpa flash and
 # AdaSplash when its wheel is carried). Outputs under $OUT. Each step has its own timeout
 # (TEST_S, BENCH_S, ATTENTION_S; 180 + 75 + 210 s and the setup: one 10-minute call). The
@@ -12,7 +14,7 @@ T0=$(date +%s)
 exec > >(tee -a $OUT/device2.log) 2>&1
 source .gpu/setup.sh
 el tests
-timeout ${TEST_S:-180} python3 -m pytest -q -p no:cacheprovider -n 8 -o addopts="" tests/mappings/test_triton_cuda.py tests/attention/test_attention_cuda.py -W ignore::RuntimeWarning -rfs >$OUT/tests_cuda.log 2>&1
+timeout ${TEST_S:-180} python3 -m pytest -q -p no:cacheprovider -n 8 -o addopts="" tests/mappings/test_triton_cuda.py tests/attention/test_attention_cuda.py tests/integrations/test_transformers_fused_cuda.py -W ignore::RuntimeWarning -rfs >$OUT/tests_cuda.log 2>&1
 echo "tests rc=$?"; tail -12 $OUT/tests_cuda.log
 wait $CBUILD
 el bench

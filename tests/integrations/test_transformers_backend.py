@@ -10,28 +10,13 @@ import textwrap
 import children
 import pytest
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    BartConfig,
-    BartForConditionalGeneration,
-    BertConfig,
-    BertForSequenceClassification,
-    Gemma2Config,
-    Gemma2ForCausalLM,
-    LlamaConfig,
-    LlamaForCausalLM,
-    T5Config,
-    T5ForConditionalGeneration,
-)
+from hf_tiny_models import HEADS, KINDS, LENGTHS, PAD, tiny_batch, tiny_model
+from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
 from regattn.integrations import transformers as rt
 
 rt.register()
 
-VOCAB, HIDDEN, HEADS = 40, 32, 4
-PAD, BOS, EOS = 0, 1, 2
-KINDS = ("encoder", "decoder", "encoder_decoder")
-LENGTHS = (9, 6, 4)  # the batch's unpadded lengths (the first row has no padding)
 # backend -> configure's parameters (None: the backend's defaults, not configured)
 TRAINED = {
     "softmax": None,
@@ -42,113 +27,6 @@ TRAINED = {
     "entmax15": None,
     "entmax": {"alpha": "learned"},
 }
-
-
-def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
-    """A tiny random model of `kind` on attn_implementation `attn` (seeded: same weights)."""
-    torch.manual_seed(0)
-    if kind == "encoder":
-        config = BertConfig(
-            vocab_size=VOCAB,
-            hidden_size=HIDDEN,
-            num_hidden_layers=2,
-            num_attention_heads=HEADS,
-            intermediate_size=64,
-            max_position_embeddings=32,
-            num_labels=3,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=dropout,
-            pad_token_id=PAD,
-        )
-        model = BertForSequenceClassification(config)
-    elif kind == "decoder":
-        config = LlamaConfig(
-            vocab_size=VOCAB,
-            hidden_size=HIDDEN,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=HEADS,
-            num_key_value_heads=2,
-            max_position_embeddings=32,
-            attention_dropout=dropout,
-            pad_token_id=PAD,
-            bos_token_id=BOS,
-            eos_token_id=EOS,
-        )
-        model = LlamaForCausalLM(config)
-    elif kind == "t5":
-        config = T5Config(
-            vocab_size=VOCAB,
-            d_model=HIDDEN,
-            d_kv=HIDDEN // HEADS,
-            d_ff=64,
-            num_layers=2,
-            num_heads=HEADS,
-            dropout_rate=dropout,
-            pad_token_id=PAD,
-            eos_token_id=EOS,
-            decoder_start_token_id=PAD,
-        )
-        model = T5ForConditionalGeneration(config)
-    elif kind == "gemma2":
-        config = Gemma2Config(
-            vocab_size=VOCAB,
-            hidden_size=HIDDEN,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=HEADS,
-            num_key_value_heads=2,
-            head_dim=HIDDEN // HEADS,
-            sliding_window=6,  # smaller than the batch (9), larger than its padding (5)
-            query_pre_attn_scalar=1,  # scaling 1: scores large enough for the soft cap to bend
-            attn_logit_softcapping=0.5,
-            max_position_embeddings=32,
-            pad_token_id=PAD,
-        )
-        model = Gemma2ForCausalLM(config)
-    else:
-        config = BartConfig(
-            vocab_size=VOCAB,
-            d_model=HIDDEN,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=HEADS,
-            decoder_attention_heads=HEADS,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            max_position_embeddings=32,
-            dropout=0.0,
-            attention_dropout=dropout,
-            activation_dropout=0.0,
-            pad_token_id=PAD,
-            bos_token_id=BOS,
-            eos_token_id=EOS,
-            decoder_start_token_id=EOS,
-            forced_eos_token_id=None,
-        )
-        model = BartForConditionalGeneration(config)
-    model.set_attn_implementation(attn)
-    return model.to(dtype)
-
-
-def tiny_batch(kind: str, left_padding: bool = False) -> dict:
-    """A seeded batch of LENGTHS tokens (padded right, or left), with the model's labels."""
-    generator = torch.Generator().manual_seed(1)
-    width = max(LENGTHS)
-    input_ids = torch.full((len(LENGTHS), width), PAD)
-    attention_mask = torch.zeros_like(input_ids)
-    for row, length in enumerate(LENGTHS):
-        span = slice(width - length, width) if left_padding else slice(0, length)
-        input_ids[row, span] = torch.randint(3, VOCAB, (length,), generator=generator)
-        attention_mask[row, span] = 1
-    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if kind == "encoder":
-        batch["labels"] = torch.tensor([0, 1, 2])
-    elif kind in ("decoder", "gemma2"):
-        batch["labels"] = input_ids.masked_fill(attention_mask == 0, -100)
-    else:
-        batch["labels"] = torch.randint(3, VOCAB, (len(LENGTHS), 5), generator=generator)
-    return batch
 
 
 def exact_zero_checks(kind: str, out, batch) -> int:

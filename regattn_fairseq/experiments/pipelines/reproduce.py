@@ -28,11 +28,7 @@ from regattn_fairseq.experiments.core.cli import (
     seed_list,
     whole_number,
 )
-from regattn_fairseq.experiments.core.config import (
-    check_mappings,
-    experiment_mappings,
-    load_config,
-)
+from regattn_fairseq.experiments.core.config import check_mappings, load_config
 from regattn_fairseq.experiments.core.dry_run import DryRun
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
@@ -55,6 +51,7 @@ from regattn_fairseq.experiments.pipelines.gamma_edge import gamma_beyond_edge a
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     Progress,
+    TableRun,
     apply_recipe,
     estimate_seconds,
     grid_seconds,
@@ -639,44 +636,6 @@ def run_baselines(
             write_outputs(results_dir, spec, rows, again=rescore)
         scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
         print(f"[results] {experiment.name} {label}: {scores}", flush=True)
-
-
-@dataclass(frozen=True)
-class TableRun:
-    """One invocation of a table: what `run`'s steps share.
-
-    Attributes
-    ----------
-    spec : DictConfig
-        the table (configs/reproduce/<table>.yaml).
-    args : argparse.Namespace
-        the checked arguments (`parse_args`).
-    seeds : list of int
-        the seeds to train.
-    mappings : list of str
-        the mappings to train.
-    work_dir, results_dir : Path
-        where the runs and the rows go.
-    """
-
-    spec: DictConfig
-    args: argparse.Namespace
-    seeds: list[int]
-    mappings: list[str]
-    work_dir: Path
-    results_dir: Path
-
-    @property
-    def scale(self) -> str:
-        return self.args.scale
-
-    def rows(self) -> list[dict]:
-        """The table's raw rows as they are now."""
-        return load_rows(self.results_dir, self.spec.table)
-
-    def mappings_of(self, experiment) -> list[str]:
-        """The run's mappings that `experiment` trains (`config.experiment_mappings`)."""
-        return experiment_mappings(experiment, self.mappings)
 
 
 @dataclass(frozen=True)

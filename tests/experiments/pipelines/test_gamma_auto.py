@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from regattn import mappings
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.pipelines import reproduce, table_jobs
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
@@ -78,7 +78,7 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
         )
         (run_dir / "checkpoints").mkdir(parents=True)
         (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = reproduce.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
@@ -159,7 +159,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = reproduce.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
     )
@@ -224,7 +224,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
         trained.append((run_dir, extra[-2:]))
         _selection_log(run_dir, [2.8, 1.75, 1.5] if "=4.0" in extra[-3] else [3.0, 2.6, 2.4])
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = reproduce.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
@@ -252,11 +252,11 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
         raise AssertionError("--gamma-select-only scored or trained beyond the grid")
 
     data = type("Prepared", (), {"manifest": {"source": "offline", "evaluations": {}}})()
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
     monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
     monkeypatch.setattr(reproduce, "run_baselines", never)
-    monkeypatch.setattr(reproduce, "_run_job", never)
+    monkeypatch.setattr(reproduce, "run_job", never)
     argv = ["inflection", "--scale", "smoke", "--mappings", "sparsemax", "entmax15"]
     argv += ["--seeds", "1,2", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds"]
     argv += ["first", "--gamma-select-epochs", "1", "--gamma-select-only"]
@@ -282,7 +282,7 @@ def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selec
     extra = [*args.override, f"model.attention_gamma={gamma}"]
     settings = runs.compose_settings(
         experiment.train_config,
-        reproduce._train_overrides(experiment, "smoke", data, "sparsemax", seed, run_dir, extra),
+        table_jobs.train_overrides(experiment, "smoke", data, "sparsemax", seed, run_dir, extra),
     )
     return [
         {
@@ -328,7 +328,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     recorded = {
         "grid": [1.0, 4.0],
         "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
@@ -503,7 +503,7 @@ def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
         trained.append(gamma)
         _selection_log(run_dir, [losses[gamma]])
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = reproduce.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2], data, tmp_path, args, rows
     )

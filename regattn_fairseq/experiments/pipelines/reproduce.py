@@ -42,8 +42,7 @@ from regattn_fairseq.experiments.pipelines.arguments import (
     add_run_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
-from regattn_fairseq.experiments.pipelines.gamma_edge import best_gamma as _best_gamma
-from regattn_fairseq.experiments.pipelines.gamma_edge import gamma_beyond_edge as _gamma_beyond_edge
+from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     Progress,
@@ -242,16 +241,16 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
     chosen γ).
 
     A best γ at the grid's edge says only that the optimum may lie beyond it, so the grid is
-    extended there (`_gamma_beyond_edge`): the next γ at the grid's own factor is trained, and
-    again while the new edge wins, at most ``gamma_grid_extend`` values on each side (the
-    table's config, or ``--gamma-grid-extend``). Those values are recorded apart from the grid
-    (``extended``), so choices made on the same grid stay comparable.
+    extended there (`gamma_edge.gamma_beyond_edge`): the next γ at the grid's own factor is
+    trained, and again while the new edge wins, at most ``gamma_grid_extend`` values on each
+    side (the table's config, or ``--gamma-grid-extend``). Those values are recorded apart from
+    the grid (``extended``), so choices made on the same grid stay comparable.
 
     A choice already recorded in the table's rows is taken instead of training the grid again
     (its checkpoints may be gone: another machine, a cleaned work dir): a finished row of one
     of ``seeds`` whose config is the job's at the γ it records as chosen, with the same grid,
-    criterion and selection seeds, and a choice the edge rule settles (`_selection_settled`).
-    ``--retrain`` always trains the grid.
+    criterion and selection seeds, and a choice the edge rule settles
+    (`gamma_edge.selection_settled`). ``--retrain`` always trains the grid.
 
     Parameters
     ----------
@@ -290,7 +289,6 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
                 flush=True,
             )
             return selection
-    validation = {}
 
     def validation_loss(gamma):
         """The selection seeds' mean best validation loss at γ, trained where it is not."""
@@ -340,18 +338,14 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
             losses.append(curve["best_valid_loss"])
         return round(sum(losses) / len(losses), 4)
 
-    for gamma in grid:
-        validation[str(gamma)] = validation_loss(gamma)
-    extended = []
-    while (beyond := _gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+    def beyond_the_edge(tried, beyond):
         print(
-            f"[gamma] {mapping}: the best γ is the edge of {sorted([*grid, *extended])}: "
-            f"γ = {beyond} is tried beyond it",
+            f"[gamma] {mapping}: the best γ is the edge of {tried}: γ = {beyond} is tried "
+            "beyond it",
             flush=True,
         )
-        validation[str(beyond)] = validation_loss(beyond)
-        extended.append(beyond)
-    chosen = _best_gamma(grid, extended, validation)
+
+    validation, extended, chosen = search_grid(grid, extend, validation_loss, beyond_the_edge)
     print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
     return {
         "grid": grid,
@@ -406,21 +400,6 @@ def _selection_how(spec, args, seeds):
     return grid, extend, criterion, selection_seeds, select_epochs, selection_overrides
 
 
-def _selection_settled(selection: dict, extend: int) -> bool:
-    """Whether a recorded γ choice is the one the edge rule gives with ``extend``: the rule
-    replayed over its recorded validation losses adds the same values beyond the grid (none,
-    for a choice recorded before the rule) and picks the same γ. A choice at the grid's edge
-    recorded without trying beyond it is not settled."""
-    grid, validation = selection["grid"], selection["validation"]
-    extended = []
-    while (beyond := _gamma_beyond_edge(grid, extended, validation, extend)) is not None:
-        if str(beyond) not in validation:
-            return False
-        extended.append(beyond)
-    chosen = _best_gamma(grid, extended, validation)
-    return extended == selection.get("extended", []) and chosen == selection["chosen"]
-
-
 def _selection_curve(run_dir: Path) -> dict:
     """The validation curve of a selection run (`train.learning_curve`: each epoch's last
     record, the lowest loss); empty without a log or a validation."""
@@ -446,7 +425,7 @@ def _recorded_gamma_choice(
     how : dict
         ``{"grid", "criterion", "seeds"}`` of the choice to make.
     extend : int
-        the edge rule's most values beyond each end of the grid (`_selection_settled`).
+        the edge rule's most values beyond each end of the grid (`gamma_edge.selection_settled`).
 
     Returns
     -------
@@ -461,7 +440,7 @@ def _recorded_gamma_choice(
         if row["mapping"] == mapping
         and row["seed"] in seeds
         and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
-        and _selection_settled(row["gamma_selection"], extend)
+        and selection_settled(row["gamma_selection"], extend)
     ]
     for row in reversed(candidates):  # the newest first
         selection = row["gamma_selection"]

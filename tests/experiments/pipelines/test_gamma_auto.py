@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from regattn import mappings
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import reproduce, table_jobs
+from regattn_fairseq.experiments.pipelines import gamma_edge, reproduce, table_jobs
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
@@ -534,7 +534,7 @@ def test_a_choice_at_the_grid_edge_extends_the_grid_while_the_edge_wins(tmp_path
     selection, trained = _edge_rule_run(tmp_path / "tie", monkeypatch, losses)
     assert trained == [1.0, 4.0, 0.25] and selection["chosen"] == 1.0
     interior = {"1.0": 2, "4.0": 1, "16.0": 3}
-    assert reproduce._gamma_beyond_edge([1.0, 4.0, 16.0], [], interior, 2) is None
+    assert gamma_edge.gamma_beyond_edge([1.0, 4.0, 16.0], [], interior, 2) is None
 
 
 def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_path, monkeypatch):
@@ -570,7 +570,7 @@ def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_pat
     assert _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows) == (selection, [])
     rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 1.0, inside)
     assert _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows) == (inside, [])
-    assert reproduce._selection_settled(at_edge, 0)
-    assert not reproduce._selection_settled(at_edge, 2)
+    assert gamma_edge.selection_settled(at_edge, 0)
+    assert not gamma_edge.selection_settled(at_edge, 2)
     # a record whose extension the rule would not make (another cap) is not this choice
-    assert not reproduce._selection_settled(selection, 1)
+    assert not gamma_edge.selection_settled(selection, 1)

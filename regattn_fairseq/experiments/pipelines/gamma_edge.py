@@ -1,7 +1,7 @@
 """The edge rule of a γ grid: which γ wins, and which value to try beyond the grid when the
 best γ lies at its edge (the optimum may lie beyond it); the search it makes over a grid
 (`search_grid`), and its replay over a recorded choice (`selection_settled`). Shared by the
-fairseq tables' selection (`reproduce.choose_gamma`) and the pretrained-encoder table's
+fairseq tables' selection (`gamma_select.choose_gamma`) and the pretrained-encoder table's
 (`pretrained`)."""
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn import mappings
 from regattn_fairseq.experiments.core.cli import (
     OneLineParser,
     gamma_grid,
@@ -33,31 +32,31 @@ from regattn_fairseq.experiments.core.provenance import (
     allow_dirty_from_env,
     check_clean_tree,
 )
-from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import pretrained
+from regattn_fairseq.experiments.pipelines import plan, pretrained
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_data_arguments,
     add_run_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
-from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
+from regattn_fairseq.experiments.pipelines.gamma_select import (
+    GAMMA_MAPPINGS,
+    choose_gamma,
+    planned_gamma,
+)
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     Progress,
     TableRun,
     apply_recipe,
     estimate_seconds,
-    grid_seconds,
     print_plan,
 )
-from regattn_fairseq.experiments.pipelines.plan import run_dir as _run_dir
 from regattn_fairseq.experiments.pipelines.table_jobs import (
     MappingSetup,
     run_baselines,
     run_job,
-    train_fresh,
     training_job_key,
 )
 from regattn_fairseq.experiments.pipelines.validation import check_table
@@ -78,13 +77,6 @@ from regattn_fairseq.experiments.train.launch import (
     launch_from_args,
     use_threads,
 )
-from regattn_fairseq.experiments.train.train import (
-    learning_curve,
-)
-
-# the table mappings that take a temperature γ (model.attention_gamma), from the mappings'
-# declarations; 1.5-entmax's is entmax(s / γ), the Tsallis regularizer scaled by γ
-GAMMA_MAPPINGS = mappings.gamma_configs()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -231,236 +223,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.baselines_only and args.dry_run.active:
         parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
     return args
-
-
-def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, rows=()) -> dict:
-    """GAMMA=auto: train every γ of the grid and pick the best validation loss.
-
-    The grid is trained for every seed (``--gamma-seeds all``, the mean loss decides) or for
-    the first seed only (``--gamma-seeds first``; the caller trains the other seeds at the
-    chosen γ).
-
-    A best γ at the grid's edge says only that the optimum may lie beyond it, so the grid is
-    extended there (`gamma_edge.gamma_beyond_edge`): the next γ at the grid's own factor is
-    trained, and again while the new edge wins, at most ``gamma_grid_extend`` values on each
-    side (the table's config, or ``--gamma-grid-extend``). Those values are recorded apart from
-    the grid (``extended``), so choices made on the same grid stay comparable.
-
-    A choice already recorded in the table's rows is taken instead of training the grid again
-    (its checkpoints may be gone: another machine, a cleaned work dir): a finished row of one
-    of ``seeds`` whose config is the job's at the γ it records as chosen, with the same grid,
-    criterion and selection seeds, and a choice the edge rule settles
-    (`gamma_edge.selection_settled`). ``--retrain`` always trains the grid.
-
-    Parameters
-    ----------
-    rows : list of dict, optional
-        the table's raw rows (`store.load_rows`), searched for a recorded choice.
-
-    Returns
-    -------
-    dict
-        ``{"grid", "extend", "extended", "criterion", "seeds", "validation": {γ: mean best
-        validation loss}, "chosen"}``.
-    """
-    grid, extend, criterion, selection_seeds, select_epochs, selection_overrides = _selection_how(
-        spec, args, seeds
-    )
-    if not args.retrain:
-        recorded = _recorded_gamma_choice(
-            rows,
-            spec,
-            experiment,
-            scale,
-            mapping,
-            seeds,
-            data,
-            work_dir,
-            args,
-            {"grid": grid, "criterion": criterion, "seeds": selection_seeds},
-            extend,
-        )
-        if recorded is not None:
-            selection, run_id = recorded
-            print(
-                f"[gamma] {mapping}: the choice recorded by run {run_id} (validation loss "
-                f"{selection['validation']}) -> γ = {selection['chosen']}; the grid is not "
-                "trained again (--retrain to train it)",
-                flush=True,
-            )
-            return selection
-
-    def validation_loss(gamma):
-        """The selection seeds' mean best validation loss at γ, trained where it is not."""
-        losses = []
-        for seed in selection_seeds:
-            run_dir = _run_dir(
-                work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
-            )
-            if select_epochs:
-                run_dir = run_dir.with_name(f"{run_dir.name}-select{select_epochs}epochs")
-            extra = [*args.override, f"model.attention_gamma={gamma}", *selection_overrides]
-            what = f"{experiment.name} {mapping} γ={gamma} seed {seed}"
-            # Only the validation losses of a shortened selection run are used: once its log
-            # holds its last epoch's, it is not trained again, whether or not its checkpoints
-            # are here (deleted, or the run made on another machine).
-            if (
-                select_epochs
-                and not args.retrain
-                and _selection_run_finished(run_dir, select_epochs)
-            ):
-                print(
-                    f"[gamma] {what}: its {select_epochs} epochs are in "
-                    f"{run_dir / 'train.log'}; not trained again",
-                    flush=True,
-                )
-            else:
-                # Otherwise through fairseq: a finished run stops at once, an interrupted one
-                # resumes from checkpoint_last.pt (checkpoint_best.pt alone does not mean it
-                # finished).
-                with run_lock(run_dir, what):
-                    train_fresh(
-                        experiment,
-                        scale,
-                        mapping,
-                        seed,
-                        data,
-                        run_dir,
-                        extra,
-                        args.retrain,
-                        args.launch,
-                    )
-            # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
-            # valid_best_loss only from the second validation on)
-            curve = _selection_curve(run_dir)
-            if not curve:
-                raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
-            losses.append(curve["best_valid_loss"])
-        return round(sum(losses) / len(losses), 4)
-
-    def beyond_the_edge(tried, beyond):
-        print(
-            f"[gamma] {mapping}: the best γ is the edge of {tried}: γ = {beyond} is tried "
-            "beyond it",
-            flush=True,
-        )
-
-    validation, extended, chosen = search_grid(grid, extend, validation_loss, beyond_the_edge)
-    print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
-    return {
-        "grid": grid,
-        "extend": extend,
-        "extended": extended,
-        "criterion": criterion,
-        "seeds": selection_seeds,
-        "validation": validation,
-        "chosen": chosen,
-    }
-
-
-def _selection_how(spec, args, seeds):
-    """How GAMMA=auto chooses: (grid, extend, criterion, selection seeds, selection epochs,
-    the selection runs' extra overrides), from the arguments and the table's config.
-
-    Raises
-    ------
-    ReproError
-        no grid, or a γ of it not > 0.
-    """
-    grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
-    if not grid:
-        raise ReproError(
-            f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid (or pass "
-            "--gamma-grid)"
-        )
-    if any(gamma <= 0 for gamma in grid):
-        raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
-    extend = (
-        args.gamma_grid_extend
-        if args.gamma_grid_extend is not None
-        else spec.get("gamma_grid_extend", 0)
-    )
-    if args.gamma_seeds == "first":
-        selection_seeds = seeds[:1]
-    elif args.gamma_seeds == "all":
-        selection_seeds = list(seeds)
-    else:
-        selection_seeds = list(args.gamma_seeds)
-    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
-    select_epochs = args.gamma_select_epochs
-    # shorter selection runs: their own folders and configs (no early stopping), so that the
-    # converged run at the chosen γ is trained apart from them
-    selection_overrides = []
-    if select_epochs:
-        criterion = (
-            f"best validation loss within the first {select_epochs} epochs (early stopping "
-            "off), mean over seeds"
-        )
-        selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
-    return grid, extend, criterion, selection_seeds, select_epochs, selection_overrides
-
-
-def _selection_curve(run_dir: Path) -> dict:
-    """The validation curve of a selection run (`train.learning_curve`: each epoch's last
-    record, the lowest loss); empty without a log or a validation."""
-    log = run_dir / "train.log"
-    return learning_curve(log.read_text()) if log.is_file() else {}
-
-
-def _selection_run_finished(run_dir: Path, epochs: int) -> bool:
-    """Whether a selection run's train.log holds the validation of its last epoch (`epochs`):
-    an interrupted run's does not."""
-    return epochs in _selection_curve(run_dir).get("epochs", [])
-
-
-def _recorded_gamma_choice(
-    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how, extend
-):
-    """A γ choice recorded in ``rows`` for this job, made the way ``how`` says.
-
-    Parameters
-    ----------
-    rows : list of dict
-        the table's raw rows.
-    how : dict
-        ``{"grid", "criterion", "seeds"}`` of the choice to make.
-    extend : int
-        the edge rule's most values beyond each end of the grid (`gamma_edge.selection_settled`).
-
-    Returns
-    -------
-    tuple or None
-        (the recorded selection, the run id of the row that records it), or None when no
-        finished row has the job's config at its recorded γ, the same ``how`` and a choice
-        the edge rule settles.
-    """
-    candidates = [
-        row
-        for row in rows
-        if row["mapping"] == mapping
-        and row["seed"] in seeds
-        and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
-        and selection_settled(row["gamma_selection"], extend)
-    ]
-    for row in reversed(candidates):  # the newest first
-        selection = row["gamma_selection"]
-        gamma = selection["chosen"]
-        run_dir = _run_dir(
-            work_dir,
-            spec,
-            experiment,
-            scale,
-            data,
-            mapping,
-            row["seed"],
-            gamma,
-            args.dry_run,
-        )
-        extra = [*args.override, f"model.attention_gamma={gamma}"]
-        key = training_job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
-        if finished_rows(rows, key, list(experiment_test_sets(experiment))):
-            return selection, row["run_id"]
-    return None
 
 
 def _gamma_suffix(gamma: str | None) -> str:
@@ -663,8 +425,8 @@ def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
 def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, float]:
     """Each job of the experiment, done (its rows exist) or to do with its estimated wall
     time, without training anything: a mapping whose γ has no recorded choice
-    (`_recorded_gamma_choice`) has its seeds to do after its grid, whose estimate is returned
-    apart.
+    (`gamma_select.planned_gamma`) has its seeds to do after its grid, whose estimate is
+    returned apart.
 
     Returns
     -------
@@ -677,67 +439,8 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
     evaluations = list(experiment_test_sets(experiment))
     jobs, grids = [], 0.0
     for mapping in table.mappings_of(experiment):
-        gamma, note = None, ""
-        if args.gamma == "auto" and mapping in GAMMA_MAPPINGS:
-            grid, extend, criterion, selection_seeds, select_epochs, _ = _selection_how(
-                table.spec, args, table.seeds
-            )
-            how = {"grid": grid, "criterion": criterion, "seeds": selection_seeds}
-            recorded = None
-            if not args.retrain:
-                recorded = _recorded_gamma_choice(
-                    rows,
-                    table.spec,
-                    experiment,
-                    table.scale,
-                    mapping,
-                    table.seeds,
-                    data,
-                    table.work_dir,
-                    args,
-                    how,
-                    extend,
-                )
-            if recorded is not None:
-                gamma = recorded[0]["chosen"]
-            else:
-                missing = [
-                    (g, seed)
-                    for g in grid
-                    for seed in selection_seeds
-                    if not (
-                        select_epochs
-                        and _selection_run_finished(
-                            _selection_dir(table, experiment, data, mapping, seed, g), select_epochs
-                        )
-                    )
-                ]
-                # this experiment's rows of the mapping (another experiment of the table
-                # chooses its own γ: inflection's entmax-output cell)
-                same_cell = [
-                    r for r in rows if (r["experiment"], r["mapping"]) == (experiment.name, mapping)
-                ]
-                note = (
-                    f"γ chosen on its grid first: {len(grid) * len(selection_seeds) - len(missing)}"
-                    f" of its {len(grid) * len(selection_seeds)} runs read from their logs, "
-                    f"{len(missing)} to train"
-                )
-                epochs = select_epochs or max(
-                    [r["train"].get("epochs") or 0 for r in same_cell] or [10]
-                )
-                grids += grid_seconds(rows, experiment.name, mapping, len(missing), epochs) or 0.0
-                # a choice recorded before the edge rule settled it: most likely the grid's
-                # again, so the jobs at it are counted as done (the run confirms it)
-                unsettled = [
-                    r["gamma_selection"]["chosen"]
-                    for r in same_cell
-                    if all((r.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
-                ]
-                if unsettled:
-                    gamma = unsettled[-1]
-                    note += f" (recorded γ = {gamma:g}, to be confirmed)"
-        elif args.gamma not in (None, "auto") and mapping in GAMMA_MAPPINGS:
-            gamma = float(args.gamma)
+        gamma, note, grid = planned_gamma(table, experiment, data, mapping, rows)
+        grids += grid
         estimate = estimate_seconds(rows, experiment.name, mapping)
         for seed in table.seeds:
             done = False
@@ -745,7 +448,7 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
                 gamma is None and args.gamma == "auto" and mapping in GAMMA_MAPPINGS
             )
             if not tuned_without_choice:
-                run_dir = _run_dir(
+                run_dir = plan.run_dir(
                     table.work_dir,
                     table.spec,
                     experiment,
@@ -768,22 +471,6 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
                 PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
             )
     return jobs, grids
-
-
-def _selection_dir(table: TableRun, experiment, data, mapping: str, seed: int, gamma) -> Path:
-    """The folder of a γ grid's selection run (`choose_gamma`'s, with --gamma-select-epochs)."""
-    run_dir = _run_dir(
-        table.work_dir,
-        table.spec,
-        experiment,
-        table.scale,
-        data,
-        mapping,
-        seed,
-        gamma,
-        table.args.dry_run,
-    )
-    return run_dir.with_name(f"{run_dir.name}-select{table.args.gamma_select_epochs}epochs")
 
 
 def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=None) -> None:

@@ -81,7 +81,7 @@ class MappingSetup:
     gamma : float or None
         its temperature γ (None: its config's).
     selection : dict or None
-        GAMMA=auto's record of the γ choice (`reproduce.choose_gamma`).
+        GAMMA=auto's record of the γ choice (`gamma_select.choose_gamma`).
     overrides : list of str
         every training run's extra overrides (--override's, then γ's).
     """

@@ -180,7 +180,7 @@ def _gamma_tuning(row: dict) -> tuple | None:
 
 def _gamma_edge_note(selection: dict) -> str:
     """What a γ choice says about the optimum: the values tried beyond the grid's edge (the
-    edge rule of `reproduce.choose_gamma`), and whether the choice is still at the edge of
+    edge rule of `gamma_select.choose_gamma`), and whether the choice is still at the edge of
     everything tried, where the best γ may lie beyond it."""
     extended = selection.get("extended") or []
     tried = [*selection["grid"], *extended]

@@ -11,7 +11,13 @@ from omegaconf import OmegaConf
 from regattn import mappings
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import gamma_edge, reproduce, table_jobs
+from regattn_fairseq.experiments.pipelines import (
+    gamma_edge,
+    gamma_select,
+    plan,
+    reproduce,
+    table_jobs,
+)
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
@@ -39,7 +45,7 @@ def test_every_discrete_mapping_of_a_table_has_its_gamma_tuned(table):
             continue
         attention = OmegaConf.load(REPO_ROOT / "configs" / "attention" / f"{mapping}.yaml")
         assert "gamma" in mappings.parameters_of(attention.attention), mapping
-        assert mapping in reproduce.GAMMA_MAPPINGS, mapping
+        assert mapping in gamma_select.GAMMA_MAPPINGS, mapping
 
 
 def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeypatch):
@@ -73,13 +79,11 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
         )
 
     for gamma in (1.0, 4.0):
-        run_dir = reproduce._run_dir(
-            tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma
-        )
+        run_dir = plan.run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
         (run_dir / "checkpoints").mkdir(parents=True)
         (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
     monkeypatch.setattr(table_jobs, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
     assert trained == [1.0, 4.0]
@@ -160,7 +164,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
         (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
     )
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
@@ -171,7 +175,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     # same choice, recorded the same way as `first` with seeds 1, 2, 3
     trained.clear()
     args.gamma_seeds = reproduce.parse_args([*argv, "--gamma-seeds", "1"]).gamma_seeds
-    assert reproduce.choose_gamma(
+    assert gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [2], data, tmp_path, args
     ) == {**selection}
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
@@ -212,7 +216,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
         ]
     )
     folders = {
-        gamma: reproduce._run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
+        gamma: plan.run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
         for gamma in (1.0, 4.0, 16.0)
     }
     folders = {g: d.with_name(f"{d.name}-select3epochs") for g, d in folders.items()}
@@ -225,7 +229,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
         _selection_log(run_dir, [2.8, 1.75, 1.5] if "=4.0" in extra[-3] else [3.0, 2.6, 2.4])
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
     assert [run_dir for run_dir, _ in trained] == [folders[4.0], folders[16.0]]
@@ -235,7 +239,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
     # --retrain trains every grid run again, finished or not
     trained.clear()
     args.retrain = True
-    reproduce.choose_gamma(spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args)
+    gamma_select.choose_gamma(spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args)
     assert len(trained) == 3
 
 
@@ -276,9 +280,7 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
 
 def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selection):
     """The rows a finished job at γ would have left, recording ``selection``."""
-    run_dir = reproduce._run_dir(
-        tmp_path, spec, experiment, "smoke", data, "sparsemax", seed, gamma
-    )
+    run_dir = plan.run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", seed, gamma)
     extra = [*args.override, f"model.attention_gamma={gamma}"]
     settings = runs.compose_settings(
         experiment.train_config,
@@ -339,7 +341,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
 
     def choose(rows):
         trained.clear()
-        return reproduce.choose_gamma(
+        return gamma_select.choose_gamma(
             spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args, rows
         )
 
@@ -504,7 +506,7 @@ def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
         _selection_log(run_dir, [losses[gamma]])
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2], data, tmp_path, args, rows
     )
     return selection, trained

@@ -61,15 +61,12 @@ from regattn_fairseq.experiments.pipelines.table_jobs import (
 )
 from regattn_fairseq.experiments.pipelines.validation import check_table
 from regattn_fairseq.experiments.report.figures import (
-    figure_sidecar_name,
-    keep_figure_sentences,
+    figure_panels,
+    gamma_suffix,
     plot_attention_figure,
 )
 from regattn_fairseq.experiments.rows.keys import (
     finished_rows,
-    row_config_sha256,
-    row_label,
-    split_current,
 )
 from regattn_fairseq.experiments.rows.store import check_row_kinds
 from regattn_fairseq.experiments.train.launch import (
@@ -223,84 +220,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.baselines_only and args.dry_run.active:
         parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
     return args
-
-
-def _gamma_suffix(gamma: str | None) -> str:
-    """The figure name's mark of how γ was set: none (each config's own), auto, or fixed."""
-    if gamma is None:
-        return ""
-    return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
-
-
-def _figure_exports(
-    exports, rows, experiment, scale, seed, args, results_dir
-) -> list[tuple[Path, dict]]:
-    """The attention of one figure's panels: this invocation's exports, then those of the
-    table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
-    table run one mapping per process gets one figure with every mapping, not a figure per
-    process each replacing the last.
-
-    Every such row whose export is on disk gets its figure sidecar
-    (`figures.keep_figure_sentences`, committed with the results); a row whose export is gone
-    (decoded on another machine) is drawn from its sidecar.
-
-    Parameters
-    ----------
-    exports : list of Path
-        this invocation's exports (first evaluation set, first seed), one per mapping.
-    rows : list of dict
-        the table's raw rows.
-    seed : int
-        the first seed.
-    results_dir : Path
-        the results folder (its figure sidecars).
-
-    Returns
-    -------
-    list of (Path, dict)
-        per panel, this invocation's first, each cell once: the export or sidecar to draw and
-        the run it shows (`_figure_run`).
-    """
-    fixed = None if args.gamma in (None, "auto") else float(args.gamma)
-    first_evaluation = next(iter(experiment_test_sets(experiment)))
-    shown, _ = split_current(rows)
-    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
-    for row in shown:
-        gamma = (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
-        same_setup = (
-            bool(row.get("gamma_selection")) == (args.gamma == "auto")
-            and (fixed is None or gamma == fixed)
-            and row["experiment"] == experiment.name
-            and row["scale"] == scale
-            and row.get("dry_run") == args.dry_run.record()
-            and row["evaluation"] == first_evaluation
-            and row["seed"] == seed
-        )
-        if not same_setup:
-            continue
-        export = Path((row.get("attention") or {}).get("export") or "")
-        sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
-        if export.name and export.is_file():
-            keep_figure_sentences(export, sidecar)
-            panels[export] = (export, _figure_run(row))
-        elif sidecar.is_file():
-            panels[export if export.name else sidecar] = (sidecar, _figure_run(row))
-    # this invocation's exports first (their rows are among the shown ones); sorted is stable
-    first = {export: index for index, export in enumerate(exports)}
-    ordered = sorted(panels.items(), key=lambda item: first.get(item[0], len(first)))
-    return [panel for _, panel in ordered]
-
-
-def _figure_run(row: dict) -> dict:
-    """What a figure's manifest records of the run a panel shows."""
-    return {
-        "run_id": row["run_id"],
-        "attention": row_label(row),
-        "seed": row["seed"],
-        "config_sha256": row_config_sha256(row),
-        "git_commit": row["git_commit"],
-        "trained_at": ((row.get("train") or {}).get("started") or {}).get("git_commit"),
-    }
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -521,17 +440,24 @@ def _mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str
 
 
 def _draw_attention_figure(table: TableRun, experiment, exports: list[Path]) -> None:
-    """The experiment's attention figure: one panel per mapping (`_figure_exports`), drawn
+    """The experiment's attention figure: one panel per mapping (`figures.figure_panels`), drawn
     when there is at least one."""
     args = table.args
-    panels = _figure_exports(
-        exports, table.rows(), experiment, table.scale, table.seeds[0], args, table.results_dir
+    panels = figure_panels(
+        exports,
+        table.rows(),
+        experiment,
+        table.scale,
+        table.seeds[0],
+        args.gamma,
+        args.dry_run.record(),
+        table.results_dir,
     )
     if panels:
         figure = plot_attention_figure(
             table.results_dir / "figures",
             f"{table.spec.table}_{experiment.name}_{table.scale}{args.dry_run.folder_suffix()}"
-            f"{_gamma_suffix(args.gamma)}_attention",
+            f"{gamma_suffix(args.gamma)}_attention",
             [path for path, _ in panels],
             runs=[run for _, run in panels],
         )

@@ -18,6 +18,11 @@ from regattn_fairseq.experiments.pipelines import (
     reproduce,
     table_jobs,
 )
+from regattn_fairseq.experiments.report.figures import (
+    figure_panels,
+    figure_sidecar_name,
+    gamma_suffix,
+)
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
@@ -389,6 +394,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     experiment = spec.experiments[0]
     evaluation = next(iter(experiment_test_sets(experiment)))
     args = reproduce.parse_args(["inflection", "--scale", "smoke", "--gamma", "auto"])
+    dry = args.dry_run.record()
     results = tmp_path / "results"
 
     def row(mapping, gamma, tuned, exists=True):
@@ -411,7 +417,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         }
 
     def sidecar(run_id):
-        return results / reproduce.figure_sidecar_name(run_id, evaluation)
+        return results / figure_sidecar_name(run_id, evaluation)
 
     rows = [
         row("softmax", 4.0, True),
@@ -420,7 +426,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         row("entmax15", 16.0, True),
     ]
     own = [tmp_path / "entmax1516.0.jsonl"]
-    panels = reproduce._figure_exports(own, rows, experiment, "small", 1, args, results)
+    panels = figure_panels(own, rows, experiment, "small", 1, args.gamma, dry, results)
     assert [path for path, _ in panels] == [
         tmp_path / "entmax1516.0.jsonl",
         tmp_path / "softmax4.0.jsonl",
@@ -442,12 +448,12 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     # on another machine every export is gone: the figure is drawn from the sidecars
     for path in tmp_path.glob("*.jsonl"):
         path.unlink()
-    panels = reproduce._figure_exports([], rows, experiment, "small", 1, args, results)
+    panels = figure_panels([], rows, experiment, "small", 1, args.gamma, dry, results)
     assert [path for path, _ in panels] == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
     assert [run["run_id"] for _, run in panels] == ["softmax4.0", "entmax1516.0"]
     assert sidecar("softmax4.0").read_bytes() == first
-    assert reproduce._gamma_suffix("auto") == "_gamma-auto"
-    assert reproduce._gamma_suffix("1") == "_gamma1.0" and reproduce._gamma_suffix(None) == ""
+    assert gamma_suffix("auto") == "_gamma-auto"
+    assert gamma_suffix("1") == "_gamma1.0" and gamma_suffix(None) == ""
 
 
 def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):

@@ -16,28 +16,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.cli import (
-    OneLineParser,
-    gamma_grid,
-    gamma_seeds,
-    run_main,
-    seed_list,
-    whole_number,
-)
+from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
 from regattn_fairseq.experiments.core.config import check_mappings, load_config
-from regattn_fairseq.experiments.core.dry_run import DryRun
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
-from regattn_fairseq.experiments.core.provenance import (
-    allow_dirty_from_env,
-    check_clean_tree,
-)
+from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import plan, pretrained
 from regattn_fairseq.experiments.pipelines.arguments import (
-    add_data_arguments,
-    add_run_arguments,
+    add_table_arguments,
+    settle_table_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
 from regattn_fairseq.experiments.pipelines.gamma_select import (
@@ -49,7 +37,6 @@ from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     Progress,
     TableRun,
-    apply_recipe,
     estimate_seconds,
     print_plan,
 )
@@ -65,160 +52,22 @@ from regattn_fairseq.experiments.report.figures import (
     gamma_suffix,
     plot_attention_figure,
 )
-from regattn_fairseq.experiments.rows.keys import (
-    finished_rows,
-)
+from regattn_fairseq.experiments.rows.keys import finished_rows
 from regattn_fairseq.experiments.rows.store import check_row_kinds
-from regattn_fairseq.experiments.train.launch import (
-    add_launch_arguments,
-    launch_from_args,
-    use_threads,
-)
+from regattn_fairseq.experiments.train.launch import use_threads
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: a table and its options (`arguments.add_table_arguments`), checked
+    and completed by the table's recipe (`arguments.settle_table_arguments`)."""
     tables = sorted(p.stem for p in (CONFIG_DIR / "reproduce").glob("*.yaml"))
     parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("table", choices=tables)
-    parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
-    parser.add_argument(
-        "--seeds",
-        nargs="+",
-        type=seed_list,
-        help="seeds, e.g. `1 2 3` or `1,2,3` (default: the table's seeds for the scale)",
-    )
-    parser.add_argument(
-        "--gamma",
-        help="`auto`: choose each mapping's γ on validation from the table's gamma_grid "
-        "(best validation loss, mean over seeds) and report test at that γ; a number: train "
-        "every mapping at that γ",
-    )
-    parser.add_argument(
-        "--gamma-grid",
-        type=gamma_grid,
-        help="with --gamma auto: the γ grid, e.g. `1,4` (default: the table's gamma_grid); "
-        "the grid is recorded with the choice",
-    )
-    parser.add_argument(
-        "--gamma-grid-extend",
-        type=whole_number(0),
-        help="with --gamma auto: when the best γ is the grid's largest (smallest), train the "
-        "next γ beyond it, at the grid's own factor, and again while the new edge wins, at "
-        "most this many times on each side (default: the table's gamma_grid_extend, else 0); "
-        "the values added are recorded with the choice",
-    )
-    parser.add_argument(
-        "--gamma-seeds",
-        type=gamma_seeds,
-        default=None,
-        help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
-        "grid x seeds trainings), on the first seed only (`first`: grid + seeds - 1 "
-        "trainings; the other seeds train at the chosen γ), or on the grid runs of the "
-        "seeds given (e.g. `1`: with --seeds 2, seed 2 trains at the γ that seed 1's grid "
-        "chose, the choice `first` makes for --seeds 1,2,3; seeds run by separate processes; "
-        "default: the table's recipe, else `all`)",
-    )
-    parser.add_argument(
-        "--gamma-select-epochs",
-        type=whole_number(1),
-        help="with --gamma auto: train the grid for this many epochs only (early stopping "
-        "off) and choose on the lowest validation loss within them; the chosen γ is then "
-        "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
-        "runs are the scale's full trainings)",
-    )
-    parser.add_argument(
-        "--gamma-select-only",
-        action="store_true",
-        help="with --gamma auto: train the γ grid's runs, print each mapping's choice and "
-        "stop (no converged run, no baseline, no row); e.g. the grid on a GPU machine, its "
-        "train.log files then copied into WORK_DIR here (scripts/gpu_machine/README.md)",
-    )
-    add_data_arguments(parser)
-    add_run_arguments(parser)
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Hydra override for every training run (repeatable)",
-    )
-    parser.add_argument(
-        "--plan-only",
-        action="store_true",
-        help="print the plan (each job done or to do, and the CPU-hours left) and stop",
-    )
-    parser.add_argument(
-        "--baselines-only",
-        action="store_true",
-        help="score the table's baselines (configs/reproduce/<table>.yaml `baselines:`) and "
-        "train nothing",
-    )
-    parser.add_argument(
-        "--retrain",
-        action="store_true",
-        help="train again (from scratch) and score jobs whose rows exist",
-    )
-    dry = parser.add_argument_group(
-        "dry run",
-        "the scale's model, optimizer and schedule on capped data for a few updates, to check "
-        "that its configs run end to end (regattn_fairseq/experiments/core/dry_run.py); the "
-        "rows are marked and kept apart from real ones, in a --results-dir other than results/",
-    )
-    dry.add_argument(
-        "--max-train", type=int, help="at most N training examples (per language: inflection)"
-    )
-    dry.add_argument(
-        "--max-eval", type=int, help="at most N examples of each validation and evaluation set"
-    )
-    dry.add_argument("--max-update", type=int, help="stop training after N updates")
-    add_launch_arguments(parser)
+    add_table_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        args.launch = launch_from_args(args)
-    except ReproError as error:
-        parser.error(str(error))
-    if args.launch.nodes > 1 and args.gamma == "auto":
-        parser.error("--gamma auto reads validation losses on machine 0 only: use one machine")
-    # the devices are part of every training run's composed config (and so of the job's key)
-    args.override = [*args.launch.overrides(), *args.override]
-    try:
-        args.dry_run = DryRun(args.max_train, args.max_eval, args.max_update)
-    except ReproError as error:
-        parser.error(str(error))
-    # every training run of the job (γ selection included) stops at the dry run's max_update
-    args.override = [*args.dry_run.train_overrides(), *args.override]
-    # the table's recipe for the scale fills what the command line left unset
-    try:
-        taken = apply_recipe(args, load_config("reproduce", args.table))
-    except ReproError as error:
-        parser.error(str(error))
-    args.recipe = taken  # said after the data's source, which a run says first
-    if (
-        args.gamma_grid
-        or args.gamma_grid_extend is not None
-        or args.gamma_seeds not in (None, "all")
-        or args.gamma_select_epochs
-        or args.gamma_select_only
-    ) and args.gamma != "auto":
-        parser.error(
-            "--gamma-grid, --gamma-grid-extend, --gamma-seeds, --gamma-select-epochs and "
-            "--gamma-select-only need --gamma auto"
-        )
-    if args.gamma not in (None, "auto"):
-        try:
-            fixed = float(args.gamma)
-        except ValueError:
-            parser.error(f"--gamma must be `auto` or a number > 0, got {args.gamma!r}")
-        if not fixed > 0:
-            parser.error(f"--gamma must be > 0, got {args.gamma}")
-    args.gamma_seeds = args.gamma_seeds or "all"
-    args.threads = args.threads or 1
-    if args.seeds:
-        args.seeds = [seed for group in args.seeds for seed in group]
-    if args.baselines_only and args.dry_run.active:
-        parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
+    settle_table_arguments(parser, args)
     return args
 
 

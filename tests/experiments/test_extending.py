@@ -42,7 +42,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from regattn.integrations import transformers as rt
 from regattn.mappings.smoothed_max import max_omega
 from regattn_fairseq.experiments.core.labels import mapping_label
-from regattn_fairseq.experiments.pipelines import pretrained, reproduce
+from regattn_fairseq.experiments.pipelines import gamma_select, pretrained
 from regattn_fairseq.experiments.train.hf_finetune import backend_and_params
 from regattn_fairseq.modules.attention_options import AttentionConfig, attention_spec_from_cfg
 
@@ -54,7 +54,7 @@ x = torch.tensor([[0.5, -1.0, 2.0, 1.9]], dtype=torch.float64, requires_grad=Tru
 print(json.dumps({
     "names": list(mappings.NAMES),
     "fairseq_spec": attention_spec_from_cfg(cfg, "toy").describe(),
-    "reproduce_gamma": list(reproduce.GAMMA_MAPPINGS),
+    "reproduce_gamma": list(gamma_select.GAMMA_MAPPINGS),
     "pretrained_gamma": list(pretrained.GAMMA_MAPPINGS),
     "hf_backends": {k: list(v) for k, v in rt.BACKENDS.items()},
     "hf_implementations": list(rt.IMPLEMENTATIONS),

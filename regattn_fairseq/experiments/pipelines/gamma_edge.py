@@ -1,6 +1,8 @@
 """The edge rule of a γ grid: which γ wins, and which value to try beyond the grid when the
-best γ lies at its edge (the optimum may lie beyond it). Shared by the fairseq tables'
-selection (`reproduce.choose_gamma`) and the pretrained-encoder table's (`pretrained`)."""
+best γ lies at its edge (the optimum may lie beyond it); the search it makes over a grid
+(`search_grid`), and its replay over a recorded choice (`selection_settled`). Shared by the
+fairseq tables' selection (`gamma_select.choose_gamma`) and the pretrained-encoder table's
+(`pretrained`)."""
 
 from __future__ import annotations
 
@@ -37,3 +39,48 @@ def gamma_beyond_edge(grid, extended, validation, extend):
     if best == tried[0] and sum(g < ordered[0] for g in extended) < extend:
         return best * ordered[0] / ordered[1]
     return None
+
+
+def search_grid(grid, extend, loss_at, beyond_the_edge):
+    """Every γ of the grid, then the values beyond its edge that the rule asks for
+    (`gamma_beyond_edge`), and the winner (`best_gamma`).
+
+    Parameters
+    ----------
+    grid : list of float
+        the grid.
+    extend : int
+        the most values added on each side.
+    loss_at : callable
+        γ -> its validation loss (training what it must).
+    beyond_the_edge : callable
+        (the values tried so far, sorted; the next γ) -> None, called before that γ is tried.
+
+    Returns
+    -------
+    tuple
+        (``{str(γ): loss}`` of every γ tried, the values added beyond the grid in the order
+        tried, the chosen γ).
+    """
+    validation = {str(gamma): loss_at(gamma) for gamma in grid}
+    extended = []
+    while (beyond := gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+        beyond_the_edge(sorted([*grid, *extended]), beyond)
+        validation[str(beyond)] = loss_at(beyond)
+        extended.append(beyond)
+    return validation, extended, best_gamma(grid, extended, validation)
+
+
+def selection_settled(selection: dict, extend: int) -> bool:
+    """Whether a recorded γ choice is the one the edge rule gives with ``extend``: the rule
+    replayed over its recorded validation losses adds the same values beyond the grid (none,
+    for a choice recorded before the rule) and picks the same γ. A choice at the grid's edge
+    recorded without trying beyond it is not settled."""
+    grid, validation = selection["grid"], selection["validation"]
+    extended = []
+    while (beyond := gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+        if str(beyond) not in validation:
+            return False
+        extended.append(beyond)
+    chosen = best_gamma(grid, extended, validation)
+    return extended == selection.get("extended", []) and chosen == selection["chosen"]

@@ -10,18 +10,25 @@ which of its jobs are done and which are left, how long the rest should take, an
   done and to do, and the CPU-hours the jobs left should take, estimated from the committed
   rows' wall times (`estimate_seconds`).
 - **Progress.** `Progress` prints one line per job: k of N, elapsed, ETA.
+- **Table run.** `TableRun` is what one invocation's steps share: the table, the checked
+  arguments, the seeds and mappings, the folders; `run_dir` is where each job's run lives.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import DictConfig
+
+from regattn_fairseq.experiments.core.config import experiment_mappings
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.rows.keys import is_baseline, split_current
+from regattn_fairseq.experiments.rows.store import load_rows
 
 RECIPE_KEYS = ("gamma", "gamma_seeds", "gamma_select_epochs", "threads")
 # a γ grid's run costs its epochs at the seconds per epoch of the mapping's converged runs
@@ -215,3 +222,41 @@ def run_dir(
     if gamma is not None:
         folder = folder / f"gamma{gamma}"
     return folder / f"seed{seed}"
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """One invocation of a table: what `reproduce.run`'s steps share.
+
+    Attributes
+    ----------
+    spec : DictConfig
+        the table (configs/reproduce/<table>.yaml).
+    args : argparse.Namespace
+        the checked arguments (`reproduce.parse_args`).
+    seeds : list of int
+        the seeds to train.
+    mappings : list of str
+        the mappings to train.
+    work_dir, results_dir : Path
+        where the runs and the rows go.
+    """
+
+    spec: DictConfig
+    args: argparse.Namespace
+    seeds: list[int]
+    mappings: list[str]
+    work_dir: Path
+    results_dir: Path
+
+    @property
+    def scale(self) -> str:
+        return self.args.scale
+
+    def rows(self) -> list[dict]:
+        """The table's raw rows as they are now."""
+        return load_rows(self.results_dir, self.spec.table)
+
+    def mappings_of(self, experiment) -> list[str]:
+        """The run's mappings that `experiment` trains (`config.experiment_mappings`)."""
+        return experiment_mappings(experiment, self.mappings)

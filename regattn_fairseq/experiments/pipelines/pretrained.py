@@ -33,7 +33,7 @@ from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines.gamma_edge import best_gamma, gamma_beyond_edge
+from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     estimate_seconds,
@@ -199,13 +199,10 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
             losses.append(run.curve["best_valid_loss"])
         return round(sum(losses) / len(losses), 4)
 
-    validation = {str(g): validation_loss(g) for g in grid}
-    extended: list[float] = []
-    while (beyond := gamma_beyond_edge(grid, extended, validation, extend)) is not None:
+    def beyond_the_edge(tried, beyond):
         _say(f"[gamma] {mapping}: the grid's edge won; γ = {beyond} is tried beyond it")
-        validation[str(beyond)] = validation_loss(beyond)
-        extended.append(beyond)
-    chosen = best_gamma(grid, extended, validation)
+
+    validation, extended, chosen = search_grid(grid, extend, validation_loss, beyond_the_edge)
     _say(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}")
     return {
         "grid": grid,

@@ -12,693 +12,63 @@ Tables are the files in configs/reproduce/. A run directory
 interrupted run resumes from its last checkpoint; delete it to train from scratch."""
 
 import argparse
-import shutil
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn import mappings
-from regattn_fairseq.experiments.core.cli import (
-    OneLineParser,
-    gamma_grid,
-    gamma_seeds,
-    run_main,
-    seed_list,
-    whole_number,
-)
-from regattn_fairseq.experiments.core.config import (
-    check_mappings,
-    experiment_mappings,
-    load_config,
-)
-from regattn_fairseq.experiments.core.dry_run import DryRun
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
+from regattn_fairseq.experiments.core.config import check_mappings, load_config
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
-from regattn_fairseq.experiments.core.provenance import (
-    allow_dirty_from_env,
-    check_clean_tree,
-    provenance,
-)
-from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import pretrained
+from regattn_fairseq.experiments.pipelines import plan, pretrained
 from regattn_fairseq.experiments.pipelines.arguments import (
-    add_data_arguments,
-    add_run_arguments,
+    add_table_arguments,
+    settle_table_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
-from regattn_fairseq.experiments.pipelines.gamma_edge import best_gamma as _best_gamma
-from regattn_fairseq.experiments.pipelines.gamma_edge import gamma_beyond_edge as _gamma_beyond_edge
+from regattn_fairseq.experiments.pipelines.gamma_select import (
+    GAMMA_MAPPINGS,
+    choose_gamma,
+    planned_gamma,
+)
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     Progress,
-    apply_recipe,
+    TableRun,
     estimate_seconds,
-    grid_seconds,
     print_plan,
 )
-from regattn_fairseq.experiments.pipelines.plan import run_dir as _run_dir
+from regattn_fairseq.experiments.pipelines.table_jobs import (
+    MappingSetup,
+    run_baselines,
+    run_job,
+    training_job_key,
+)
 from regattn_fairseq.experiments.pipelines.validation import check_table
 from regattn_fairseq.experiments.report.figures import (
-    figure_sidecar_name,
-    keep_figure_sentences,
+    figure_panels,
+    gamma_suffix,
     plot_attention_figure,
 )
-from regattn_fairseq.experiments.report.views import write_outputs
-from regattn_fairseq.experiments.rows import baselines
-from regattn_fairseq.experiments.rows.build import result_rows
-from regattn_fairseq.experiments.rows.keys import (
-    finished_rows,
-    job_key,
-    row_config_sha256,
-    row_label,
-    split_current,
-)
-from regattn_fairseq.experiments.rows.store import check_row_kinds, load_rows
-from regattn_fairseq.experiments.train.launch import (
-    add_launch_arguments,
-    launch_from_args,
-    use_threads,
-)
-from regattn_fairseq.experiments.train.train import (
-    compose_settings,
-    hydra_overrides,
-    learning_curve,
-    mapping_override,
-    train,
-)
-
-# the table mappings that take a temperature γ (model.attention_gamma), from the mappings'
-# declarations; 1.5-entmax's is entmax(s / γ), the Tsallis regularizer scaled by γ
-GAMMA_MAPPINGS = mappings.gamma_configs()
+from regattn_fairseq.experiments.rows.keys import finished_rows
+from regattn_fairseq.experiments.rows.store import check_row_kinds
+from regattn_fairseq.experiments.train.launch import use_threads
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: a table and its options (`arguments.add_table_arguments`), checked
+    and completed by the table's recipe (`arguments.settle_table_arguments`)."""
     tables = sorted(p.stem for p in (CONFIG_DIR / "reproduce").glob("*.yaml"))
     parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("table", choices=tables)
-    parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
-    parser.add_argument(
-        "--seeds",
-        nargs="+",
-        type=seed_list,
-        help="seeds, e.g. `1 2 3` or `1,2,3` (default: the table's seeds for the scale)",
-    )
-    parser.add_argument(
-        "--gamma",
-        help="`auto`: choose each mapping's γ on validation from the table's gamma_grid "
-        "(best validation loss, mean over seeds) and report test at that γ; a number: train "
-        "every mapping at that γ",
-    )
-    parser.add_argument(
-        "--gamma-grid",
-        type=gamma_grid,
-        help="with --gamma auto: the γ grid, e.g. `1,4` (default: the table's gamma_grid); "
-        "the grid is recorded with the choice",
-    )
-    parser.add_argument(
-        "--gamma-grid-extend",
-        type=whole_number(0),
-        help="with --gamma auto: when the best γ is the grid's largest (smallest), train the "
-        "next γ beyond it, at the grid's own factor, and again while the new edge wins, at "
-        "most this many times on each side (default: the table's gamma_grid_extend, else 0); "
-        "the values added are recorded with the choice",
-    )
-    parser.add_argument(
-        "--gamma-seeds",
-        type=gamma_seeds,
-        default=None,
-        help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
-        "grid x seeds trainings), on the first seed only (`first`: grid + seeds - 1 "
-        "trainings; the other seeds train at the chosen γ), or on the grid runs of the "
-        "seeds given (e.g. `1`: with --seeds 2, seed 2 trains at the γ that seed 1's grid "
-        "chose, the choice `first` makes for --seeds 1,2,3; seeds run by separate processes; "
-        "default: the table's recipe, else `all`)",
-    )
-    parser.add_argument(
-        "--gamma-select-epochs",
-        type=whole_number(1),
-        help="with --gamma auto: train the grid for this many epochs only (early stopping "
-        "off) and choose on the lowest validation loss within them; the chosen γ is then "
-        "trained to convergence for every seed (GAMMA_SELECT_EPOCHS=E; default: the grid "
-        "runs are the scale's full trainings)",
-    )
-    parser.add_argument(
-        "--gamma-select-only",
-        action="store_true",
-        help="with --gamma auto: train the γ grid's runs, print each mapping's choice and "
-        "stop (no converged run, no baseline, no row); e.g. the grid on a GPU machine, its "
-        "train.log files then copied into WORK_DIR here (scripts/gpu_machine/README.md)",
-    )
-    add_data_arguments(parser)
-    add_run_arguments(parser)
-    parser.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Hydra override for every training run (repeatable)",
-    )
-    parser.add_argument(
-        "--plan-only",
-        action="store_true",
-        help="print the plan (each job done or to do, and the CPU-hours left) and stop",
-    )
-    parser.add_argument(
-        "--baselines-only",
-        action="store_true",
-        help="score the table's baselines (configs/reproduce/<table>.yaml `baselines:`) and "
-        "train nothing",
-    )
-    parser.add_argument(
-        "--retrain",
-        action="store_true",
-        help="train again (from scratch) and score jobs whose rows exist",
-    )
-    dry = parser.add_argument_group(
-        "dry run",
-        "the scale's model, optimizer and schedule on capped data for a few updates, to check "
-        "that its configs run end to end (regattn_fairseq/experiments/core/dry_run.py); the "
-        "rows are marked and kept apart from real ones, in a --results-dir other than results/",
-    )
-    dry.add_argument(
-        "--max-train", type=int, help="at most N training examples (per language: inflection)"
-    )
-    dry.add_argument(
-        "--max-eval", type=int, help="at most N examples of each validation and evaluation set"
-    )
-    dry.add_argument("--max-update", type=int, help="stop training after N updates")
-    add_launch_arguments(parser)
+    add_table_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        args.launch = launch_from_args(args)
-    except ReproError as error:
-        parser.error(str(error))
-    if args.launch.nodes > 1 and args.gamma == "auto":
-        parser.error("--gamma auto reads validation losses on machine 0 only: use one machine")
-    # the devices are part of every training run's composed config (and so of the job's key)
-    args.override = [*args.launch.overrides(), *args.override]
-    try:
-        args.dry_run = DryRun(args.max_train, args.max_eval, args.max_update)
-    except ReproError as error:
-        parser.error(str(error))
-    # every training run of the job (γ selection included) stops at the dry run's max_update
-    args.override = [*args.dry_run.train_overrides(), *args.override]
-    # the table's recipe for the scale fills what the command line left unset
-    try:
-        taken = apply_recipe(args, load_config("reproduce", args.table))
-    except ReproError as error:
-        parser.error(str(error))
-    args.recipe = taken  # said after the data's source, which a run says first
-    if (
-        args.gamma_grid
-        or args.gamma_grid_extend is not None
-        or args.gamma_seeds not in (None, "all")
-        or args.gamma_select_epochs
-        or args.gamma_select_only
-    ) and args.gamma != "auto":
-        parser.error(
-            "--gamma-grid, --gamma-grid-extend, --gamma-seeds, --gamma-select-epochs and "
-            "--gamma-select-only need --gamma auto"
-        )
-    if args.gamma not in (None, "auto"):
-        try:
-            fixed = float(args.gamma)
-        except ValueError:
-            parser.error(f"--gamma must be `auto` or a number > 0, got {args.gamma!r}")
-        if not fixed > 0:
-            parser.error(f"--gamma must be > 0, got {args.gamma}")
-    args.gamma_seeds = args.gamma_seeds or "all"
-    args.threads = args.threads or 1
-    if args.seeds:
-        args.seeds = [seed for group in args.seeds for seed in group]
-    if args.baselines_only and args.dry_run.active:
-        parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
+    settle_table_arguments(parser, args)
     return args
-
-
-def _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> list[str]:
-    """The overrides `train.train` passes (for the job's key before it trains)."""
-    return [
-        *hydra_overrides(experiment, scale, data),
-        mapping_override(experiment, mapping),
-        f"common.seed={seed}",
-        f"checkpoint.save_dir={run_dir / 'checkpoints'}",
-        *extra,
-    ]
-
-
-def _job_key(experiment, scale, data, mapping, seed, run_dir, extra, args) -> tuple:
-    """The key (`keys.job_key`) of the rows the job would write, before it trains."""
-    settings = compose_settings(
-        experiment.train_config,
-        _train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
-    )
-    return job_key(
-        experiment.name,
-        scale,
-        data.manifest["source"],
-        mapping,
-        settings,
-        seed,
-        args.dry_run.record(),
-    )
-
-
-def _train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain, launch):
-    if retrain and run_dir.exists():
-        print(f"[train] --retrain: removing {run_dir}", flush=True)
-        shutil.rmtree(run_dir)
-    return train(experiment, scale, mapping, seed, data, run_dir, extra, launch)
-
-
-def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, rows=()) -> dict:
-    """GAMMA=auto: train every γ of the grid and pick the best validation loss.
-
-    The grid is trained for every seed (``--gamma-seeds all``, the mean loss decides) or for
-    the first seed only (``--gamma-seeds first``; the caller trains the other seeds at the
-    chosen γ).
-
-    A best γ at the grid's edge says only that the optimum may lie beyond it, so the grid is
-    extended there (`_gamma_beyond_edge`): the next γ at the grid's own factor is trained, and
-    again while the new edge wins, at most ``gamma_grid_extend`` values on each side (the
-    table's config, or ``--gamma-grid-extend``). Those values are recorded apart from the grid
-    (``extended``), so choices made on the same grid stay comparable.
-
-    A choice already recorded in the table's rows is taken instead of training the grid again
-    (its checkpoints may be gone: another machine, a cleaned work dir): a finished row of one
-    of ``seeds`` whose config is the job's at the γ it records as chosen, with the same grid,
-    criterion and selection seeds, and a choice the edge rule settles (`_selection_settled`).
-    ``--retrain`` always trains the grid.
-
-    Parameters
-    ----------
-    rows : list of dict, optional
-        the table's raw rows (`store.load_rows`), searched for a recorded choice.
-
-    Returns
-    -------
-    dict
-        ``{"grid", "extend", "extended", "criterion", "seeds", "validation": {γ: mean best
-        validation loss}, "chosen"}``.
-    """
-    grid, extend, criterion, selection_seeds, select_epochs, selection_overrides = _selection_how(
-        spec, args, seeds
-    )
-    if not args.retrain:
-        recorded = _recorded_gamma_choice(
-            rows,
-            spec,
-            experiment,
-            scale,
-            mapping,
-            seeds,
-            data,
-            work_dir,
-            args,
-            {"grid": grid, "criterion": criterion, "seeds": selection_seeds},
-            extend,
-        )
-        if recorded is not None:
-            selection, run_id = recorded
-            print(
-                f"[gamma] {mapping}: the choice recorded by run {run_id} (validation loss "
-                f"{selection['validation']}) -> γ = {selection['chosen']}; the grid is not "
-                "trained again (--retrain to train it)",
-                flush=True,
-            )
-            return selection
-    validation = {}
-
-    def validation_loss(gamma):
-        """The selection seeds' mean best validation loss at γ, trained where it is not."""
-        losses = []
-        for seed in selection_seeds:
-            run_dir = _run_dir(
-                work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
-            )
-            if select_epochs:
-                run_dir = run_dir.with_name(f"{run_dir.name}-select{select_epochs}epochs")
-            extra = [*args.override, f"model.attention_gamma={gamma}", *selection_overrides]
-            what = f"{experiment.name} {mapping} γ={gamma} seed {seed}"
-            # Only the validation losses of a shortened selection run are used: once its log
-            # holds its last epoch's, it is not trained again, whether or not its checkpoints
-            # are here (deleted, or the run made on another machine).
-            if (
-                select_epochs
-                and not args.retrain
-                and _selection_run_finished(run_dir, select_epochs)
-            ):
-                print(
-                    f"[gamma] {what}: its {select_epochs} epochs are in "
-                    f"{run_dir / 'train.log'}; not trained again",
-                    flush=True,
-                )
-            else:
-                # Otherwise through fairseq: a finished run stops at once, an interrupted one
-                # resumes from checkpoint_last.pt (checkpoint_best.pt alone does not mean it
-                # finished).
-                with run_lock(run_dir, what):
-                    _train_fresh(
-                        experiment,
-                        scale,
-                        mapping,
-                        seed,
-                        data,
-                        run_dir,
-                        extra,
-                        args.retrain,
-                        args.launch,
-                    )
-            # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
-            # valid_best_loss only from the second validation on)
-            curve = _selection_curve(run_dir)
-            if not curve:
-                raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
-            losses.append(curve["best_valid_loss"])
-        return round(sum(losses) / len(losses), 4)
-
-    for gamma in grid:
-        validation[str(gamma)] = validation_loss(gamma)
-    extended = []
-    while (beyond := _gamma_beyond_edge(grid, extended, validation, extend)) is not None:
-        print(
-            f"[gamma] {mapping}: the best γ is the edge of {sorted([*grid, *extended])}: "
-            f"γ = {beyond} is tried beyond it",
-            flush=True,
-        )
-        validation[str(beyond)] = validation_loss(beyond)
-        extended.append(beyond)
-    chosen = _best_gamma(grid, extended, validation)
-    print(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}", flush=True)
-    return {
-        "grid": grid,
-        "extend": extend,
-        "extended": extended,
-        "criterion": criterion,
-        "seeds": selection_seeds,
-        "validation": validation,
-        "chosen": chosen,
-    }
-
-
-def _selection_how(spec, args, seeds):
-    """How GAMMA=auto chooses: (grid, extend, criterion, selection seeds, selection epochs,
-    the selection runs' extra overrides), from the arguments and the table's config.
-
-    Raises
-    ------
-    ReproError
-        no grid, or a γ of it not > 0.
-    """
-    grid = list(args.gamma_grid or spec.get("gamma_grid") or [])
-    if not grid:
-        raise ReproError(
-            f"--gamma auto: configs/reproduce/{spec.table}.yaml has no gamma_grid (or pass "
-            "--gamma-grid)"
-        )
-    if any(gamma <= 0 for gamma in grid):
-        raise ReproError(f"--gamma auto: every γ of the grid must be > 0, got {grid}")
-    extend = (
-        args.gamma_grid_extend
-        if args.gamma_grid_extend is not None
-        else spec.get("gamma_grid_extend", 0)
-    )
-    if args.gamma_seeds == "first":
-        selection_seeds = seeds[:1]
-    elif args.gamma_seeds == "all":
-        selection_seeds = list(seeds)
-    else:
-        selection_seeds = list(args.gamma_seeds)
-    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
-    select_epochs = args.gamma_select_epochs
-    # shorter selection runs: their own folders and configs (no early stopping), so that the
-    # converged run at the chosen γ is trained apart from them
-    selection_overrides = []
-    if select_epochs:
-        criterion = (
-            f"best validation loss within the first {select_epochs} epochs (early stopping "
-            "off), mean over seeds"
-        )
-        selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
-    return grid, extend, criterion, selection_seeds, select_epochs, selection_overrides
-
-
-def _selection_settled(selection: dict, extend: int) -> bool:
-    """Whether a recorded γ choice is the one the edge rule gives with ``extend``: the rule
-    replayed over its recorded validation losses adds the same values beyond the grid (none,
-    for a choice recorded before the rule) and picks the same γ. A choice at the grid's edge
-    recorded without trying beyond it is not settled."""
-    grid, validation = selection["grid"], selection["validation"]
-    extended = []
-    while (beyond := _gamma_beyond_edge(grid, extended, validation, extend)) is not None:
-        if str(beyond) not in validation:
-            return False
-        extended.append(beyond)
-    chosen = _best_gamma(grid, extended, validation)
-    return extended == selection.get("extended", []) and chosen == selection["chosen"]
-
-
-def _selection_curve(run_dir: Path) -> dict:
-    """The validation curve of a selection run (`train.learning_curve`: each epoch's last
-    record, the lowest loss); empty without a log or a validation."""
-    log = run_dir / "train.log"
-    return learning_curve(log.read_text()) if log.is_file() else {}
-
-
-def _selection_run_finished(run_dir: Path, epochs: int) -> bool:
-    """Whether a selection run's train.log holds the validation of its last epoch (`epochs`):
-    an interrupted run's does not."""
-    return epochs in _selection_curve(run_dir).get("epochs", [])
-
-
-def _recorded_gamma_choice(
-    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how, extend
-):
-    """A γ choice recorded in ``rows`` for this job, made the way ``how`` says.
-
-    Parameters
-    ----------
-    rows : list of dict
-        the table's raw rows.
-    how : dict
-        ``{"grid", "criterion", "seeds"}`` of the choice to make.
-    extend : int
-        the edge rule's most values beyond each end of the grid (`_selection_settled`).
-
-    Returns
-    -------
-    tuple or None
-        (the recorded selection, the run id of the row that records it), or None when no
-        finished row has the job's config at its recorded γ, the same ``how`` and a choice
-        the edge rule settles.
-    """
-    candidates = [
-        row
-        for row in rows
-        if row["mapping"] == mapping
-        and row["seed"] in seeds
-        and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
-        and _selection_settled(row["gamma_selection"], extend)
-    ]
-    for row in reversed(candidates):  # the newest first
-        selection = row["gamma_selection"]
-        gamma = selection["chosen"]
-        run_dir = _run_dir(
-            work_dir,
-            spec,
-            experiment,
-            scale,
-            data,
-            mapping,
-            row["seed"],
-            gamma,
-            args.dry_run,
-        )
-        extra = [*args.override, f"model.attention_gamma={gamma}"]
-        key = _job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
-        if finished_rows(rows, key, list(experiment_test_sets(experiment))):
-            return selection, row["run_id"]
-    return None
-
-
-def _gamma_suffix(gamma: str | None) -> str:
-    """The figure name's mark of how γ was set: none (each config's own), auto, or fixed."""
-    if gamma is None:
-        return ""
-    return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
-
-
-def _figure_exports(
-    exports, rows, experiment, scale, seed, args, results_dir
-) -> list[tuple[Path, dict]]:
-    """The attention of one figure's panels: this invocation's exports, then those of the
-    table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
-    table run one mapping per process gets one figure with every mapping, not a figure per
-    process each replacing the last.
-
-    Every such row whose export is on disk gets its figure sidecar
-    (`figures.keep_figure_sentences`, committed with the results); a row whose export is gone
-    (decoded on another machine) is drawn from its sidecar.
-
-    Parameters
-    ----------
-    exports : list of Path
-        this invocation's exports (first evaluation set, first seed), one per mapping.
-    rows : list of dict
-        the table's raw rows.
-    seed : int
-        the first seed.
-    results_dir : Path
-        the results folder (its figure sidecars).
-
-    Returns
-    -------
-    list of (Path, dict)
-        per panel, this invocation's first, each cell once: the export or sidecar to draw and
-        the run it shows (`_figure_run`).
-    """
-    fixed = None if args.gamma in (None, "auto") else float(args.gamma)
-    first_evaluation = next(iter(experiment_test_sets(experiment)))
-    shown, _ = split_current(rows)
-    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
-    for row in shown:
-        gamma = (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
-        same_setup = (
-            bool(row.get("gamma_selection")) == (args.gamma == "auto")
-            and (fixed is None or gamma == fixed)
-            and row["experiment"] == experiment.name
-            and row["scale"] == scale
-            and row.get("dry_run") == args.dry_run.record()
-            and row["evaluation"] == first_evaluation
-            and row["seed"] == seed
-        )
-        if not same_setup:
-            continue
-        export = Path((row.get("attention") or {}).get("export") or "")
-        sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
-        if export.name and export.is_file():
-            keep_figure_sentences(export, sidecar)
-            panels[export] = (export, _figure_run(row))
-        elif sidecar.is_file():
-            panels[export if export.name else sidecar] = (sidecar, _figure_run(row))
-    # this invocation's exports first (their rows are among the shown ones); sorted is stable
-    first = {export: index for index, export in enumerate(exports)}
-    ordered = sorted(panels.items(), key=lambda item: first.get(item[0], len(first)))
-    return [panel for _, panel in ordered]
-
-
-def _figure_run(row: dict) -> dict:
-    """What a figure's manifest records of the run a panel shows."""
-    return {
-        "run_id": row["run_id"],
-        "attention": row_label(row),
-        "seed": row["seed"],
-        "config_sha256": row_config_sha256(row),
-        "git_commit": row["git_commit"],
-        "trained_at": ((row.get("train") or {}).get("started") or {}).get("git_commit"),
-    }
-
-
-def run_baselines(
-    spec, experiment, scale: str, data, work_dir: Path, results_dir: Path, rescore: bool
-) -> None:
-    """Score the experiment's baselines (``baselines:`` in its table config) unless their rows
-    exist (``--rescore`` scores them again): the table shows them beside the mappings. Each
-    baseline is a job like a training run: one writer at a time (`run_lock` on its own folder
-    under the work dir), and a second process finds it finished."""
-    for name in experiment.get("baselines") or []:
-        config = baselines.baseline_config(name)
-        label = baselines.baseline(name).label
-        key = job_key(experiment.name, scale, data.manifest["source"], label, config, 0)
-        folder = _run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
-        with run_lock(folder, f"{experiment.name} {label}"):
-            rows = load_rows(results_dir, spec.table)
-            done = finished_rows(rows, key, baselines.baseline_evaluations(name, experiment, data))
-            if done and not rescore:
-                print(
-                    f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",
-                    flush=True,
-                )
-                continue
-            rows = baselines.baseline_rows(
-                spec.table,
-                experiment,
-                scale,
-                name,
-                data,
-                uuid.uuid4().hex[:12],
-                provenance(),
-                results_dir=results_dir,
-            )
-            write_outputs(results_dir, spec, rows, again=rescore)
-        scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
-        print(f"[results] {experiment.name} {label}: {scores}", flush=True)
-
-
-@dataclass(frozen=True)
-class TableRun:
-    """One invocation of a table: what `run`'s steps share.
-
-    Attributes
-    ----------
-    spec : DictConfig
-        the table (configs/reproduce/<table>.yaml).
-    args : argparse.Namespace
-        the checked arguments (`parse_args`).
-    seeds : list of int
-        the seeds to train.
-    mappings : list of str
-        the mappings to train.
-    work_dir, results_dir : Path
-        where the runs and the rows go.
-    """
-
-    spec: DictConfig
-    args: argparse.Namespace
-    seeds: list[int]
-    mappings: list[str]
-    work_dir: Path
-    results_dir: Path
-
-    @property
-    def scale(self) -> str:
-        return self.args.scale
-
-    def rows(self) -> list[dict]:
-        """The table's raw rows as they are now."""
-        return load_rows(self.results_dir, self.spec.table)
-
-    def mappings_of(self, experiment) -> list[str]:
-        """The run's mappings that `experiment` trains (`config.experiment_mappings`)."""
-        return experiment_mappings(experiment, self.mappings)
-
-
-@dataclass(frozen=True)
-class MappingSetup:
-    """How one mapping of the table is trained.
-
-    Attributes
-    ----------
-    mapping : str
-        the mapping.
-    gamma : float or None
-        its temperature γ (None: its config's).
-    selection : dict or None
-        GAMMA=auto's record of the γ choice (`choose_gamma`).
-    overrides : list of str
-        every training run's extra overrides (--override's, then γ's).
-    """
-
-    mapping: str
-    gamma: float | None
-    selection: dict | None
-    overrides: list[str]
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -823,8 +193,8 @@ def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
 def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, float]:
     """Each job of the experiment, done (its rows exist) or to do with its estimated wall
     time, without training anything: a mapping whose γ has no recorded choice
-    (`_recorded_gamma_choice`) has its seeds to do after its grid, whose estimate is returned
-    apart.
+    (`gamma_select.planned_gamma`) has its seeds to do after its grid, whose estimate is
+    returned apart.
 
     Returns
     -------
@@ -837,67 +207,8 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
     evaluations = list(experiment_test_sets(experiment))
     jobs, grids = [], 0.0
     for mapping in table.mappings_of(experiment):
-        gamma, note = None, ""
-        if args.gamma == "auto" and mapping in GAMMA_MAPPINGS:
-            grid, extend, criterion, selection_seeds, select_epochs, _ = _selection_how(
-                table.spec, args, table.seeds
-            )
-            how = {"grid": grid, "criterion": criterion, "seeds": selection_seeds}
-            recorded = None
-            if not args.retrain:
-                recorded = _recorded_gamma_choice(
-                    rows,
-                    table.spec,
-                    experiment,
-                    table.scale,
-                    mapping,
-                    table.seeds,
-                    data,
-                    table.work_dir,
-                    args,
-                    how,
-                    extend,
-                )
-            if recorded is not None:
-                gamma = recorded[0]["chosen"]
-            else:
-                missing = [
-                    (g, seed)
-                    for g in grid
-                    for seed in selection_seeds
-                    if not (
-                        select_epochs
-                        and _selection_run_finished(
-                            _selection_dir(table, experiment, data, mapping, seed, g), select_epochs
-                        )
-                    )
-                ]
-                # this experiment's rows of the mapping (another experiment of the table
-                # chooses its own γ: inflection's entmax-output cell)
-                same_cell = [
-                    r for r in rows if (r["experiment"], r["mapping"]) == (experiment.name, mapping)
-                ]
-                note = (
-                    f"γ chosen on its grid first: {len(grid) * len(selection_seeds) - len(missing)}"
-                    f" of its {len(grid) * len(selection_seeds)} runs read from their logs, "
-                    f"{len(missing)} to train"
-                )
-                epochs = select_epochs or max(
-                    [r["train"].get("epochs") or 0 for r in same_cell] or [10]
-                )
-                grids += grid_seconds(rows, experiment.name, mapping, len(missing), epochs) or 0.0
-                # a choice recorded before the edge rule settled it: most likely the grid's
-                # again, so the jobs at it are counted as done (the run confirms it)
-                unsettled = [
-                    r["gamma_selection"]["chosen"]
-                    for r in same_cell
-                    if all((r.get("gamma_selection") or {}).get(k) == v for k, v in how.items())
-                ]
-                if unsettled:
-                    gamma = unsettled[-1]
-                    note += f" (recorded γ = {gamma:g}, to be confirmed)"
-        elif args.gamma not in (None, "auto") and mapping in GAMMA_MAPPINGS:
-            gamma = float(args.gamma)
+        gamma, note, grid = planned_gamma(table, experiment, data, mapping, rows)
+        grids += grid
         estimate = estimate_seconds(rows, experiment.name, mapping)
         for seed in table.seeds:
             done = False
@@ -905,7 +216,7 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
                 gamma is None and args.gamma == "auto" and mapping in GAMMA_MAPPINGS
             )
             if not tuned_without_choice:
-                run_dir = _run_dir(
+                run_dir = plan.run_dir(
                     table.work_dir,
                     table.spec,
                     experiment,
@@ -919,29 +230,15 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
                 extra = [*args.override] + (
                     [f"model.attention_gamma={gamma}"] if gamma is not None else []
                 )
-                key = _job_key(experiment, table.scale, data, mapping, seed, run_dir, extra, args)
+                key = training_job_key(
+                    experiment, table.scale, data, mapping, seed, run_dir, extra, args
+                )
                 finished = bool(finished_rows(rows, key, evaluations))
                 done = finished and not (args.rescore or args.retrain)
             jobs.append(
                 PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
             )
     return jobs, grids
-
-
-def _selection_dir(table: TableRun, experiment, data, mapping: str, seed: int, gamma) -> Path:
-    """The folder of a γ grid's selection run (`choose_gamma`'s, with --gamma-select-epochs)."""
-    run_dir = _run_dir(
-        table.work_dir,
-        table.spec,
-        experiment,
-        table.scale,
-        data,
-        mapping,
-        seed,
-        gamma,
-        table.args.dry_run,
-    )
-    return run_dir.with_name(f"{run_dir.name}-select{table.args.gamma_select_epochs}epochs")
 
 
 def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=None) -> None:
@@ -958,7 +255,7 @@ def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=No
         for seed in table.seeds:
             if progress is not None:
                 progress.start(experiment.name, mapping, seed)
-            export = _run_job(table, experiment, data, setup, seed)
+            export = run_job(table, experiment, data, setup, seed)
             if export is not None:
                 exports.append(export)
     _draw_attention_figure(table, experiment, exports)
@@ -991,126 +288,25 @@ def _mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str
     return MappingSetup(mapping, gamma, selection, overrides)
 
 
-def _run_job(
-    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int
-) -> Path | None:
-    """Train and score one seed of a mapping, unless its rows exist (--rescore, --retrain: run
-    it again).
-
-    Returns
-    -------
-    Path or None
-        The attention export of its first evaluation set when `seed` is the first seed (a
-        panel of the figure) and it has one.
-    """
-    args, mapping = table.args, setup.mapping
-    run_dir = _run_dir(
-        table.work_dir,
-        table.spec,
-        experiment,
-        table.scale,
-        data,
-        mapping,
-        seed,
-        setup.gamma,
-        args.dry_run,
-    )
-    key = _job_key(experiment, table.scale, data, mapping, seed, run_dir, setup.overrides, args)
-    first_seed = seed == table.seeds[0]
-    # one writer per run folder, held to the rows (run_lock): a second process waits here,
-    # then finds the job finished
-    with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
-        done = finished_rows(table.rows(), key, list(experiment_test_sets(experiment)))
-        if done and not (args.rescore or args.retrain):
-            print(
-                f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
-                f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
-                f"--retrain to run it again",
-                flush=True,
-            )
-            if first_seed and done[0].get("attention", {}).get("export"):
-                return Path(done[0]["attention"]["export"])
-            return None
-        model = _train_job(table, experiment, data, setup, seed, run_dir)
-        if model is None:  # another machine than the first: it scores
-            return None
-        rows = _score_job(table, experiment, data, setup, seed, model, run_dir)
-        return Path(rows[0]["attention"]["export"]) if first_seed else None
-
-
-def _train_job(
-    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, run_dir
-):
-    """Train one seed of a mapping (`train.train`), from scratch with --retrain.
-
-    Returns
-    -------
-    TrainedModel or None
-        The model; None on a machine other than the first of a multi-machine launch.
-    """
-    # a seed that chose γ was trained (or retrained) by choose_gamma: collect it, never train
-    # twice
-    chose_gamma = setup.selection is not None and seed in setup.selection["seeds"]
-    return _train_fresh(
-        experiment,
-        table.scale,
-        setup.mapping,
-        seed,
-        data,
-        run_dir,
-        setup.overrides,
-        table.args.retrain and not chose_gamma,
-        table.args.launch,
-    )
-
-
-def _score_job(
-    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, model, run_dir
-) -> list:
-    """Score a trained model on every evaluation set and write its rows (the table
-    regenerated).
-
-    Returns
-    -------
-    list of ResultRow
-        Its rows, one per evaluation set.
-    """
-    args = table.args
-    rows = result_rows(
-        table.spec.table,
-        experiment,
-        table.scale,
-        setup.mapping,
-        seed,
-        data,
-        model,
-        table.spec.decode,
-        run_dir / "decode",
-        uuid.uuid4().hex[:12],
-        results_dir=table.results_dir,
-        gamma_selection=setup.selection,
-        dry_run=args.dry_run.record(),
-    )
-    table_file = write_outputs(
-        table.results_dir, table.spec, rows, again=args.rescore or args.retrain
-    )
-    scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
-    print(f"[results] {setup.mapping} seed {seed}: {scores} -> {table_file}", flush=True)
-    return rows
-
-
 def _draw_attention_figure(table: TableRun, experiment, exports: list[Path]) -> None:
-    """The experiment's attention figure: one panel per mapping (`_figure_exports`), drawn
+    """The experiment's attention figure: one panel per mapping (`figures.figure_panels`), drawn
     when there is at least one."""
     args = table.args
-    panels = _figure_exports(
-        exports, table.rows(), experiment, table.scale, table.seeds[0], args, table.results_dir
+    panels = figure_panels(
+        exports,
+        table.rows(),
+        experiment,
+        table.scale,
+        table.seeds[0],
+        args.gamma,
+        args.dry_run.record(),
+        table.results_dir,
     )
     if panels:
         figure = plot_attention_figure(
             table.results_dir / "figures",
             f"{table.spec.table}_{experiment.name}_{table.scale}{args.dry_run.folder_suffix()}"
-            f"{_gamma_suffix(args.gamma)}_attention",
+            f"{gamma_suffix(args.gamma)}_attention",
             [path for path, _ in panels],
             runs=[run for _, run in panels],
         )

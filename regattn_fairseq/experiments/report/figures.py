@@ -1,5 +1,6 @@
-"""Attention figures of result rows: the sentences a figure may draw, kept beside the rows, and one
-sentence under every mapping of an experiment."""
+"""Attention figures of result rows: the sentences a figure may draw, kept beside the rows, one
+sentence under every mapping of an experiment, and which rows a table run's figure shows
+(`figure_panels`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 
 from regattn_fairseq.experiments.core.files import replacing, write_file
 from regattn_fairseq.experiments.core.labels import mapping_label
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
 from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
+from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label, split_current
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
 FIGURE_SENTENCES = 25
@@ -159,3 +162,87 @@ def plot_attention_figure(
     }
     write_file(manifest, json.dumps(record, indent=1) + "\n")
     return paths
+
+
+def gamma_suffix(gamma: str | None) -> str:
+    """The figure name's mark of how γ was set: none (each config's own), auto, or fixed."""
+    if gamma is None:
+        return ""
+    return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
+
+
+def figure_panels(
+    exports, rows, experiment, scale, seed, gamma, dry_run, results_dir
+) -> list[tuple[Path, dict]]:
+    """The attention of one figure's panels: this invocation's exports, then those of the
+    table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
+    table run one mapping per process gets one figure with every mapping, not a figure per
+    process each replacing the last.
+
+    Every such row whose export is on disk gets its figure sidecar (`keep_figure_sentences`,
+    committed with the results); a row whose export is gone (decoded on another machine) is
+    drawn from its sidecar.
+
+    Parameters
+    ----------
+    exports : list of Path
+        this invocation's exports (first evaluation set, first seed), one per mapping.
+    rows : list of dict
+        the table's raw rows.
+    seed : int
+        the first seed.
+    gamma : str or None
+        how the invocation set γ (--gamma: None, ``"auto"`` or a number).
+    dry_run : dict or None
+        the invocation's dry-run record (`DryRun.record`).
+    results_dir : Path
+        the results folder (its figure sidecars).
+
+    Returns
+    -------
+    list of (Path, dict)
+        per panel, this invocation's first, each cell once: the export or sidecar to draw and
+        the run it shows (`figure_run`).
+    """
+    fixed = None if gamma in (None, "auto") else float(gamma)
+    first_evaluation = next(iter(experiment_test_sets(experiment)))
+    shown, _ = split_current(rows)
+    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
+    for row in shown:
+        row_gamma = (
+            (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
+        )
+        same_setup = (
+            bool(row.get("gamma_selection")) == (gamma == "auto")
+            and (fixed is None or row_gamma == fixed)
+            and row["experiment"] == experiment.name
+            and row["scale"] == scale
+            and row.get("dry_run") == dry_run
+            and row["evaluation"] == first_evaluation
+            and row["seed"] == seed
+        )
+        if not same_setup:
+            continue
+        export = Path((row.get("attention") or {}).get("export") or "")
+        sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
+        if export.name and export.is_file():
+            keep_figure_sentences(export, sidecar)
+            panels[export] = (export, figure_run(row))
+        elif sidecar.is_file():
+            panels[export if export.name else sidecar] = (sidecar, figure_run(row))
+    # this invocation's exports first (their rows are among the shown ones); sorted is stable
+    first = {export: index for index, export in enumerate(exports)}
+    ordered = sorted(panels.items(), key=lambda item: first.get(item[0], len(first)))
+    return [panel for _, panel in ordered]
+
+
+def figure_run(row: dict) -> dict:
+    """What a figure's manifest records of the run a panel shows."""
+    return {
+        "run_id": row["run_id"],
+        "attention": row_label(row),
+        "seed": row["seed"],
+        "config_sha256": row_config_sha256(row),
+        "git_commit": row["git_commit"],
+        "trained_at": ((row.get("train") or {}).get("started") or {}).get("git_commit"),
+    }

@@ -133,6 +133,14 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
                 r for r in superseded if _section(r) == section and r["experiment"] == experiment
             ]
             lines += _experiment_table(spec, experiment, exp_rows, old, results_dir, history_cells)
+    lines += _notes_and_history(spec, rows, history_cells)
+    return "\n".join(lines) + "\n"
+
+
+def _notes_and_history(spec, rows: list[dict], history_cells: list[str]) -> list[str]:
+    """A table's end: its notes, the cells not shown above (`history_cells`) and every run,
+    oldest first."""
+    lines = []
     notes = list(spec.get("notes") or [])
     if notes:
         lines += ["## Notes", "", *(f"- {note}" for note in notes), ""]
@@ -162,7 +170,7 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
             f"{metrics} | {row['git_commit'][:10]}"
             f"{'+dirty' if row.get('git_dirty') else ''} | {row['run_id']} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _section(row: dict) -> tuple[str, str]:
@@ -180,7 +188,7 @@ def _gamma_tuning(row: dict) -> tuple | None:
 
 def _gamma_edge_note(selection: dict) -> str:
     """What a γ choice says about the optimum: the values tried beyond the grid's edge (the
-    edge rule of `reproduce.choose_gamma`), and whether the choice is still at the edge of
+    edge rule of `gamma_select.choose_gamma`), and whether the choice is still at the edge of
     everything tried, where the best γ may lie beyond it."""
     extended = selection.get("extended") or []
     tried = [*selection["grid"], *extended]

@@ -11,7 +11,18 @@ from omegaconf import OmegaConf
 from regattn import mappings
 from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.pipelines import (
+    gamma_edge,
+    gamma_select,
+    plan,
+    reproduce,
+    table_jobs,
+)
+from regattn_fairseq.experiments.report.figures import (
+    figure_panels,
+    figure_sidecar_name,
+    gamma_suffix,
+)
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
@@ -39,7 +50,7 @@ def test_every_discrete_mapping_of_a_table_has_its_gamma_tuned(table):
             continue
         attention = OmegaConf.load(REPO_ROOT / "configs" / "attention" / f"{mapping}.yaml")
         assert "gamma" in mappings.parameters_of(attention.attention), mapping
-        assert mapping in reproduce.GAMMA_MAPPINGS, mapping
+        assert mapping in gamma_select.GAMMA_MAPPINGS, mapping
 
 
 def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeypatch):
@@ -73,13 +84,11 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
         )
 
     for gamma in (1.0, 4.0):
-        run_dir = reproduce._run_dir(
-            tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma
-        )
+        run_dir = plan.run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
         (run_dir / "checkpoints").mkdir(parents=True)
         (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
-    monkeypatch.setattr(reproduce, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    monkeypatch.setattr(table_jobs, "train", fake_train)
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
     assert trained == [1.0, 4.0]
@@ -159,8 +168,8 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    monkeypatch.setattr(table_jobs, "train", fake_train)
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
     )
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
@@ -171,7 +180,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     # same choice, recorded the same way as `first` with seeds 1, 2, 3
     trained.clear()
     args.gamma_seeds = reproduce.parse_args([*argv, "--gamma-seeds", "1"]).gamma_seeds
-    assert reproduce.choose_gamma(
+    assert gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [2], data, tmp_path, args
     ) == {**selection}
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
@@ -212,7 +221,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
         ]
     )
     folders = {
-        gamma: reproduce._run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
+        gamma: plan.run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", 1, gamma)
         for gamma in (1.0, 4.0, 16.0)
     }
     folders = {g: d.with_name(f"{d.name}-select3epochs") for g, d in folders.items()}
@@ -224,8 +233,8 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
         trained.append((run_dir, extra[-2:]))
         _selection_log(run_dir, [2.8, 1.75, 1.5] if "=4.0" in extra[-3] else [3.0, 2.6, 2.4])
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    monkeypatch.setattr(table_jobs, "train", fake_train)
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
     )
     assert [run_dir for run_dir, _ in trained] == [folders[4.0], folders[16.0]]
@@ -235,7 +244,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
     # --retrain trains every grid run again, finished or not
     trained.clear()
     args.retrain = True
-    reproduce.choose_gamma(spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args)
+    gamma_select.choose_gamma(spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args)
     assert len(trained) == 3
 
 
@@ -252,11 +261,11 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
         raise AssertionError("--gamma-select-only scored or trained beyond the grid")
 
     data = type("Prepared", (), {"manifest": {"source": "offline", "evaluations": {}}})()
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
     monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
     monkeypatch.setattr(reproduce, "run_baselines", never)
-    monkeypatch.setattr(reproduce, "_run_job", never)
+    monkeypatch.setattr(reproduce, "run_job", never)
     argv = ["inflection", "--scale", "smoke", "--mappings", "sparsemax", "entmax15"]
     argv += ["--seeds", "1,2", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds"]
     argv += ["first", "--gamma-select-epochs", "1", "--gamma-select-only"]
@@ -276,13 +285,11 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
 
 def _finished_rows_at(spec, experiment, data, args, tmp_path, seed, gamma, selection):
     """The rows a finished job at γ would have left, recording ``selection``."""
-    run_dir = reproduce._run_dir(
-        tmp_path, spec, experiment, "smoke", data, "sparsemax", seed, gamma
-    )
+    run_dir = plan.run_dir(tmp_path, spec, experiment, "smoke", data, "sparsemax", seed, gamma)
     extra = [*args.override, f"model.attention_gamma={gamma}"]
     settings = runs.compose_settings(
         experiment.train_config,
-        reproduce._train_overrides(experiment, "smoke", data, "sparsemax", seed, run_dir, extra),
+        table_jobs.train_overrides(experiment, "smoke", data, "sparsemax", seed, run_dir, extra),
     )
     return [
         {
@@ -328,7 +335,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "train.log").write_text(json.dumps({"epoch": 1, "valid_loss": 1.0}) + "\n")
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
+    monkeypatch.setattr(table_jobs, "train", fake_train)
     recorded = {
         "grid": [1.0, 4.0],
         "criterion": "best validation loss (min of valid_loss over epochs), mean over seeds",
@@ -339,7 +346,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
 
     def choose(rows):
         trained.clear()
-        return reproduce.choose_gamma(
+        return gamma_select.choose_gamma(
             spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args, rows
         )
 
@@ -387,6 +394,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     experiment = spec.experiments[0]
     evaluation = next(iter(experiment_test_sets(experiment)))
     args = reproduce.parse_args(["inflection", "--scale", "smoke", "--gamma", "auto"])
+    dry = args.dry_run.record()
     results = tmp_path / "results"
 
     def row(mapping, gamma, tuned, exists=True):
@@ -409,7 +417,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         }
 
     def sidecar(run_id):
-        return results / reproduce.figure_sidecar_name(run_id, evaluation)
+        return results / figure_sidecar_name(run_id, evaluation)
 
     rows = [
         row("softmax", 4.0, True),
@@ -418,7 +426,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         row("entmax15", 16.0, True),
     ]
     own = [tmp_path / "entmax1516.0.jsonl"]
-    panels = reproduce._figure_exports(own, rows, experiment, "small", 1, args, results)
+    panels = figure_panels(own, rows, experiment, "small", 1, args.gamma, dry, results)
     assert [path for path, _ in panels] == [
         tmp_path / "entmax1516.0.jsonl",
         tmp_path / "softmax4.0.jsonl",
@@ -440,12 +448,12 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     # on another machine every export is gone: the figure is drawn from the sidecars
     for path in tmp_path.glob("*.jsonl"):
         path.unlink()
-    panels = reproduce._figure_exports([], rows, experiment, "small", 1, args, results)
+    panels = figure_panels([], rows, experiment, "small", 1, args.gamma, dry, results)
     assert [path for path, _ in panels] == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
     assert [run["run_id"] for _, run in panels] == ["softmax4.0", "entmax1516.0"]
     assert sidecar("softmax4.0").read_bytes() == first
-    assert reproduce._gamma_suffix("auto") == "_gamma-auto"
-    assert reproduce._gamma_suffix("1") == "_gamma1.0" and reproduce._gamma_suffix(None) == ""
+    assert gamma_suffix("auto") == "_gamma-auto"
+    assert gamma_suffix("1") == "_gamma1.0" and gamma_suffix(None) == ""
 
 
 def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
@@ -503,8 +511,8 @@ def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
         trained.append(gamma)
         _selection_log(run_dir, [losses[gamma]])
 
-    monkeypatch.setattr(reproduce, "train", fake_train)
-    selection = reproduce.choose_gamma(
+    monkeypatch.setattr(table_jobs, "train", fake_train)
+    selection = gamma_select.choose_gamma(
         spec, experiment, "smoke", "sparsemax", [1, 2], data, tmp_path, args, rows
     )
     return selection, trained
@@ -534,7 +542,7 @@ def test_a_choice_at_the_grid_edge_extends_the_grid_while_the_edge_wins(tmp_path
     selection, trained = _edge_rule_run(tmp_path / "tie", monkeypatch, losses)
     assert trained == [1.0, 4.0, 0.25] and selection["chosen"] == 1.0
     interior = {"1.0": 2, "4.0": 1, "16.0": 3}
-    assert reproduce._gamma_beyond_edge([1.0, 4.0, 16.0], [], interior, 2) is None
+    assert gamma_edge.gamma_beyond_edge([1.0, 4.0, 16.0], [], interior, 2) is None
 
 
 def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_path, monkeypatch):
@@ -570,7 +578,7 @@ def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_pat
     assert _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows) == (selection, [])
     rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 1.0, inside)
     assert _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows) == (inside, [])
-    assert reproduce._selection_settled(at_edge, 0)
-    assert not reproduce._selection_settled(at_edge, 2)
+    assert gamma_edge.selection_settled(at_edge, 0)
+    assert not gamma_edge.selection_settled(at_edge, 2)
     # a record whose extension the rule would not make (another cap) is not this choice
-    assert not reproduce._selection_settled(selection, 1)
+    assert not gamma_edge.selection_settled(selection, 1)

@@ -3,11 +3,11 @@
 import pytest
 
 from regattn_fairseq.experiments.core.paths import RESULTS_DIR
-from regattn_fairseq.experiments.pipelines.grid_logs import restore, selection_run_dir
-from regattn_fairseq.experiments.pipelines.reproduce import (
+from regattn_fairseq.experiments.pipelines.gamma_select import (
     _selection_curve,
     _selection_run_finished,
 )
+from regattn_fairseq.experiments.pipelines.grid_logs import restore, selection_run_dir
 
 GRIDS = RESULTS_DIR / "gamma_grids"
 

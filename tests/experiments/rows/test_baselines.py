@@ -10,7 +10,7 @@ from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data.builders.inflection import encode_source
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import prepared_gold
-from regattn_fairseq.experiments.pipelines import reproduce
+from regattn_fairseq.experiments.pipelines import reproduce, table_jobs
 from regattn_fairseq.experiments.rows import baselines
 from regattn_fairseq.experiments.rows.store import load_rows
 from regattn_fairseq.experiments.score.metrics import metric
@@ -125,7 +125,7 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
             "baselines": ["lead"],
         }
     )
-    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
+    table_jobs.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     rows = load_rows(results_dir, "table2")
     assert [r["evaluation"] for r in rows] == ["gigaword", "duc2004"]
     giga = rows[0]
@@ -134,19 +134,19 @@ def test_baseline_rows_are_scored_like_systems_and_skipped_once_finished(tmp_pat
     assert giga["baseline"]["settings"]["words_chosen_on_validation"] == 3
     assert giga["signature"] and giga["items"] and giga["seed"] == 0
     assert "baseline: lead" in (results_dir / "table2.md").read_text()
-    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
+    table_jobs.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     assert len(load_rows(results_dir, "table2")) == 2
     assert "[skip] summarization baseline: lead" in capsys.readouterr().out
-    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=True)
+    table_jobs.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=True)
     assert len(load_rows(results_dir, "table2")) == 4
     # DUC's lead with its digits: a row of its own, on the set the models read digit-masked
     # only, and finished once it has that row
     experiment.baselines.append("lead_digits_kept")
-    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
+    table_jobs.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     rows = load_rows(results_dir, "table2")
     [kept] = [r for r in rows if r["mapping"] == "baseline: lead, digits kept"]
     assert kept["evaluation"] == "duc2004" and kept["metrics"]["rouge1"] < 100.0
-    reproduce.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
+    table_jobs.run_baselines(spec, experiment, "small", data, work, results_dir, rescore=False)
     assert len(load_rows(results_dir, "table2")) == 5
     assert "[skip] summarization baseline: lead, digits kept" in capsys.readouterr().out
 

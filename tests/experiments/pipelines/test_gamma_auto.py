@@ -272,9 +272,11 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
     argv += ["--gamma-grid-extend", "0"]
     argv += ["--work-dir", str(tmp_path), "--results-dir", str(tmp_path / "results")]
     reproduce.run(argv)
+    # medium's two mappings, then the sparse-output experiment's 1.5-entmax (its own γ; it
+    # has no sparsemax cell)
     assert [(m, seed, gamma) for m, seed, _, gamma in trained] == [
         (mapping, 1, f"model.attention_gamma={gamma}")
-        for mapping in ("sparsemax", "entmax15")
+        for mapping in ("sparsemax", "entmax15", "entmax15")
         for gamma in (1.0, 4.0)
     ]
     assert {folder for _, _, folder, _ in trained} == {"seed1-select1epochs"}

@@ -3,7 +3,7 @@ the table's recipe, prints its plan before any training (jobs done and to do, CP
 from the committed rows' wall times), finds every committed cell done, and prints a progress
 line per job."""
 
-import shutil
+import json
 
 import pytest
 
@@ -46,12 +46,20 @@ def test_an_unknown_recipe_key_is_refused():
 
 def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatch, capsys):
     """`make reproduce-table2` on a fresh clone: with no variables, every committed cell's
-    job is found done from the committed rows, and only the cells not committed are left (the
-    attention-free control, until its rows land). Nothing is trained: the data stand-in has
-    the committed rows' source, and any training or scoring would fail the test."""
+    job is found done from the committed rows, and only the jobs not committed are left (here
+    the attention-free control's seed 3, whose rows the copy leaves out). Nothing is trained:
+    the data stand-in has the committed rows' source, and any training or scoring would fail
+    the test."""
     results = tmp_path / "results"
     (results / "raw").mkdir(parents=True)
-    shutil.copy(RESULTS_DIR / "raw" / "table2.jsonl", results / "raw" / "table2.jsonl")
+    committed = (RESULTS_DIR / "raw" / "table2.jsonl").read_text().splitlines()
+    kept = [
+        line
+        for line in committed
+        if (json.loads(line)["mapping"], json.loads(line)["seed"]) != ("uniform", 3)
+    ]
+    assert len(kept) < len(committed)  # the committed control has a seed 3 to leave out
+    (results / "raw" / "table2.jsonl").write_text("\n".join(kept) + "\n")
     data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
 
     def never(*args, **kwargs):
@@ -73,9 +81,9 @@ def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatc
     }
     for mapping in ("softmax", "sparsemax", "fusedmax", "oscarmax", "sq_pnorm_max"):
         assert lines[mapping].endswith(f"{mapping}: seeds 1,2,3 done"), lines[mapping]
-    assert "seeds 1,2,3 to do (~" in lines["uniform"]
+    assert "seeds 1,2 done; seeds 3 to do (~" in lines["uniform"]
     total = next(line for line in out.splitlines() if line.startswith("[plan] table2"))
-    assert "18 jobs, 15 done, 3 to do; estimated" in total and "CPU-hours left" in total
+    assert "18 jobs, 17 done, 1 to do; estimated" in total and "CPU-hours left" in total
 
 
 def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(capsys):

@@ -367,15 +367,5 @@ def _read_from_log(table: TableRun, experiment, data, mapping, seed, gamma, epoc
     selection run (`epochs`) whose log holds its last epoch."""
     if not epochs:
         return False
-    run_dir = plan.run_dir(
-        table.work_dir,
-        table.spec,
-        experiment,
-        table.scale,
-        data,
-        mapping,
-        seed,
-        gamma,
-        table.args.dry_run,
-    )
+    run_dir = table.run_dir(experiment, data, mapping, seed, gamma)
     return _selection_run_finished(_selection_dir(run_dir, epochs), epochs)

@@ -257,6 +257,20 @@ class TableRun:
         """The table's raw rows as they are now."""
         return load_rows(self.results_dir, self.spec.table)
 
+    def run_dir(self, experiment, data, mapping: str, seed: int, gamma=None) -> Path:
+        """The folder of one of this run's jobs (`run_dir`)."""
+        return run_dir(
+            self.work_dir,
+            self.spec,
+            experiment,
+            self.scale,
+            data,
+            mapping,
+            seed,
+            gamma,
+            self.args.dry_run,
+        )
+
     def mappings_of(self, experiment) -> list[str]:
         """The run's mappings that `experiment` trains (`config.experiment_mappings`)."""
         return experiment_mappings(experiment, self.mappings)

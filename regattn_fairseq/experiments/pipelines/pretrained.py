@@ -38,7 +38,6 @@ from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     estimate_seconds,
     grid_seconds,
-    run_dir,
 )
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows.keys import config_sha256, finished_rows, job_key
@@ -141,17 +140,7 @@ def check_mapping(experiment, scale: str, mapping: str, gamma) -> None:
 def _job(table, experiment, data: PreparedData, mapping: str, seed: int, gamma, select=False):
     """(settings, run folder, key) of one fine-tuning job."""
     settings = settings_for(experiment, table.scale, mapping, seed, gamma, select)
-    folder = run_dir(
-        table.work_dir,
-        table.spec,
-        experiment,
-        table.scale,
-        data,
-        mapping,
-        seed,
-        gamma,
-        table.args.dry_run,
-    )
+    folder = table.run_dir(experiment, data, mapping, seed, gamma)
     if select:
         folder = folder.with_name(f"{folder.name}-select")
     key = job_key(

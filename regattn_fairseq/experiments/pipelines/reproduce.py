@@ -22,7 +22,7 @@ from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import plan, pretrained
+from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_table_arguments,
     settle_table_arguments,
@@ -216,17 +216,7 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
                 gamma is None and args.gamma == "auto" and mapping in GAMMA_MAPPINGS
             )
             if not tuned_without_choice:
-                run_dir = plan.run_dir(
-                    table.work_dir,
-                    table.spec,
-                    experiment,
-                    table.scale,
-                    data,
-                    mapping,
-                    seed,
-                    gamma,
-                    args.dry_run,
-                )
+                run_dir = table.run_dir(experiment, data, mapping, seed, gamma)
                 extra = [*args.override] + (
                     [f"model.attention_gamma={gamma}"] if gamma is not None else []
                 )

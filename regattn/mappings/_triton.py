@@ -149,6 +149,15 @@ def _pow(v, e):
 
 
 @triton.jit
+def _search_step(bisected):
+    """Marks one step of a threshold search; `bisected` is True for the rows whose step was a
+    bisection. It compiles to nothing: the interpreter run of bench/bench_kernel_passes.py
+    replaces it to count the steps (regattn_bench.kernel_passes).
+    """
+    pass
+
+
+@triton.jit
 def _read_row(X, M, ERR, row, d, gamma, limit, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
     """Loads row `row`, validates it (error code to ERR[row]) and returns (offs, inb, valid, z,
     n): z = (x - max) / gamma on the valid positions (unmasked, not -inf), 0 elsewhere; valid
@@ -181,6 +190,7 @@ def _project_simplex(z, valid, ITERS: tl.constexpr):
     lo = tl.sum(z * 0.0, axis=0) + tl.where(top > float("-inf"), top, 0.0) - 1.0
     hi = lo + 1.0
     for _ in range(ITERS):  # mass(lo) >= 1 > mass(hi)
+        _search_step(True)
         tau = (lo + hi) * 0.5
         mass = tl.sum(tl.where(valid, tl.maximum(z - tau, 0.0), 0.0), axis=0)
         lo = tl.where(mass >= 1.0, tau, lo)
@@ -188,6 +198,7 @@ def _project_simplex(z, valid, ITERS: tl.constexpr):
     # Michelot: from S = {z > lo}, a superset of the support, tau_S <= tau and S shrinks
     tau = lo
     for _ in range(4):
+        _search_step(False)
         s = valid & (z > tau)
         k = tl.sum(s.to(z.dtype), axis=0)
         tau = tl.where(k > 0, (tl.sum(tl.where(s, z, 0.0), axis=0) - 1.0) / k, tau)
@@ -229,6 +240,7 @@ def _entmax15_fwd(
     lo = tl.sum(z * 0.0, axis=0) - 1.0
     hi = lo + 1.0
     for _ in range(ITERS):
+        _search_step(True)
         tau = (lo + hi) * 0.5
         v = tl.where(valid, tl.maximum(z - tau, 0.0), 0.0)
         mass = tl.sum(v * v, axis=0)
@@ -236,6 +248,7 @@ def _entmax15_fwd(
         hi = tl.where(mass >= 1.0, hi, tau)
     tau = lo
     for _ in range(3):  # exact finish on S: sum_S (z - tau)^2 = 1
+        _search_step(False)
         s = valid & (z > tau)
         k = tl.sum(s.to(z.dtype), axis=0)
         kk = tl.where(k > 0, k, 1.0)
@@ -266,6 +279,7 @@ def _entmax_fwd(
     lo = tl.sum(z * 0.0, axis=0) - 1.0
     hi = -_pow(nn, -am1)
     for _ in range(ITERS):
+        _search_step(True)
         tau = (lo + hi) * 0.5
         mass = tl.sum(tl.where(valid, _pow(tl.maximum(z - tau, 0.0), inv), 0.0), axis=0)
         lo = tl.where(mass >= 1.0, tau, lo)
@@ -287,6 +301,7 @@ def _pnorm_fwd(
     lo = tl.sum(z * 0.0, axis=0) - gamma
     hi = lo + gamma
     for _ in range(ITERS):
+        _search_step(True)
         tau = (lo + hi) * 0.5
         u = tl.where(valid, _pow(tl.maximum(z - tau, 0.0), q), 0.0)
         scale = tl.max(u, axis=0)

@@ -139,8 +139,9 @@ def _params(like: torch.Tensor, *values: float) -> torch.Tensor:
 MULTI_ROW_MAX_BLOCK = 128
 PROGRAM_ELEMENTS = 1024
 # The threshold searches take pure Newton (Halley) steps first, then alternate them with
-# bisection (see _safeguard): 12 covers the usual climbs (measured on random rows up to
-# d = 4096: at most 9, see results/bench/row_kernel_passes.md)
+# bisection (see _safeguard): 12 covers the usual climbs (sparsemax's and 1.5-entmax's steps
+# on N(0, s^2) rows, s = 0.5 to 10, d up to 4096, simulated in numpy: at most 9; on the pass
+# table's rows, results/bench/row_kernel_passes.md: at most 5)
 NEWTON_STEPS = 12
 
 
@@ -337,8 +338,8 @@ def _simplex_threshold(
         above = sz - tau * k >= 1.0
         hit = above & (newton <= zmin) & (k > 0)
         nxt, lo, hi, bisected = _safeguard(tau, above, newton, lo, hi, step, NEWTON)
-        _search_step(bisected & ~done)
         stop = done | hit | (k == 0) | (nxt == tau)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
         tau = tl.where(done, tau, tl.where(hit, newton, tl.where(stop, tau, nxt)))
         exact = exact | (hit & ~done) | (k == 0)
         done = stop
@@ -437,8 +438,8 @@ def _entmax15_fwd(
         hit = above & (delta >= 0) & (t <= dmin) & (k > 0)
         newton = tau + (s2 - 1.0) / (2.0 * tl.where(s1 > 0, s1, 1.0))
         nxt, lo, hi, bisected = _safeguard(tau, above, newton, lo, hi, step, NEWTON)
-        _search_step(bisected & ~done)
         stop = done | hit | (k == 0) | (nxt == tau)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
         tau = tl.where(done, tau, tl.where(hit, tau + t, tl.where(stop, tau, nxt)))
         exact = exact | (hit & ~done) | (k == 0)
         done = stop
@@ -511,8 +512,8 @@ def _entmax_fwd(
         halley = 2.0 * d1 * d1 - f * d2
         newton = tl.where(halley > 0, tau - 2.0 * f * d1 / halley, tau - f / d1)
         nxt, lo, hi, bisected = _safeguard(tau, f > 0, newton, lo, hi, step, NEWTON)
-        _search_step(bisected & ~done)
         stop = done | converged | (s_q == 0) | (nxt == tau)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
         tau = tl.where(stop, tau, nxt)
         done = stop
         step += 1
@@ -579,8 +580,8 @@ def _pnorm_fwd(
         # a step where phi does not decrease is no step: lo is outside the open bracket
         newton = tl.where(dphi < 0, newton, lo)
         nxt, lo, hi, bisected = _safeguard(tau, phi > 0, newton, lo, hi, step, NEWTON)
-        _search_step(bisected & ~done)
         stop = done | converged | empty | (nxt == tau) | ~(hi > lo)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
         tau = tl.where(stop, tau, nxt)
         done = stop
         step += 1

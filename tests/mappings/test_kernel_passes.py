@@ -3,6 +3,7 @@ counts are known by construction: elements read and written (masked lanes exclud
 reductions over a row axis (not over tl.sort-sized axes of 2), threshold-search steps and
 bisections, per program and per launch; and the table it writes from the real kernels."""
 
+import json
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -69,3 +70,23 @@ def test_summary_of_a_real_kernel_is_per_row_in_units_of_d():
     # the backward reads y and the cotangent and writes the product
     assert 2 <= bwd["reads_per_row_d"]["median"] < 2.5 and bwd["steps"]["worst"] == 0
     assert fwd["steps"]["worst"] >= 1 and fwd["reductions"]["worst"] > fwd["steps"]["worst"]
+
+
+def test_table_shows_the_before_run_beside_the_latest(tmp_path, monkeypatch):
+    x = torch.randn(2, 20, dtype=torch.float64)
+    small = {
+        "sparsemax": {
+            "tests": kernel_passes.summarize(
+                kernel_passes.count_mapping("sparsemax", {}, [(x, None)])
+            )
+        }
+    }
+    monkeypatch.setattr(kernel_passes, "measure", lambda: small)
+    for label in ("before", "after", "again"):
+        kernel_passes.main(["--label", label, "--out-dir", str(tmp_path)])
+    table = (tmp_path / "row_kernel_passes.md").read_text()
+    assert table.count("## before:") == 1 and table.count("## again:") == 1
+    assert "## after:" not in table and "| sparsemax | tests | `_sparsemax_fwd` |" in table
+    runs = json.loads((tmp_path / "row_kernel_passes.json").read_text())["runs"]
+    assert [r["label"] for r in runs] == ["before", "after", "again"]
+    assert all(r["env"]["git_commit"] and r["triton"] for r in runs)

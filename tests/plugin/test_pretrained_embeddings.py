@@ -247,14 +247,15 @@ def test_record_beside_the_checkpoints_of_a_composed_config(tmp_path):
 
 def test_result_rows_copy_the_record(tmp_path, monkeypatch):
     from regattn_fairseq.experiments.data.prepare import PreparedData
-    from regattn_fairseq.experiments.rows import build
+    from regattn_fairseq.experiments.pipelines import jobs
+    from regattn_fairseq.experiments.rows.job import Job
     from regattn_fairseq.experiments.train import train as runs
 
-    monkeypatch.setattr(runs, "provenance", lambda: {})
-    monkeypatch.setattr(build.tracking, "log_results", lambda *args: None)
-    monkeypatch.setattr(build.checksums, "verify", lambda prepared, content=True: "f")
+    monkeypatch.setattr(jobs, "provenance", lambda: {})
+    monkeypatch.setattr(jobs.tracking, "log_results", lambda *args: None)
+    monkeypatch.setattr(jobs.checksums, "verify", lambda prepared, content=True: "f")
     monkeypatch.setattr(
-        build,
+        jobs,
         "evaluate",
         lambda *args: {"metrics": {"accuracy": 50.0}, "decode_wall_s": 0.0, "attention": {}},
     )
@@ -272,12 +273,10 @@ def test_result_rows_copy_the_record(tmp_path, monkeypatch):
         tmp_path, {"source": "offline", "variant": "v", "description": "d", "inputs": {}}
     )
     experiment = OmegaConf.create({"name": "snli", "test_sets": ["snli"]})
+    job = Job(experiment, "small", prepared, "softmax", 1, tmp_path, (), ("snli",), "snli")
 
     def rows():
-        return build.result_rows(
-            "table1", experiment, "small", "softmax", 1, prepared, model,
-            OmegaConf.create({"beam": 1}), tmp_path, "run",
-        )  # fmt: skip
+        return jobs.score_model(job, model, "table1", OmegaConf.create({"beam": 1}), None)
 
     assert "pretrained_embeddings" not in rows()[0]["train"]  # no vectors: rows as before
     records = [{"side": "word", "path": "glove-6b-50d", "types_share": 0.9}]

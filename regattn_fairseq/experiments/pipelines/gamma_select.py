@@ -12,18 +12,20 @@ training the grid again (`choose_gamma`). The plan reads the same records withou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from regattn import mappings
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.run_lock import run_lock
-from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import plan
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
 from regattn_fairseq.experiments.pipelines.plan import TableRun, grid_seconds
-from regattn_fairseq.experiments.pipelines.table_jobs import train_fresh, training_job_key
-from regattn_fairseq.experiments.rows.keys import finished_rows
+from regattn_fairseq.experiments.pipelines.table_jobs import (
+    fairseq_job,
+    gamma_overrides,
+    train_fresh,
+)
 from regattn_fairseq.experiments.train.train import learning_curve
 
 # the table mappings that take a temperature γ (model.attention_gamma), from the mappings'
@@ -146,32 +148,42 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
 
 def _selection_loss(experiment, scale, mapping, seed, gamma, data, run_dir, args, how) -> float:
     """The best validation loss of one grid run of the choice in `run_dir`, trained there
-    (`table_jobs.train_fresh`) unless it is a shortened selection run whose log holds its
-    last epoch.
+    (`table_jobs.train_fresh` of its job) unless it is a shortened selection run whose log
+    holds its last epoch.
 
     Raises
     ------
     ReproError
         the run's log holds no validation loss.
     """
-    extra = [*args.override, f"model.attention_gamma={gamma}", *how.overrides]
-    what = f"{experiment.name} {mapping} γ={gamma} seed {seed}"
+    extra = [*gamma_overrides(args.override, gamma), *how.overrides]
+    job = fairseq_job(
+        experiment,
+        scale,
+        data,
+        mapping,
+        seed,
+        run_dir,
+        extra,
+        args.dry_run,
+        gamma,
+        writes_rows=False,
+    )
+    job = replace(job, label=f"{experiment.name} {mapping} γ={gamma} seed {seed}")
     # Only the validation losses of a shortened selection run are used: once its log holds
     # its last epoch's, it is not trained again, whether or not its checkpoints are here
     # (deleted, or the run made on another machine).
     if how.epochs and not args.retrain and _selection_run_finished(run_dir, how.epochs):
         print(
-            f"[gamma] {what}: its {how.epochs} epochs are in {run_dir / 'train.log'}; not "
+            f"[gamma] {job.label}: its {how.epochs} epochs are in {run_dir / 'train.log'}; not "
             "trained again",
             flush=True,
         )
     else:
         # Otherwise through fairseq: a finished run stops at once, an interrupted one resumes
         # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
-        with run_lock(run_dir, what):
-            train_fresh(
-                experiment, scale, mapping, seed, data, run_dir, extra, args.retrain, args.launch
-            )
+        with run_lock(job.run_dir, job.label):
+            train_fresh(job, args.retrain, args.launch)
     # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
     # valid_best_loss only from the second validation on)
     curve = _selection_curve(run_dir)
@@ -286,9 +298,11 @@ def _recorded_gamma_choice(
             gamma,
             args.dry_run,
         )
-        extra = [*args.override, f"model.attention_gamma={gamma}"]
-        key = training_job_key(experiment, scale, data, mapping, row["seed"], run_dir, extra, args)
-        if finished_rows(rows, key, list(experiment_test_sets(experiment))):
+        extra = gamma_overrides(args.override, gamma)
+        job = fairseq_job(
+            experiment, scale, data, mapping, row["seed"], run_dir, extra, args.dry_run, gamma
+        )
+        if job.finished(rows):
             return selection, row["run_id"]
     return None
 

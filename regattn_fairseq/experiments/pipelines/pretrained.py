@@ -34,14 +34,17 @@ from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid
+from regattn_fairseq.experiments.pipelines.jobs import run_job
 from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     estimate_seconds,
     grid_seconds,
 )
-from regattn_fairseq.experiments.report.views import write_outputs
-from regattn_fairseq.experiments.rows.keys import config_sha256, finished_rows, job_key
-from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
+from regattn_fairseq.experiments.pipelines.table_jobs import table_outputs
+from regattn_fairseq.experiments.rows.build import Scored, job_rows
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.keys import job_key
+from regattn_fairseq.experiments.rows.schema import ResultRow
 from regattn_fairseq.experiments.score.hf_classify import classify
 from regattn_fairseq.experiments.score.significance import write_items
 from regattn_fairseq.experiments.train.hf_finetune import (
@@ -137,12 +140,15 @@ def check_mapping(experiment, scale: str, mapping: str, gamma) -> None:
         raise UsageError(f"{experiment.name} {mapping}: {error}") from None
 
 
-def _job(table, experiment, data: PreparedData, mapping: str, seed: int, gamma, select=False):
-    """(settings, run folder, key) of one fine-tuning job."""
-    settings = settings_for(experiment, table.scale, mapping, seed, gamma, select)
+def _job(table, experiment, data: PreparedData, mapping, seed, gamma, selection=None, select=False):
+    """One fine-tuning job (a short γ-selection run with `select`, in a folder of its own)."""
     folder = table.run_dir(experiment, data, mapping, seed, gamma)
+    label = f"{experiment.name} {mapping} seed {seed}"
     if select:
         folder = folder.with_name(f"{folder.name}-select")
+        label = f"{experiment.name} {mapping} γ={gamma} seed {seed}"
+    settings = settings_for(experiment, table.scale, mapping, seed, gamma, select)
+    dry_run = table.args.dry_run.record()
     key = job_key(
         experiment.name,
         table.scale,
@@ -150,9 +156,27 @@ def _job(table, experiment, data: PreparedData, mapping: str, seed: int, gamma, 
         mapping,
         settings.record(),
         seed,
-        table.args.dry_run.record(),
+        dry_run,
     )
-    return settings, folder, key
+    return Job(
+        experiment=experiment,
+        scale=table.scale,
+        data=data,
+        mapping=mapping,
+        seed=seed,
+        run_dir=folder,
+        key=key,
+        evaluations=tuple(experiment_test_sets(experiment)),
+        label=label,
+        gamma=gamma,
+        gamma_selection=selection,
+        dry_run=dry_run,
+    )
+
+
+def _settings(job: Job, select: bool = False) -> FineTuneSettings:
+    """The job's fine-tuning settings (`settings_for`)."""
+    return settings_for(job.experiment, job.scale, job.mapping, job.seed, job.gamma, select)
 
 
 def _grid(table) -> tuple[list[float], int]:
@@ -182,9 +206,11 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
     def validation_loss(gamma: float) -> float:
         losses = []
         for seed in seeds:
-            settings, folder, _ = _job(table, experiment, data, mapping, seed, gamma, select=True)
-            with run_lock(folder, f"{experiment.name} {mapping} γ={gamma} seed {seed}"):
-                run = fine_tune(settings, model_path, train, valid, folder, progress=_say)
+            job = _job(table, experiment, data, mapping, seed, gamma, select=True)
+            with run_lock(job.run_dir, job.label):
+                run = fine_tune(
+                    _settings(job, select=True), model_path, train, valid, job.run_dir, _say
+                )
             losses.append(run.curve["best_valid_loss"])
         return round(sum(losses) / len(losses), 4)
 
@@ -252,7 +278,7 @@ def _train_size(data: PreparedData) -> int:
 def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
     """Each job of the experiment, done or to do (`reproduce._plan_jobs`' counterpart), and
     the estimated seconds of the γ grids left."""
-    rows, evaluations = table.rows(), list(experiment_test_sets(experiment))
+    rows = table.rows()
     jobs, grids = [], 0.0
     for mapping in table.mappings_of(experiment):
         gamma, _ = gamma_of(table, experiment, data, mapping, choose=False)
@@ -270,10 +296,8 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
         for seed in table.seeds:
             done = False
             if gamma is not None or mapping not in GAMMA_MAPPINGS or not table.args.gamma:
-                _, _, key = _job(table, experiment, data, mapping, seed, gamma)
-                done = bool(finished_rows(rows, key, evaluations)) and not (
-                    table.args.rescore or table.args.retrain
-                )
+                job = _job(table, experiment, data, mapping, seed, gamma)
+                done = bool(job.finished(rows)) and not (table.args.rescore or table.args.retrain)
             jobs.append(
                 PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
             )
@@ -281,7 +305,8 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
 
 
 def run_experiment(table, experiment, data: PreparedData, progress=None) -> list[Path]:
-    """Fine-tune and score every mapping and seed of the experiment whose rows are missing.
+    """Fine-tune and score every mapping and seed of the experiment whose rows are missing
+    (`jobs.run_job`).
 
     Returns
     -------
@@ -290,43 +315,30 @@ def run_experiment(table, experiment, data: PreparedData, progress=None) -> list
     """
     model_path = pretrained_models.model_dir(pinned_model(experiment))
     splits = {split: read_pairs(data, split) for split in ("train", "valid")}
+    outputs = table_outputs(table)
+
+    def train_step(job: Job):
+        if table.args.retrain and job.run_dir.exists():
+            shutil.rmtree(job.run_dir)
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        started = _started(job.run_dir)
+        run = fine_tune(
+            _settings(job), model_path, splits["train"], splits["valid"], job.run_dir, _say
+        )
+        return run, started
+
+    def score_step(job: Job, trained):
+        run, started = trained
+        return finetuned_rows(job, table.spec.table, table.results_dir, run, started)
+
     exports = []
     for mapping in table.mappings_of(experiment):
         gamma, selection = gamma_of(table, experiment, data, mapping, choose=True)
         for seed in table.seeds:
             if progress is not None:
                 progress.start(experiment.name, mapping, seed)
-            settings, folder, key = _job(table, experiment, data, mapping, seed, gamma)
-            label = f"{experiment.name} {mapping} seed {seed}"
-            with run_lock(folder, label):
-                done = finished_rows(table.rows(), key, list(experiment_test_sets(experiment)))
-                if done and not (table.args.rescore or table.args.retrain):
-                    _say(f"[skip] {label}: finished (run {done[0]['run_id']})")
-                    rows = done
-                else:
-                    if table.args.retrain and folder.exists():
-                        shutil.rmtree(folder)
-                    folder.mkdir(parents=True, exist_ok=True)
-                    started = _started(folder)
-                    run = fine_tune(
-                        settings,
-                        model_path,
-                        splits["train"],
-                        splits["valid"],
-                        folder,
-                        progress=_say,
-                    )
-                    rows = finetuned_rows(
-                        table, experiment, data, mapping, seed, run, selection, started
-                    )
-                    write_outputs(
-                        table.results_dir,
-                        table.spec,
-                        rows,
-                        again=table.args.rescore or table.args.retrain,
-                    )
-                    scores = "; ".join(f"{r['evaluation']} {r['metrics']}" for r in rows)
-                    _say(f"[results] {label}: {scores}")
+            job = _job(table, experiment, data, mapping, seed, gamma, selection)
+            rows = run_job(job, outputs, train_step, score_step)
             if seed == table.seeds[0] and rows[0].get("attention", {}).get("export"):
                 exports.append(Path(rows[0]["attention"]["export"]))
     return exports
@@ -340,67 +352,40 @@ def _started(folder: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def finetuned_rows(
-    table, experiment, data, mapping, seed, run, selection, started
-) -> list[ResultRow]:
-    """Score a fine-tuned model on every evaluation set of the experiment: one row each."""
+def finetuned_rows(job: Job, table: str, results_dir: Path, run, started: dict) -> list[ResultRow]:
+    """Score a fine-tuned model on every evaluation set of the experiment (`hf_classify`), and
+    assemble the job's rows (`rows.build.job_rows`)."""
     model, tokenizer = load_finetuned(run.best_dir)
     context = provenance()
-    fingerprint = checksums.verify(data)
+    fingerprint = checksums.verify(job.data)
     run_id = uuid.uuid4().hex[:12]
     settings = run.settings
-    config = settings.record()
-    rows = []
-    for name in experiment_test_sets(experiment):
-        subset = data.evaluation(name)["subset"]
-        pairs = read_pairs(data, subset)
+    scored = []
+    for name in job.evaluations:
+        subset = job.data.evaluation(name)["subset"]
         result = classify(
             model,
             tokenizer,
-            pairs,
+            read_pairs(job.data, subset),
             settings,
             run.best_dir.parent / "decode" / f"{name}.attention.jsonl.gz",
-            {"name": mapping, "params": settings.params, "backend": settings.backend},
+            {"name": job.mapping, "params": settings.params, "backend": settings.backend},
         )
-        items = write_items(table.results_dir, run_id, name, result["items"])
-        rows.append(
-            ResultRow(
-                row_version=ROW_VERSION,
-                run_id=run_id,
-                config_sha256=config_sha256(config),
-                items=items,
-                gamma_selection=selection,
-                dry_run=table.args.dry_run.record(),
-                table=table.spec.table,
-                experiment=experiment.name,
-                evaluation=name,
-                scale=table.scale,
-                mapping=mapping,
-                sweep_params={},
-                seed=seed,
-                metrics=result["metrics"],
-                signature=None,
-                data_source=data.manifest["source"],
-                data={
-                    **{k: data.manifest[k] for k in ("variant", "description", "inputs")},
-                    "fingerprint": fingerprint,
-                },
-                train={
-                    "wall_s": run.wall_s,
-                    "pairs_per_s": run.pairs_per_s,
-                    "tokens_per_s": run.tokens_per_s,
-                    "epochs": run.epochs,
-                    "learning_curve": run.curve,
-                    "checkpoint": str(run.best_dir),
-                    "started": started,
-                    "config": config,
-                    "pretrained": pinned_model(experiment).record(),
-                    "precision": "bf16 autocast" if settings.bf16 else "float32",
-                },
-                decode={"wall_s": result["decode_wall_s"], "batch_size": 2 * settings.batch_size},
-                attention=result["attention"],
-                **context,
-            )
-        )
-    checksums.verify(data)
+        decode = {"wall_s": result["decode_wall_s"], "batch_size": 2 * settings.batch_size}
+        items = write_items(results_dir, run_id, name, result["items"])
+        scored.append(Scored(name, result["metrics"], None, items, decode, result["attention"]))
+    train = {
+        "wall_s": run.wall_s,
+        "pairs_per_s": run.pairs_per_s,
+        "tokens_per_s": run.tokens_per_s,
+        "epochs": run.epochs,
+        "learning_curve": run.curve,
+        "checkpoint": str(run.best_dir),
+        "started": started,
+        "config": settings.record(),
+        "pretrained": pinned_model(job.experiment).record(),
+        "precision": "bf16 autocast" if settings.bf16 else "float32",
+    }
+    rows = job_rows(job, table, run_id, train, scored, fingerprint, context)
+    checksums.verify(job.data)
     return rows

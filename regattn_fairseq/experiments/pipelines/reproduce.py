@@ -43,8 +43,8 @@ from regattn_fairseq.experiments.pipelines.plan import (
 from regattn_fairseq.experiments.pipelines.table_jobs import (
     MappingSetup,
     run_baselines,
-    run_job,
-    training_job_key,
+    run_table_job,
+    table_job,
 )
 from regattn_fairseq.experiments.pipelines.validation import check_table
 from regattn_fairseq.experiments.report.figures import (
@@ -52,7 +52,6 @@ from regattn_fairseq.experiments.report.figures import (
     gamma_suffix,
     plot_attention_figure,
 )
-from regattn_fairseq.experiments.rows.keys import finished_rows
 from regattn_fairseq.experiments.rows.store import check_row_kinds
 from regattn_fairseq.experiments.train.launch import use_threads
 
@@ -204,27 +203,20 @@ def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, f
     if pretrained.is_pretrained(experiment):
         return pretrained.plan_jobs(table, experiment, data)
     args, rows = table.args, table.rows()
-    evaluations = list(experiment_test_sets(experiment))
     jobs, grids = [], 0.0
     for mapping in table.mappings_of(experiment):
         gamma, note, grid = planned_gamma(table, experiment, data, mapping, rows)
         grids += grid
         estimate = estimate_seconds(rows, experiment.name, mapping)
+        setup = MappingSetup(mapping, gamma, None)
         for seed in table.seeds:
             done = False
             tuned_without_choice = (
                 gamma is None and args.gamma == "auto" and mapping in GAMMA_MAPPINGS
             )
             if not tuned_without_choice:
-                run_dir = table.run_dir(experiment, data, mapping, seed, gamma)
-                extra = [*args.override] + (
-                    [f"model.attention_gamma={gamma}"] if gamma is not None else []
-                )
-                key = training_job_key(
-                    experiment, table.scale, data, mapping, seed, run_dir, extra, args
-                )
-                finished = bool(finished_rows(rows, key, evaluations))
-                done = finished and not (args.rescore or args.retrain)
+                job = table_job(table, experiment, data, setup, seed)
+                done = bool(job.finished(rows)) and not (args.rescore or args.retrain)
             jobs.append(
                 PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
             )
@@ -245,7 +237,7 @@ def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=No
         for seed in table.seeds:
             if progress is not None:
                 progress.start(experiment.name, mapping, seed)
-            export = run_job(table, experiment, data, setup, seed)
+            export = run_table_job(table, experiment, data, setup, seed)
             if export is not None:
                 exports.append(export)
     _draw_attention_figure(table, experiment, exports)
@@ -255,7 +247,7 @@ def _mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str
     """How `mapping` is trained: at the γ chosen on validation (--gamma auto), at a fixed γ
     (--gamma <number>), or at its config's (no --gamma, or a mapping with no temperature)."""
     args = table.args
-    selection, gamma, overrides = None, None, list(args.override)
+    selection, gamma = None, None
     if args.gamma and mapping not in GAMMA_MAPPINGS:
         print(f"[gamma] {mapping} has no temperature γ: trained at its default")
     elif args.gamma == "auto":
@@ -273,9 +265,7 @@ def _mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str
         gamma = selection["chosen"]
     elif args.gamma:
         gamma = float(args.gamma)
-    if gamma is not None:  # only a mapping of GAMMA_MAPPINGS gets one
-        overrides.append(f"model.attention_gamma={gamma}")
-    return MappingSetup(mapping, gamma, selection, overrides)
+    return MappingSetup(mapping, gamma, selection)
 
 
 def _draw_attention_figure(table: TableRun, experiment, exports: list[Path]) -> None:

@@ -13,9 +13,7 @@ checkpoint (directories named by job number would)."""
 
 import argparse
 import itertools
-import uuid
-from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -25,7 +23,6 @@ from regattn_fairseq.experiments.core.config import check_mappings, check_scale,
 from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
-from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.core.tools import run_logged
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
@@ -34,12 +31,11 @@ from regattn_fairseq.experiments.pipelines.arguments import (
     add_run_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
+from regattn_fairseq.experiments.pipelines.jobs import Outputs, run_jobs_together, score_model
 from regattn_fairseq.experiments.report.specs import table_spec
 from regattn_fairseq.experiments.report.sweep_plot import plot_sweep
-from regattn_fairseq.experiments.report.views import write_outputs
-from regattn_fairseq.experiments.rows.build import result_rows
-from regattn_fairseq.experiments.rows.keys import finished_rows, job_key
-from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.keys import job_key
 from regattn_fairseq.experiments.train.fairseq_logs import is_progress
 from regattn_fairseq.experiments.train.launch import (
     Launch,
@@ -205,31 +201,20 @@ def run() -> None:
     )
     spec = table_spec(sweep)
     results_dir = run_results_dir(args)
-    keys = {job_name(job): _job_key(multirun, job) for job in multirun.jobs}
-    todo = _jobs_to_run(multirun, keys, load_rows(results_dir, spec.table), args.rescore)
+    outputs = Outputs(spec, results_dir, args.rescore, "--rescore / RESCORE=1 to score it again")
+
+    def score_step(job: Job, _trained):
+        return _score_job(multirun, job, spec, results_dir)
+
+    # one writer per job folder, held to the rows (run_lock): an identical sweep started
+    # meanwhile waits, then finds the jobs finished
+    jobs = [_job(multirun, values) for values in multirun.jobs]
+    todo = run_jobs_together(jobs, outputs, lambda todo: _train(multirun, args), score_step)
     if not todo:
         print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
         return
-    # one writer per job folder, held to the rows (run_lock): an identical sweep started
-    # meanwhile waits, then finds the jobs finished
-    with ExitStack() as held:
-        for job in todo:
-            held.enter_context(run_lock(multirun.folder / job_name(job), f"sweep {job_name(job)}"))
-        existing = load_rows(results_dir, spec.table)
-        evaluations = list(experiment_test_sets(multirun.experiment))
-        # a job the sweep waited for may have been finished by it
-        todo = [
-            job
-            for job in todo
-            if args.rescore or not finished_rows(existing, keys[job_name(job)], evaluations)
-        ]
-        if not todo:
-            print(f"[sweep] every job of {spec.table} ({scale}) is finished", flush=True)
-            return
-        if not _train(multirun, args):  # another machine than the first: it scores
-            return
-        for job in todo:
-            _score_job(multirun, job, spec, results_dir, args.rescore)
+    if not args.launch.scores:  # another machine than the first: the first scores
+        return
     plot = plot_sweep(results_dir, spec, sweep, scale)
     print(f"[sweep] table {results_dir / (spec.table + '.md')}, plot {plot}", flush=True)
 
@@ -280,43 +265,38 @@ def plan_multirun(sweep: DictConfig, scale: str, args: argparse.Namespace) -> Mu
     return Multirun(sweep, scale, prepared, folder, fixed, overrides, jobs)
 
 
-def _job_key(multirun: Multirun, job: dict) -> tuple:
-    """The key (`rows.keys.job_key`) of the rows a job would write, before it trains: its
-    config composed with the fixed overrides (but the checkpoint folder, which names Hydra's
-    job folder) and its swept values."""
+def _job(multirun: Multirun, values: dict) -> Job:
+    """One job of the grid (its swept `values`), with the key (`rows.keys.job_key`) of the rows
+    it would write, before it trains: its config composed with the fixed overrides (but the
+    checkpoint folder, which names Hydra's job folder) and its swept values."""
     experiment = multirun.experiment
-    cfg = compose_config(
-        experiment.train_config,
-        [*multirun.fixed[:-1], *(f"{key}={value}" for key, value in job.items())],
-    )
-    return job_key(
+    overrides = [*multirun.fixed[:-1], *(f"{key}={value}" for key, value in values.items())]
+    cfg = compose_config(experiment.train_config, overrides)
+    sweep_params = {key: str(value) for key, value in values.items()}
+    seed = int(cfg.common.seed)
+    key = job_key(
         experiment.name,
         multirun.scale,
         multirun.prepared.manifest["source"],
-        job["attention"],
+        values["attention"],
         config_settings(cfg),
-        int(cfg.common.seed),
-        sweep_params={key: str(value) for key, value in job.items()},
+        seed,
+        sweep_params=sweep_params,
     )
-
-
-def _jobs_to_run(multirun: Multirun, keys: dict, rows: list[dict], rescore: bool) -> list[dict]:
-    """The jobs to train and score: a job whose rows exist (same key, same config) is not
-    run again unless `rescore` (each one skipped says so)."""
-    todo = []
-    evaluations = list(experiment_test_sets(multirun.experiment))
-    for job in multirun.jobs:
-        key = keys[job_name(job)]
-        done = finished_rows(rows, key, evaluations)
-        if done and not rescore:
-            print(
-                f"[skip] {job_name(job)}: finished (config {key[-1]}, run {done[0]['run_id']}); "
-                f"--rescore / RESCORE=1 to score it again",
-                flush=True,
-            )
-        else:
-            todo.append(job)
-    return todo
+    name = job_name(values)
+    return Job(
+        experiment=experiment,
+        scale=multirun.scale,
+        data=multirun.prepared,
+        mapping=values["attention"],
+        seed=seed,
+        run_dir=multirun.folder / name,
+        key=key,
+        evaluations=tuple(experiment_test_sets(experiment)),
+        label=f"sweep {name}",
+        sweep_params=sweep_params,
+        overrides=tuple(overrides),
+    )
 
 
 def _train(multirun: Multirun, args: argparse.Namespace) -> bool:
@@ -346,17 +326,16 @@ def _train(multirun: Multirun, args: argparse.Namespace) -> bool:
     return args.launch.scores
 
 
-def _score_job(
-    multirun: Multirun, job: dict, spec: DictConfig, results_dir: Path, rescore: bool
-) -> None:
-    """Score a trained job and write its rows (the table regenerated).
+def _score_job(multirun: Multirun, job: Job, spec: DictConfig, results_dir: Path) -> list:
+    """Score a trained job (`jobs.score_model`): its mapping, seed and swept values as its
+    Hydra job folder records them.
 
     Raises
     ------
     ReproError
         the multirun wrote no folder for the job, or a tool failed.
     """
-    job_dir = multirun.folder / job_name(job)
+    job_dir = job.run_dir
     if not (job_dir / ".hydra").is_dir():
         raise ReproError(
             f"the multirun wrote no job directory {job_dir} "
@@ -369,22 +348,13 @@ def _score_job(
     model = collect_trained(
         job_dir, job_dir, job_dir / "checkpoints", job_dir / "hydra_train.log", list(job_overrides)
     )
-    rows = result_rows(
-        spec.table,
-        multirun.experiment,
-        multirun.scale,
-        swept["attention"],
-        int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
-        multirun.prepared,
-        model,
-        multirun.sweep.decode,
-        job_dir / "decode",
-        uuid.uuid4().hex[:12],
+    ran = replace(
+        job,
+        mapping=swept["attention"],
+        seed=int(OmegaConf.load(job_dir / ".hydra" / "config.yaml").common.seed),
         sweep_params=swept,
-        results_dir=results_dir,
     )
-    write_outputs(results_dir, spec, rows, again=rescore)
-    print(f"[results] {job_name(swept)}: {rows[0]['metrics']}", flush=True)
+    return score_model(ran, model, spec.table, multirun.sweep.decode, results_dir)
 
 
 def main() -> None:

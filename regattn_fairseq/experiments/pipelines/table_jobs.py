@@ -1,11 +1,11 @@
-"""One job of a table run (`reproduce`): one seed of a mapping, trained at its γ, or one of the
-table's baselines.
+"""The jobs of a fairseq table run (`reproduce`): one seed of a mapping, trained at its γ, or
+one of the table's baselines, each a `rows.job.Job` run by the one lifecycle
+(`jobs.run_job`).
 
-A training job's key is known before it trains (`training_job_key`, from the overrides that
-`train.train` will pass), so that a finished job is found from the rows alone. Its lifecycle
-(`run_job`): one writer at a time on its run folder (`run_lock`), skipped when its rows exist,
-else trained (`train_fresh`: from scratch with --retrain), scored on every evaluation set and
-its rows written (the table regenerated). A baseline is scored the same way (`run_baselines`).
+A training job's key is known before it trains (`fairseq_job`, from the overrides that
+`train.train` will pass), so that a finished job is found from the rows alone. It is trained
+from scratch with --retrain (`train_fresh`), then scored on every evaluation set
+(`jobs.score_model`). A baseline is scored the same way (`run_baselines`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regattn_fairseq.experiments.core.provenance import provenance
-from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import plan
+from regattn_fairseq.experiments.pipelines.jobs import Outputs, run_job, score_model
 from regattn_fairseq.experiments.pipelines.plan import TableRun
-from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows import baselines
-from regattn_fairseq.experiments.rows.build import result_rows
-from regattn_fairseq.experiments.rows.keys import finished_rows, job_key
-from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.keys import job_key
 from regattn_fairseq.experiments.train.train import (
     compose_settings,
     hydra_overrides,
@@ -45,29 +43,79 @@ def train_overrides(experiment, scale, data, mapping, seed, run_dir, extra) -> l
     ]
 
 
-def training_job_key(experiment, scale, data, mapping, seed, run_dir, extra, args) -> tuple:
-    """The key (`keys.job_key`) of the rows the job would write, before it trains."""
-    settings = compose_settings(
-        experiment.train_config,
-        train_overrides(experiment, scale, data, mapping, seed, run_dir, extra),
-    )
-    return job_key(
-        experiment.name,
-        scale,
-        data.manifest["source"],
-        mapping,
-        settings,
-        seed,
-        args.dry_run.record(),
+def gamma_overrides(extra: list[str], gamma: float | None) -> list[str]:
+    """A training's extra overrides (--override's), then its γ's when it has one."""
+    return [*extra] + ([f"model.attention_gamma={gamma}"] if gamma is not None else [])
+
+
+def fairseq_job(
+    experiment,
+    scale: str,
+    data: PreparedData,
+    mapping: str,
+    seed: int,
+    run_dir: Path,
+    overrides: list[str],
+    dry_run,
+    gamma: float | None = None,
+    selection: dict | None = None,
+    writes_rows: bool = True,
+) -> Job:
+    """A fairseq training job, with the key (`keys.job_key`) of the rows it would write,
+    composed before it trains from the overrides `train.train` will pass.
+
+    Parameters
+    ----------
+    overrides : list of str
+        the training's extra overrides (`gamma_overrides`).
+    dry_run : DryRun
+        the run's caps (`dry_run.DryRun`), recorded in the rows and their key.
+    gamma, selection
+        γ (None: the mapping's config's) and GAMMA=auto's record of its choice.
+    writes_rows : bool
+        False for a run that writes no rows (a γ grid's): no key is composed.
+    """
+    record = dry_run.record()
+    key = None
+    if writes_rows:
+        settings = compose_settings(
+            experiment.train_config,
+            train_overrides(experiment, scale, data, mapping, seed, run_dir, overrides),
+        )
+        source = data.manifest["source"]
+        key = job_key(experiment.name, scale, source, mapping, settings, seed, record)
+    return Job(
+        experiment=experiment,
+        scale=scale,
+        data=data,
+        mapping=mapping,
+        seed=seed,
+        run_dir=run_dir,
+        key=key,
+        evaluations=tuple(experiment_test_sets(experiment)),
+        label=f"{experiment.name} {mapping} seed {seed}",
+        gamma=gamma,
+        gamma_selection=selection,
+        overrides=tuple(overrides),
+        dry_run=record,
     )
 
 
-def train_fresh(experiment, scale, mapping, seed, data, run_dir, extra, retrain, launch):
-    """`train.train`, after removing the run folder with --retrain (`retrain`)."""
-    if retrain and run_dir.exists():
-        print(f"[train] --retrain: removing {run_dir}", flush=True)
-        shutil.rmtree(run_dir)
-    return train(experiment, scale, mapping, seed, data, run_dir, extra, launch)
+def train_fresh(job: Job, retrain: bool, launch):
+    """`train.train` of the job, after removing its run folder with --retrain (`retrain`)."""
+    if retrain and job.run_dir.exists():
+        print(f"[train] --retrain: removing {job.run_dir}", flush=True)
+        shutil.rmtree(job.run_dir)
+    return train(
+        job.experiment,
+        job.scale,
+        job.mapping,
+        job.seed,
+        job.data,
+        job.run_dir,
+        list(job.overrides),
+        launch,
+    )
 
 
 @dataclass(frozen=True)
@@ -82,21 +130,40 @@ class MappingSetup:
         its temperature γ (None: its config's).
     selection : dict or None
         GAMMA=auto's record of the γ choice (`gamma_select.choose_gamma`).
-    overrides : list of str
-        every training run's extra overrides (--override's, then γ's).
     """
 
     mapping: str
     gamma: float | None
     selection: dict | None
-    overrides: list[str]
 
 
-def run_job(
+def table_job(table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int):
+    """One seed of a mapping of the table run (`fairseq_job`), in its folder (`TableRun.run_dir`)
+    with the run's overrides and its γ."""
+    return fairseq_job(
+        experiment,
+        table.scale,
+        data,
+        setup.mapping,
+        seed,
+        table.run_dir(experiment, data, setup.mapping, seed, setup.gamma),
+        gamma_overrides(table.args.override, setup.gamma),
+        table.args.dry_run,
+        setup.gamma,
+        setup.selection,
+    )
+
+
+def table_outputs(table: TableRun) -> Outputs:
+    """Where a table run's rows go; --rescore and --retrain ask finished jobs again."""
+    return Outputs(table.spec, table.results_dir, table.args.rescore or table.args.retrain)
+
+
+def run_table_job(
     table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int
 ) -> Path | None:
-    """Train and score one seed of a mapping, unless its rows exist (--rescore, --retrain: run
-    it again).
+    """Train and score one seed of a mapping (`jobs.run_job`), unless its rows exist
+    (--rescore, --retrain: run it again).
 
     Returns
     -------
@@ -104,102 +171,41 @@ def run_job(
         The attention export of its first evaluation set when `seed` is the first seed (a
         panel of the figure) and it has one.
     """
-    args, mapping = table.args, setup.mapping
-    run_dir = plan.run_dir(
-        table.work_dir,
-        table.spec,
-        experiment,
-        table.scale,
-        data,
-        mapping,
-        seed,
-        setup.gamma,
-        args.dry_run,
-    )
-    key = training_job_key(
-        experiment, table.scale, data, mapping, seed, run_dir, setup.overrides, args
-    )
-    first_seed = seed == table.seeds[0]
-    # one writer per run folder, held to the rows (run_lock): a second process waits here,
-    # then finds the job finished
-    with run_lock(run_dir, f"{experiment.name} {mapping} seed {seed}"):
-        done = finished_rows(table.rows(), key, list(experiment_test_sets(experiment)))
-        if done and not (args.rescore or args.retrain):
-            print(
-                f"[skip] {experiment.name} {mapping} seed {seed}: finished (config "
-                f"{key[-1]}, run {done[0]['run_id']}); --rescore / RESCORE=1 or "
-                f"--retrain to run it again",
-                flush=True,
-            )
-            if first_seed and done[0].get("attention", {}).get("export"):
-                return Path(done[0]["attention"]["export"])
-            return None
-        model = _train_job(table, experiment, data, setup, seed, run_dir)
-        if model is None:  # another machine than the first: it scores
-            return None
-        rows = _score_job(table, experiment, data, setup, seed, model, run_dir)
-        return Path(rows[0]["attention"]["export"]) if first_seed else None
-
-
-def _train_job(
-    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, run_dir
-):
-    """Train one seed of a mapping (`train.train`), from scratch with --retrain.
-
-    Returns
-    -------
-    TrainedModel or None
-        The model; None on a machine other than the first of a multi-machine launch.
-    """
+    args = table.args
     # a seed that chose γ was trained (or retrained) by choose_gamma: collect it, never train
     # twice
     chose_gamma = setup.selection is not None and seed in setup.selection["seeds"]
-    return train_fresh(
-        experiment,
-        table.scale,
-        setup.mapping,
-        seed,
-        data,
-        run_dir,
-        setup.overrides,
-        table.args.retrain and not chose_gamma,
-        table.args.launch,
-    )
+
+    def train_step(job: Job):
+        return train_fresh(job, args.retrain and not chose_gamma, args.launch)
+
+    def score_step(job: Job, model):
+        return score_model(job, model, table.spec.table, table.spec.decode, table.results_dir)
+
+    job = table_job(table, experiment, data, setup, seed)
+    rows = run_job(job, table_outputs(table), train_step, score_step)
+    if seed != table.seeds[0] or not rows:
+        return None
+    export = (rows[0].get("attention") or {}).get("export")
+    return Path(export) if export else None
 
 
-def _score_job(
-    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int, model, run_dir
-) -> list:
-    """Score a trained model on every evaluation set and write its rows (the table
-    regenerated).
-
-    Returns
-    -------
-    list of ResultRow
-        Its rows, one per evaluation set.
-    """
-    args = table.args
-    rows = result_rows(
-        table.spec.table,
-        experiment,
-        table.scale,
-        setup.mapping,
-        seed,
-        data,
-        model,
-        table.spec.decode,
-        run_dir / "decode",
-        uuid.uuid4().hex[:12],
-        results_dir=table.results_dir,
-        gamma_selection=setup.selection,
-        dry_run=args.dry_run.record(),
+def baseline_job(spec, experiment, scale: str, data: PreparedData, work_dir: Path, name: str):
+    """A baseline of the experiment as a job: seed 0, its own folder under the work dir, its
+    settings for a config, the evaluation sets it applies to."""
+    config = baselines.baseline_config(name)
+    label = baselines.baseline(name).label
+    return Job(
+        experiment=experiment,
+        scale=scale,
+        data=data,
+        mapping=label,
+        seed=0,
+        run_dir=plan.run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0),
+        key=job_key(experiment.name, scale, data.manifest["source"], label, config, 0),
+        evaluations=tuple(baselines.baseline_evaluations(name, experiment, data)),
+        label=f"{experiment.name} {label}",
     )
-    table_file = write_outputs(
-        table.results_dir, table.spec, rows, again=args.rescore or args.retrain
-    )
-    scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
-    print(f"[results] {setup.mapping} seed {seed}: {scores} -> {table_file}", flush=True)
-    return rows
 
 
 def run_baselines(
@@ -207,32 +213,18 @@ def run_baselines(
 ) -> None:
     """Score the experiment's baselines (``baselines:`` in its table config) unless their rows
     exist (``--rescore`` scores them again): the table shows them beside the mappings. Each
-    baseline is a job like a training run: one writer at a time (`run_lock` on its own folder
-    under the work dir), and a second process finds it finished."""
+    baseline is a job like a training run (`jobs.run_job`), with nothing to train."""
+    outputs = Outputs(spec, results_dir, rescore, "--rescore / RESCORE=1 to score it again")
     for name in experiment.get("baselines") or []:
-        config = baselines.baseline_config(name)
-        label = baselines.baseline(name).label
-        key = job_key(experiment.name, scale, data.manifest["source"], label, config, 0)
-        folder = plan.run_dir(work_dir, spec, experiment, scale, data, f"baseline-{name}", 0)
-        with run_lock(folder, f"{experiment.name} {label}"):
-            rows = load_rows(results_dir, spec.table)
-            done = finished_rows(rows, key, baselines.baseline_evaluations(name, experiment, data))
-            if done and not rescore:
-                print(
-                    f"[skip] {experiment.name} {label}: scored (run {done[0]['run_id']})",
-                    flush=True,
-                )
-                continue
-            rows = baselines.baseline_rows(
-                spec.table,
-                experiment,
-                scale,
-                name,
-                data,
-                uuid.uuid4().hex[:12],
-                provenance(),
-                results_dir=results_dir,
-            )
-            write_outputs(results_dir, spec, rows, again=rescore)
-        scores = "; ".join(f"{row['evaluation']} {row['metrics']}" for row in rows)
-        print(f"[results] {experiment.name} {label}: {scores}", flush=True)
+
+        def score_step(job: Job, _nothing, name=name):
+            run_id = uuid.uuid4().hex[:12]
+            return baselines.baseline_rows(job, spec.table, name, run_id, provenance(), results_dir)
+
+        job = baseline_job(spec, experiment, scale, data, work_dir, name)
+        run_job(job, outputs, _nothing_to_train, score_step)
+
+
+def _nothing_to_train(job: Job) -> bool:
+    """A baseline's training step: none (True: this machine scores it)."""
+    return True

@@ -343,21 +343,10 @@ def judge(
     cells = representative_cells(rows, experiment, scale, test["evaluation"])
     # cost and attention-structure claims are not about what attention adds to accuracy
     gated = control is not None and kind != "time_ratio" and ":" not in metric
-    names = list(dict.fromkeys(name for a, b, _, _ in pairs for name in (a, b)))
-    if gated:
-        names += [name for name in (reference, control) if name not in names]
-    missing = [name for name in names if name not in cells]
-    gate_missing = [name for name in missing if name in (reference, control)]
-    if set(missing) - set(gate_missing):
-        verdict.verdict = PROVISIONAL  # no seed yet of what the claim compares
-        verdict.reason = f"no rows for {', '.join(missing)} at this scale yet"
+    names, gate_missing = _arms(pairs, cells, gated, reference, control, verdict)
+    if names is None:
         return verdict
-    names = [name for name in names if name not in gate_missing]
-    pool = [row for rows_of in cells.values() for row in rows_of]
-    kept, left_out = {}, []
-    for name in names:
-        kept[name], excluded = converged(cells[name], pool)
-        left_out += [f"{name} {words}" for words in excluded]
+    kept, notes = _converged_arms(cells, names)
     try:
         comparisons = [
             (compare(kept, a, b, metric, results_dir, log=kind == "time_ratio"), k, m)
@@ -367,12 +356,72 @@ def judge(
     except KeyError as error:
         verdict.reason = f"a row does not record {error.args[0]}"
         return verdict
-    notes = [f"left out of the verdict: {'; '.join(left_out)}"] if left_out else []
     if len(comparisons) < len(pairs):
         empty = [name for name in names if not kept[name]]
         verdict.verdict = PROVISIONAL  # no converged seed of an arm
         verdict.reason = "; ".join([f"no converged run of {', '.join(empty)}", *notes])
         return verdict
+    outcome, why = _decide_comparisons(verdict, test, pairs, comparisons)
+    verdict.seeds = _seeds_words([len(kept[name]) for name in names])
+    gate = None
+    if gated and not gate_missing:
+        gate = compare(kept, reference, control, metric, results_dir)
+        verdict.details.append("gate: " + gate.describe())
+    blocked = _blocked(kept, names, gate_missing, gate, reference, control, outcome, why)
+    if blocked is not None:
+        verdict.verdict = PROVISIONAL if blocked[0] else verdict.verdict
+        verdict.reason = "; ".join([blocked[1], *notes])
+        return verdict
+    verdict.verdict, verdict.reason = outcome, "; ".join([why, *notes])
+    if kind == "each_not_worse":
+        verdict.reason += _spread_words(kept, names, metric, control)
+    return verdict
+
+
+def _seeds_words(counts: list[int]) -> str:
+    """The converged seeds per arm: '3', or '2–3' when the arms differ."""
+    return str(min(counts)) if min(counts) == max(counts) else f"{min(counts)}–{max(counts)}"
+
+
+def _arms(pairs, cells: dict, gated: bool, reference: str, control, verdict: Verdict):
+    """The cells a claim compares (with the gate's when `gated`), and the gate's cells with no
+    rows yet; (None, None) after marking `verdict` provisional when a compared cell has no rows
+    yet."""
+    names = list(dict.fromkeys(name for a, b, _, _ in pairs for name in (a, b)))
+    if gated:
+        names += [name for name in (reference, control) if name not in names]
+    missing = [name for name in names if name not in cells]
+    gate_missing = [name for name in missing if name in (reference, control)]
+    if set(missing) - set(gate_missing):
+        verdict.verdict = PROVISIONAL  # no seed yet of what the claim compares
+        verdict.reason = f"no rows for {', '.join(missing)} at this scale yet"
+        return None, None
+    return [name for name in names if name not in gate_missing], gate_missing
+
+
+def _converged_arms(cells: dict, names: list[str]) -> tuple[dict, list[str]]:
+    """Each cell's converged seeds (`convergence.converged`, against all the cells' rows), and
+    the note naming the runs left out."""
+    pool = [row for rows_of in cells.values() for row in rows_of]
+    kept, left_out = {}, []
+    for name in names:
+        kept[name], excluded = converged(cells[name], pool)
+        left_out += [f"{name} {words}" for words in excluded]
+    notes = [f"left out of the verdict: {'; '.join(left_out)}"] if left_out else []
+    return kept, notes
+
+
+def _decide_comparisons(verdict: Verdict, test, pairs, comparisons) -> tuple[str, str]:
+    """Decide each comparison (`decide`) and the claim they make (`_combine`); set the
+    verdict's details and the columns of the comparison nearest to failing (a time claim's
+    as ratios).
+
+    Returns
+    -------
+    tuple
+        (the intervals' verdict, why).
+    """
+    kind = test["kind"]
     unit = "" if kind != "time_ratio" else " (log ratio)"
     verdict.details = [c.describe(unit) for c, _, _ in comparisons]
     decided = [
@@ -403,64 +452,56 @@ def judge(
         why = "; ".join(_ratio_words(c, test["reference"]) for c, _, _ in decided)
         why += f" (the claim: {'at most' if test.get('side') == 'not_slower' else 'within'} "
         why += f"×{1 + float(test['margin']):.2f})"
-    counts = [len(kept[name]) for name in names]
-    verdict.seeds = (
-        str(min(counts)) if min(counts) == max(counts) else f"{min(counts)}–{max(counts)}"
-    )
-    if gated and not gate_missing:
-        gate = compare(kept, reference, control, metric, results_dir)
-        verdict.details.append("gate: " + gate.describe())
-        gate_holds = gate.interval is not None and gate.interval[0] > 0
+    return outcome, why
+
+
+def _blocked(kept, names, gate_missing, gate, reference, control, outcome, why):
+    """What keeps the intervals' verdict from standing, if anything: too few converged seeds,
+    the gate not measured yet (both: provisional), or the gate not passed (inconclusive).
+
+    Returns
+    -------
+    tuple or None
+        (provisional, the reason), or None when the verdict stands.
+    """
     few = [name for name in names if len(kept[name]) < MIN_SEEDS]
     if few:
-        verdict.verdict = PROVISIONAL
-        verdict.reason = "; ".join(
-            [
-                f"fewer than {MIN_SEEDS} converged seeds for {', '.join(few)}; the interval "
-                f"alone would say: {outcome} ({why})",
-                *notes,
-            ]
+        return True, (
+            f"fewer than {MIN_SEEDS} converged seeds for {', '.join(few)}; the interval "
+            f"alone would say: {outcome} ({why})"
         )
-        return verdict
-    if gate_missing:
-        verdict.verdict = PROVISIONAL  # the control has no seed yet
-        verdict.reason = "; ".join(
-            [
-                f"the gate is not measured yet: no rows for {', '.join(gate_missing)} (the "
-                f"attention-free control); the interval alone would say: {outcome} ({why})",
-                *notes,
-            ]
+    if gate_missing:  # the control has no seed yet
+        return True, (
+            f"the gate is not measured yet: no rows for {', '.join(gate_missing)} (the "
+            f"attention-free control); the interval alone would say: {outcome} ({why})"
         )
-        return verdict
-    if gated and not gate_holds:
-        verdict.reason = "; ".join(
-            [
-                f"attention is not shown to matter: {reference} − {control} (the "
-                f"attention-free control) is {gate.difference:+.2f} "
-                + (
-                    "with no interval"
-                    if gate.interval is None
-                    else f"[{gate.interval[0]:+.2f}, {gate.interval[1]:+.2f}], not above 0"
-                ),
-                *notes,
-            ]
+    if gate is not None and not (gate.interval is not None and gate.interval[0] > 0):
+        return False, (
+            f"attention is not shown to matter: {reference} − {control} (the "
+            f"attention-free control) is {gate.difference:+.2f} "
+            + (
+                "with no interval"
+                if gate.interval is None
+                else f"[{gate.interval[0]:+.2f}, {gate.interval[1]:+.2f}], not above 0"
+            )
         )
-        return verdict
-    verdict.verdict, verdict.reason = outcome, "; ".join([why, *notes])
-    if kind == "each_not_worse":
-        # among the mappings compared: the attention-free control is the gate, not one of them
-        means = {
-            name: float(np.mean([metric_value(r, metric) for r in kept[name]]))
-            for name in names
-            if name != control
-        }
-        best, worst = max(means, key=means.get), min(means, key=means.get)
-        verdict.reason += (
-            f"; spread from the best ({best} {means[best]:.2f}) to the worst ({worst} "
-            f"{means[worst]:.2f}): {means[best] - means[worst]:.2f}, untested (the best is "
-            "chosen on the test set)"
-        )
-    return verdict
+    return None
+
+
+def _spread_words(kept: dict, names: list[str], metric: str, control: str | None) -> str:
+    """An each-not-worse claim's spread from the best mapping to the worst, untested."""
+    # among the mappings compared: the attention-free control is the gate, not one of them
+    means = {
+        name: float(np.mean([metric_value(r, metric) for r in kept[name]]))
+        for name in names
+        if name != control
+    }
+    best, worst = max(means, key=means.get), min(means, key=means.get)
+    return (
+        f"; spread from the best ({best} {means[best]:.2f}) to the worst ({worst} "
+        f"{means[worst]:.2f}): {means[best] - means[worst]:.2f}, untested (the best is "
+        "chosen on the test set)"
+    )
 
 
 def _ratio_words(comparison: Comparison, reference: str) -> str:

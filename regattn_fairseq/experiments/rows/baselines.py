@@ -49,8 +49,9 @@ from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.sources import read_text_lines
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets, prepared_gold
 from regattn_fairseq.experiments.data.text_processing import moses_detokenize
-from regattn_fairseq.experiments.rows.keys import config_sha256
-from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
+from regattn_fairseq.experiments.rows.build import Scored, job_rows
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.schema import ResultRow
 from regattn_fairseq.experiments.score import scorers
 from regattn_fairseq.experiments.score.metrics import metric
 from regattn_fairseq.experiments.score.significance import write_items
@@ -306,28 +307,20 @@ def baseline_config(name: str) -> dict:
 
 
 def baseline_rows(
-    table: str,
-    experiment,
-    scale: str,
-    name: str,
-    prepared: PreparedData,
-    run_id: str,
-    context: dict,
-    results_dir: Path | None = None,
+    job: Job, table: str, name: str, run_id: str, context: dict, results_dir: Path | None = None
 ) -> list[ResultRow]:
-    """Score baseline `name` on every evaluation set of `experiment`: one row each, shaped
-    like a model's rows (`rows.build.result_rows`).
+    """Score baseline `name` on the evaluation sets of its job (`Job.evaluations`): one row
+    each, assembled like a model's rows (`rows.build.job_rows`).
 
     Parameters
     ----------
-    table, scale : str
-        the table and the scale.
-    experiment : DictConfig
-        the experiment (name, test sets: `data.test_sets.experiment_test_sets`).
+    job : Job
+        the baseline's job (`pipelines.table_jobs.baseline_job`): its experiment, scale and
+        data, its label for a mapping, seed 0.
+    table : str
+        the table.
     name : str
         the baseline (a key of `BASELINES`).
-    prepared : PreparedData
-        the experiment's data.
     run_id : str
         the rows' run id.
     context : dict
@@ -341,54 +334,37 @@ def baseline_rows(
         One row per evaluation set.
     """
     chosen = baseline(name)
-    config = baseline_config(name)
-    fingerprint = data_fingerprint(prepared.bin_dir)
-    rows = []
-    for evaluation_name, test_set in experiment_test_sets(experiment).items():
-        if evaluation_name not in baseline_evaluations(name, experiment, prepared):
+    prepared = job.data
+    scored = []
+    for evaluation_name, test_set in experiment_test_sets(job.experiment).items():
+        if evaluation_name not in job.evaluations:
             continue
         evaluation = prepared.evaluation(evaluation_name)
         started = time.perf_counter()
         outputs, settings = chosen.outputs(prepared, evaluation_name, evaluation)
-        scored = metric(test_set.metric).score(outputs, prepared_gold(evaluation))
+        result = metric(test_set.metric).score(outputs, prepared_gold(evaluation))
         items = None
-        if results_dir is not None and scored.items:
-            items = write_items(results_dir, run_id, evaluation_name, scored.items)
-        rows.append(
-            {
-                "row_version": ROW_VERSION,
-                "run_id": run_id,
-                "config_sha256": config_sha256(config),
-                "items": items,
-                "gamma_selection": None,
-                "dry_run": None,
-                "table": table,
-                "experiment": experiment.name,
-                "evaluation": evaluation_name,
-                "scale": scale,
-                "mapping": chosen.label,
-                "sweep_params": {},
-                "seed": 0,
-                "metrics": scored.metrics,
-                "signature": scored.signature,
-                "data_source": prepared.manifest["source"],
-                "data": {
-                    **{k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
-                    "fingerprint": fingerprint,
-                },
-                "baseline": {"name": name, "settings": settings},
-                "train": {
-                    "wall_s": None,
-                    "tokens_per_s": None,
-                    "epochs": None,
-                    "checkpoint": None,
-                    "started": {},
-                    "overrides": [],
-                    "config": config,
-                },
-                "decode": {"wall_s": round(time.perf_counter() - started, 1)},
-                "attention": {},
-                **context,
-            }
+        if results_dir is not None and result.items:
+            items = write_items(results_dir, run_id, evaluation_name, result.items)
+        scored.append(
+            Scored(
+                evaluation_name,
+                result.metrics,
+                result.signature,
+                items,
+                decode={"wall_s": round(time.perf_counter() - started, 1)},
+                attention={},
+                baseline={"name": name, "settings": settings},
+            )
         )
-    return rows
+    train = {
+        "wall_s": None,
+        "tokens_per_s": None,
+        "epochs": None,
+        "checkpoint": None,
+        "started": {},
+        "overrides": [],
+        "config": baseline_config(name),
+    }
+    fingerprint = data_fingerprint(prepared.bin_dir)
+    return job_rows(job, table, run_id, train, scored, fingerprint, context)

@@ -1,142 +1,140 @@
-"""Building the result rows of a trained model: one row per evaluation set."""
+"""Assembling a job's result rows, one per scored evaluation set.
+
+`job_rows` is the one place a row is put together, for every kind of job: a fairseq model
+(`model_train_record`), a fine-tuned pretrained encoder (`pipelines.pretrained`) and a trivial
+baseline (`rows.baselines`). The scoring itself (decoding, the metric) is done before, by the
+pipeline that runs the job (`pipelines.jobs`); here rows only take its results.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 
-from omegaconf import DictConfig, OmegaConf
-
-from regattn_fairseq.experiments.core import cli
-from regattn_fairseq.experiments.core.provenance import provenance
-from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
+from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.keys import config_sha256
 from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
-from regattn_fairseq.experiments.score.evaluate import evaluate
-from regattn_fairseq.experiments.score.significance import write_items
-from regattn_fairseq.experiments.train import tracking
-from regattn_fairseq.experiments.train.train import TrainedModel, composed_config
+from regattn_fairseq.experiments.train.train import TrainedModel
 from regattn_fairseq.pretrained_embeddings import row_fields as pretrained_embedding_fields
 
 
-def result_rows(
+@dataclass(frozen=True)
+class Scored:
+    """What a row records of one scored evaluation set.
+
+    Attributes
+    ----------
+    evaluation : str
+        the evaluation set.
+    metrics : dict
+        metric -> value.
+    signature : str or None
+        the scorer's settings (sacrebleu's signature, ROUGE's).
+    items : dict or None
+        the per-item sidecar (`score.significance.write_items`).
+    decode : dict
+        how it was decoded: wall_s, and the decoder's settings.
+    attention : dict or None
+        the attention statistics of the evaluation set.
+    baseline : dict or None
+        a trivial baseline's name and its settings on this set (``baseline`` of its row).
+    """
+
+    evaluation: str
+    metrics: dict
+    signature: str | None
+    items: dict | None
+    decode: dict
+    attention: dict | None
+    baseline: dict | None = None
+
+
+def data_record(prepared: PreparedData, fingerprint: str) -> dict:
+    """A row's ``data``: the manifest's variant, description and inputs, and the fingerprint
+    of the files scored."""
+    return {
+        **{k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
+        "fingerprint": fingerprint,
+    }
+
+
+def job_rows(
+    job: Job,
     table: str,
-    experiment: DictConfig,
-    scale: str,
-    mapping: str,
-    seed: int,
-    prepared: PreparedData,
-    model: TrainedModel,
-    decode_cfg: DictConfig,
-    out_dir: Path,
     run_id: str,
-    sweep_params: dict | None = None,
-    results_dir: Path | None = None,
-    gamma_selection: dict | None = None,
-    dry_run: dict | None = None,
+    train: dict,
+    scored: list[Scored],
+    fingerprint: str,
+    context: dict,
 ) -> list[ResultRow]:
-    """Score every evaluation set of a trained model: one provenance-complete row each.
+    """A job's rows: one provenance-complete row per scored evaluation set.
 
     Parameters
     ----------
+    job : Job
+        the job (experiment, scale, data, mapping, seed, γ's selection, swept values, dry run).
     table : str
         the result table.
-    experiment : DictConfig
-        the experiment (name, test sets: `data.test_sets.experiment_test_sets`).
-    scale : str
-        the scale.
-    mapping : str
-        the mapping's name (a sweep job's swept values go in `sweep_params`).
-    seed : int
-        the training seed.
-    prepared : PreparedData
-        the data.
-    model : TrainedModel
-        the trained model.
-    decode_cfg : DictConfig
-        beam and batch size.
-    out_dir : Path
-        where the outputs go.
     run_id : str
         the rows' run id.
-    sweep_params : dict, optional
-        the swept values of a sweep job.
-    results_dir : Path, optional
-        where the per-item sidecars go (``raw/items/``); none are written without it.
-    gamma_selection : dict, optional
-        GAMMA=auto's record of the γ choice on validation.
-    dry_run : dict, optional
-        a dry run's caps (`dry_run.DryRun.record`), recorded in the rows and their key.
+    train : dict
+        the rows' ``train`` record; its ``config`` is hashed into ``config_sha256``.
+    scored : list of Scored
+        each evaluation set's scores.
+    fingerprint : str
+        the data's fingerprint (`checksums.verify`).
+    context : dict
+        the provenance (`provenance.provenance`) recorded in each row.
 
     Returns
     -------
     list of ResultRow
-        One row per evaluation set.
-
-    Raises
-    ------
-    ReproError
-        a tool failed.
+        One row per scored evaluation set, in their order.
     """
-
     rows = []
-    config = composed_config(model)
-    context = provenance()
-    # checked before decoding and again before the rows leave (issue #26): the fingerprint is
-    # that of the recorded checksums, which the files were just found to match
-    fingerprint = checksums.verify(prepared)
-    cli.at(f"scoring {experiment.name} {mapping} seed {seed} ({out_dir})")
-    for name, test_set in experiment_test_sets(experiment).items():
-        result = evaluate(model, prepared, name, test_set.metric, decode_cfg, out_dir)
-        items = None
-        if results_dir is not None and result.get("items"):
-            items = write_items(results_dir, run_id, name, result["items"])
-        rows.append(
-            ResultRow(
-                row_version=ROW_VERSION,
-                run_id=run_id,
-                config_sha256=config_sha256(config),
-                items=items,
-                gamma_selection=gamma_selection,
-                dry_run=dry_run,
-                table=table,
-                experiment=experiment.name,
-                evaluation=name,
-                scale=scale,
-                mapping=mapping,
-                sweep_params=sweep_params or {},
-                seed=seed,
-                metrics=result["metrics"],
-                signature=result.get("signature"),
-                data_source=prepared.manifest["source"],
-                data={
-                    **{k: prepared.manifest[k] for k in ("variant", "description", "inputs")},
-                    "fingerprint": fingerprint,
-                },
-                train={
-                    "wall_s": model.wall_s,
-                    "tokens_per_s": model.tokens_per_s,
-                    "epochs": model.epochs,
-                    "learning_curve": model.curve,
-                    "checkpoint": str(model.checkpoint),
-                    "started": model.started,
-                    "overrides": model.overrides,
-                    "config": config,
-                    # issue #24: pretrained word vectors' source, SHA-256 and coverage, from
-                    # <save_dir>/pretrained_embeddings.json; nothing for a run without them
-                    **pretrained_embedding_fields(model.checkpoint.parent),
-                },
-                decode={
-                    "wall_s": result["decode_wall_s"],
-                    "hypotheses": result.get("hypotheses"),
-                    **OmegaConf.to_container(decode_cfg),
-                },
-                attention=result["attention"],
-                **context,
-            )
+    for score in scored:
+        row = ResultRow(
+            row_version=ROW_VERSION,
+            run_id=run_id,
+            config_sha256=config_sha256(train["config"]),
+            items=score.items,
+            gamma_selection=job.gamma_selection,
+            dry_run=job.dry_run,
+            table=table,
+            experiment=job.experiment.name,
+            evaluation=score.evaluation,
+            scale=job.scale,
+            mapping=job.mapping,
+            sweep_params=job.sweep_params or {},
+            seed=job.seed,
+            metrics=score.metrics,
+            signature=score.signature,
+            data_source=job.data.manifest["source"],
+            data=data_record(job.data, fingerprint),
+            train=train,
+            decode=score.decode,
+            attention=score.attention,
+            **context,
         )
-    checksums.verify(prepared)
-    # the final metrics and attention statistics into the training run's wandb run
-    tracking.log_results(model.checkpoint.parent, rows)
+        if score.baseline is not None:
+            row["baseline"] = score.baseline
+        rows.append(row)
     return rows
+
+
+def model_train_record(model: TrainedModel, config: dict) -> dict:
+    """A fairseq model's ``train`` record: its training's wall time, speed, epochs, learning
+    curve, checkpoint, start, overrides and composed config."""
+    return {
+        "wall_s": model.wall_s,
+        "tokens_per_s": model.tokens_per_s,
+        "epochs": model.epochs,
+        "learning_curve": model.curve,
+        "checkpoint": str(model.checkpoint),
+        "started": model.started,
+        "overrides": model.overrides,
+        "config": config,
+        # issue #24: pretrained word vectors' source, SHA-256 and coverage, from
+        # <save_dir>/pretrained_embeddings.json; nothing for a run without them
+        **pretrained_embedding_fields(model.checkpoint.parent),
+    }

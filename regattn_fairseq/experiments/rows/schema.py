@@ -1,7 +1,7 @@
 """The result row: one scored evaluation set of one trained model, with its provenance.
 
 A row is a JSON object, one per line of ``results/raw/<table>.jsonl`` (append-only: a row is
-never rewritten). `ResultRow` declares its fields; `rows.build.result_rows` is the one place
+never rewritten). `ResultRow` declares its fields; `rows.build.job_rows` is the one place
 that makes rows, `rows.store` the one place that writes and reads them. Rows written before a
 field existed lack it: readers use ``row.get`` for the optional fields below.
 
@@ -26,7 +26,7 @@ SWEPT_MAPPING = "attention"
 
 
 class ResultRow(TypedDict, total=False):
-    """The fields of a result row (`rows.build.result_rows` documents where each comes from).
+    """The fields of a result row (`rows.build.job_rows` assembles them).
 
     Required in every row: run_id, table, experiment, evaluation, scale, mapping, seed,
     metrics, data, train, decode, date, git_commit. The others are optional: older rows lack

@@ -366,55 +366,21 @@ def fine_tune(
         if `run_dir` holds a run of other settings, or a loss is not finite.
     """
     train, valid = train.head(settings.train_pairs), valid.head(settings.valid_pairs)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    settings_file = run_dir / "settings.json"
-    recorded = json.loads(settings_file.read_text()) if settings_file.is_file() else None
-    if recorded is not None and recorded != settings.record():
-        raise ReproError(
-            f"{run_dir} holds a run of other settings ({settings_file}); remove the folder to "
-            "train these"
-        )
-    settings_file.write_text(json.dumps(settings.record(), indent=1, sort_keys=True) + "\n")
+    _record_settings(run_dir, settings)
     curve = _curve(run_dir, settings)
     last = run_dir / LAST_CHECKPOINT
     if curve.get("stop") is not None and (run_dir / BEST_DIR).is_dir():
         return _finished(run_dir, settings)
     model, tokenizer = build_model(model_path, settings)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / max(1, settings.warmup_steps))
-    )
+    state = _training_state(model, settings)
     epoch = 0
     if last.is_file():
-        state = torch.load(last, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        epoch = state["epoch"]
+        epoch = _resume(last, state)
         progress(f"[finetune] resuming {run_dir} after epoch {epoch}")
     while True:
         epoch += 1
-        order = list(range(len(train)))
-        random.Random(f"{settings.seed}-{epoch}").shuffle(order)
-        model.train()
-        started, losses, tokens = time.time(), [], 0
-        for batch in batches(train, tokenizer, settings.batch_size, settings.max_length, order):
-            with autocast(settings):
-                loss = model(**batch).loss
-            if not torch.isfinite(loss):
-                raise ReproError(
-                    f"{run_dir}: the training loss is {float(loss)} at epoch {epoch} "
-                    f"(step {len(losses) + 1}); the run is stopped, nothing is saved"
-                )
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-            tokens += int(batch["attention_mask"].sum())
+        started = time.time()
+        losses, tokens = _train_epoch(model, tokenizer, train, settings, epoch, state, run_dir)
         train_s = time.time() - started
         valid_loss, valid_accuracy = validate(model, tokenizer, valid, settings)
         record = {
@@ -430,21 +396,7 @@ def fine_tune(
         if alphas is not None:
             record["alpha"] = alphas
         previous = _curve(run_dir, settings).get(f"valid_{METRIC}", [])
-        if not previous or record[f"valid_{METRIC}"] > max(previous):
-            model.save_pretrained(run_dir / BEST_DIR)
-            tokenizer.save_pretrained(run_dir / BEST_DIR)
-        _save_atomically(
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "epoch": epoch,
-            },
-            last,
-        )
-        # logged after the checkpoint: a record in the log is an epoch that is saved
-        _log(run_dir, record)
+        _save_epoch(run_dir, record, previous, tokenizer, state, last)
         progress(
             f"[finetune] epoch {epoch}: train loss {record['train_loss']}, valid loss "
             f"{record['valid_loss']}, valid accuracy {record['valid_accuracy']} "
@@ -456,6 +408,101 @@ def fine_tune(
             break
     last.unlink()  # the optimizer state is twice the model: a finished run keeps only best/
     return _finished(run_dir, settings)
+
+
+def _training_state(model, settings: FineTuneSettings) -> dict:
+    """The model with its optimizer (AdamW) and learning-rate schedule (linear warm-up)."""
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / max(1, settings.warmup_steps))
+    )
+    return {"model": model, "optimizer": optimizer, "scheduler": scheduler}
+
+
+def _record_settings(run_dir: Path, settings: FineTuneSettings) -> None:
+    """Record the run's settings in its folder (``settings.json``).
+
+    Raises
+    ------
+    ReproError
+        the folder holds a run of other settings.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    settings_file = run_dir / "settings.json"
+    recorded = json.loads(settings_file.read_text()) if settings_file.is_file() else None
+    if recorded is not None and recorded != settings.record():
+        raise ReproError(
+            f"{run_dir} holds a run of other settings ({settings_file}); remove the folder to "
+            "train these"
+        )
+    settings_file.write_text(json.dumps(settings.record(), indent=1, sort_keys=True) + "\n")
+
+
+def _resume(last: Path, state: dict) -> int:
+    """Load an interrupted run's last checkpoint into the model, optimizer and scheduler of
+    `state` (and torch's random state); the epoch it was saved after."""
+    saved = torch.load(last, weights_only=False)
+    for name in ("model", "optimizer", "scheduler"):
+        state[name].load_state_dict(saved[name])
+    torch.set_rng_state(saved["torch_rng"])
+    return saved["epoch"]
+
+
+def _train_epoch(model, tokenizer, train: NliPairs, settings, epoch: int, state, run_dir: Path):
+    """One epoch over the training pairs, in the epoch's own seeded order.
+
+    Returns
+    -------
+    tuple
+        (each step's loss, the tokens trained on).
+
+    Raises
+    ------
+    ReproError
+        a loss that is not finite (nothing is saved).
+    """
+    order = list(range(len(train)))
+    random.Random(f"{settings.seed}-{epoch}").shuffle(order)
+    model.train()
+    losses, tokens = [], 0
+    for batch in batches(train, tokenizer, settings.batch_size, settings.max_length, order):
+        with autocast(settings):
+            loss = model(**batch).loss
+        if not torch.isfinite(loss):
+            raise ReproError(
+                f"{run_dir}: the training loss is {float(loss)} at epoch {epoch} "
+                f"(step {len(losses) + 1}); the run is stopped, nothing is saved"
+            )
+        loss.backward()
+        state["optimizer"].step()
+        state["scheduler"].step()
+        state["optimizer"].zero_grad()
+        losses.append(loss.item())
+        tokens += int(batch["attention_mask"].sum())
+    return losses, tokens
+
+
+def _save_epoch(run_dir: Path, record: dict, previous: list, tokenizer, state, last: Path):
+    """Save an epoch: the model as the best one when its validation accuracy beats every
+    earlier epoch's (`previous`), the checkpoint to resume from, then its log record."""
+    model = state["model"]
+    if not previous or record[f"valid_{METRIC}"] > max(previous):
+        model.save_pretrained(run_dir / BEST_DIR)
+        tokenizer.save_pretrained(run_dir / BEST_DIR)
+    _save_atomically(
+        {
+            "model": model.state_dict(),
+            "optimizer": state["optimizer"].state_dict(),
+            "scheduler": state["scheduler"].state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "epoch": record["epoch"],
+        },
+        last,
+    )
+    # logged after the checkpoint: a record in the log is an epoch that is saved
+    _log(run_dir, record)
 
 
 def _records(run_dir: Path) -> list[dict]:

@@ -14,7 +14,7 @@ One wandb run per training run, in three steps:
    logs the training curves into that run, which the callback makes it do without calling
    wandb.init again (`fairseq_adapter.log_progress_into_active_wandb_run`): so a training
    leaves exactly one run folder, `<run dir>/wandb/offline-run-*` when offline.
-3. `log_results`, after scoring (`build.result_rows`): the final metrics and attention
+3. `log_results`, after scoring (`pipelines.jobs.score_model`): the final metrics and attention
    statistics go into the run's summary, by its id.
 
 Everything wandb writes goes under `<run dir>/wandb/` (WANDB_DIR and its cache folders), the
@@ -203,7 +203,7 @@ def log_results(save_dir: Path, rows: list[dict]) -> None:
     save_dir : Path
         the run's checkpoint folder (its parent holds `wandb_run.json`).
     rows : list[dict]
-        the scored result rows (`build.result_rows`), one per evaluation set.
+        the scored result rows (`pipelines.jobs.score_model`), one per evaluation set.
 
     Notes
     -----

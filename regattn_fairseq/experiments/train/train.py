@@ -88,17 +88,7 @@ def learning_curve(
         validated.
     """
     key = f"valid_{metric}"
-    valid, train, scores = {}, {}, {}
-    for record in json_records(log_text):
-        if "epoch" not in record:
-            continue
-        epoch = int(record["epoch"])
-        if "valid_loss" in record:
-            valid[epoch] = float(record["valid_loss"])
-        if key in record:
-            scores[epoch] = float(record[key])
-        if "train_loss" in record:
-            train[epoch] = float(record["train_loss"])
+    valid, train, scores = _per_epoch(log_text, ("valid_loss", "train_loss", key))
     if not scores:
         return {}
     epochs = sorted(scores)
@@ -128,6 +118,20 @@ def learning_curve(
         curve[key] = values
         curve[f"best_{key}"] = best_value
     return curve
+
+
+def _per_epoch(log_text: str, fields: tuple[str, ...]) -> list[dict[int, float]]:
+    """Each field's value per epoch in a training log's records (an epoch logged twice, by a
+    resumed run: its last record's)."""
+    values = [{} for _ in fields]
+    for record in json_records(log_text):
+        if "epoch" not in record:
+            continue
+        epoch = int(record["epoch"])
+        for field_values, name in zip(values, fields, strict=True):
+            if name in record:
+                field_values[epoch] = float(record[name])
+    return values
 
 
 def hydra_overrides(experiment: DictConfig, scale: str, prepared: PreparedData) -> list[str]:

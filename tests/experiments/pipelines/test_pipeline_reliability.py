@@ -24,9 +24,10 @@ from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data import checksums as data_checksums
 from regattn_fairseq.experiments.data import fingerprint as data_fingerprint_module
 from regattn_fairseq.experiments.data.prepare import prepare
+from regattn_fairseq.experiments.pipelines import jobs
 from regattn_fairseq.experiments.report.views import write_outputs
-from regattn_fairseq.experiments.rows import build as row_build
 from regattn_fairseq.experiments.rows import keys as rowkeys
+from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.store import DuplicateRow, load_rows
 from regattn_fairseq.experiments.train import train as runs
 
@@ -114,16 +115,17 @@ def test_no_training_and_no_row_from_damaged_data(tmp_path, monkeypatch):
     original = path.read_bytes()
     path.write_bytes(bytes(len(original)))  # after prepare() verified it
     monkeypatch.setattr(runs, "run_logged", lambda *a, **k: pytest.fail("trained"))
-    monkeypatch.setattr(row_build, "evaluate", lambda *a, **k: pytest.fail("decoded"))
+    monkeypatch.setattr(jobs, "evaluate", lambda *a, **k: pytest.fail("decoded"))
     experiment = OmegaConf.create({"name": "toy", "scale_group": "lstm_seq2seq"})
     with pytest.raises(data_checksums.DamagedData, match=rf"bin/{path.name}: content differs"):
         runs.train(experiment, "smoke", "softmax", 1, prepared, tmp_path / "run", [])
     model = runs.TrainedModel(tmp_path / "c.pt", {}, None, None, None, tmp_path / "none")
     experiment = OmegaConf.create({"name": "toy", "test_sets": ["inflection-medium"]})
+    job = Job(
+        experiment, "smoke", prepared, "softmax", 1, tmp_path, (), ("inflection-medium",), "toy"
+    )
     with pytest.raises(data_checksums.DamagedData, match="run the same command again"):
-        row_build.result_rows(
-            "t", experiment, "smoke", "softmax", 1, prepared, model, {}, tmp_path, "r"
-        )
+        jobs.score_model(job, model, "t", {}, None)
 
 
 # --- one writer per run folder ---------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatc
     monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
     monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
     monkeypatch.setattr(table_jobs, "train", never)
-    for name in ("run_baselines", "run_job"):
+    for name in ("run_baselines", "run_table_job"):
         monkeypatch.setattr(reproduce, name, never)
     argv = ["table2", "--plan-only", "--allow-dirty", "--work-dir", str(tmp_path)]
     reproduce.run([*argv, "--results-dir", str(results)])

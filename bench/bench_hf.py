@@ -37,8 +37,8 @@ import transformers
 from transformers import BertConfig, BertForSequenceClassification
 
 from regattn.integrations import transformers as rt
-from regattn_bench.paths import BENCH_RESULTS_DIR
 from regattn_bench.run_record import append_run, commit_label, environment
+from regattn_checkout.paths import BENCH_RESULTS_DIR
 
 MODEL = {
     "vocab_size": 8000,

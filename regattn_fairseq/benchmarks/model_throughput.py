@@ -35,7 +35,8 @@ from omegaconf import OmegaConf
 
 from regattn_bench.mapping_speed import require_device
 from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 
 VOCAB = 8000
 MAPPINGS = {  # label -> fairseq options

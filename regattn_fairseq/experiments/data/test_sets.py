@@ -20,8 +20,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data.builders.inflection import decode_target, encode_target
 from regattn_fairseq.experiments.data.builders.ner import read_conll
 from regattn_fairseq.experiments.data.sources import Inputs

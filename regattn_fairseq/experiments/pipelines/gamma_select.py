@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import plan

@@ -37,9 +37,9 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
 from regattn import analysis  # noqa: E402
-from regattn_fairseq.experiments.core.files import replacing
+from regattn_checkout.files import replacing
+from regattn_checkout.paths import FIGURES_DIR
 from regattn_fairseq.experiments.core.labels import mapping_label
-from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 from regattn_fairseq.experiments.decode.attention_format import read_export
 
 FORMATS = ("png", "pdf")

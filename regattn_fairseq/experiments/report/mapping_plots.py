@@ -29,9 +29,9 @@ import torch  # noqa: E402
 
 from regattn import mappings  # noqa: E402
 from regattn.mappings import smoothed_max  # noqa: E402
-from regattn_fairseq.experiments.core.files import replacing
+from regattn_checkout.files import replacing
+from regattn_checkout.paths import FIGURES_DIR
 from regattn_fairseq.experiments.core.labels import mapping_label
-from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
 T_RANGE = (-3.0, 3.0)

@@ -16,9 +16,9 @@ import os
 import statistics
 from pathlib import Path
 
+from regattn_checkout.files import write_file
+from regattn_checkout.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.core.cli import run_main
-from regattn_fairseq.experiments.core.files import write_file
-from regattn_fairseq.experiments.core.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.claims import (
     cell_mean,

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
 from regattn_fairseq.experiments.train.train import learning_curve

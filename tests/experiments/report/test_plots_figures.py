@@ -14,7 +14,7 @@ from attention_fixtures import attention_records
 from matplotlib.colors import Normalize
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.report import attention_plots as plot_attention
 from regattn_fairseq.experiments.report import mapping_plots as plot_mappings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.builders import (
     inflection,
     ner,

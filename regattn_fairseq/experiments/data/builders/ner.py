@@ -23,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.sources import Inputs
 from regattn_fairseq.experiments.data.text_processing import head, write_lines
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.sources import Inputs, check_parallel, read_text_lines
 from regattn_fairseq.experiments.data.text_processing import fairseq_preprocess, head, write_lines
 

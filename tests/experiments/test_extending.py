@@ -12,9 +12,10 @@ from omegaconf import OmegaConf
 from regattn import mappings
 from regattn_fairseq.experiments.core import config
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR, PREPARE_CONFIG_DIR
-from regattn_fairseq.experiments.data import builders
+from regattn_fairseq.experiments.data import builders, test_sets
 from regattn_fairseq.experiments.data.builders import builder_for
-from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold
+from regattn_fairseq.experiments.data.gold import Gold
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, TestSet
 from regattn_fairseq.experiments.score import significance
 from regattn_fairseq.experiments.score.metrics import METRICS, Metric, Scored, metric
 
@@ -160,14 +161,29 @@ def test_a_declaration_with_an_undeclared_parameter_is_refused():
     assert "toymax" not in mappings.DECLARATIONS
 
 
-def test_a_new_dataset_kind_is_found_by_its_builder(monkeypatch):
+def test_a_new_dataset_kind_is_found_by_its_builder(monkeypatch, tmp_path):
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "test.answers").write_text("yes\nno\n")
+
     class ToyBuilder:
+        TOOLS = ()
+
         @staticmethod
         def build(inputs, opts, root):
             return {"test": {"subset": "test", "refs": []}}
 
+        @staticmethod
+        def load_gold(inputs, spec, definition):
+            return Gold([[line] for line in inputs.lines(spec.offline[definition.evaluation])], [])
+
     monkeypatch.setitem(builders.BUILDERS, "toy", ToyBuilder)
     assert builder_for("toy").build(None, None, None)["test"]["subset"] == "test"
+    # a test set of the kind is read by the kind's own load_gold, with the files it read
+    spec = OmegaConf.create({"name": "toy", "kind": "toy", "offline": {"test": "toy/test.answers"}})
+    monkeypatch.setattr(test_sets, "load_config", lambda group, name: spec)
+    toy_set = TestSet("toy", "toy", "test", "exact_match", "a toy test set")
+    gold = test_sets.load_gold(toy_set, tmp_path)
+    assert gold.references == [["yes"], ["no"]] and gold.files == ["toy/test.answers"]
 
 
 def test_every_dataset_and_test_set_has_its_builder():
@@ -175,7 +191,9 @@ def test_every_dataset_and_test_set_has_its_builder():
         p.stem: config.load_config("prepare", p.stem) for p in PREPARE_CONFIG_DIR.glob("*.yaml")
     }
     for spec in specs.values():
-        assert builder_for(spec.kind)
+        builder = builder_for(spec.kind)
+        assert callable(builder.build) and callable(builder.load_gold), spec.kind
+        assert isinstance(builder.TOOLS, tuple), spec.kind
     for test_set in TEST_SETS.values():
         assert test_set.dataset in specs and test_set.metric in METRICS
 

@@ -59,7 +59,10 @@ print(json.dumps({
     "pretrained_gamma": list(pretrained.GAMMA_MAPPINGS),
     "hf_backends": {k: list(v) for k, v in rt.BACKENDS.items()},
     "hf_implementations": list(rt.IMPLEMENTATIONS),
-    "hf_params": list(backend_and_params({"attention": "mymax", "attention_gamma": 2.0})),
+    "hf_params": list(backend_and_params({"attention": "mymax", "attention_gamma": 3.0})),
+    "hf_params_of_a_config": list(
+        backend_and_params({"attention": "mymax", "attention_gamma": 2.0})
+    ),
     "label": mapping_label("mymax", {"attention_gamma": 2.0}),
     "smoothed_max_grad_is_sparsemax": torch.allclose(
         grad, mappings.sparsemax(x.detach(), gamma=2.0), atol=1e-8
@@ -120,7 +123,9 @@ def test_a_declared_mapping_appears_in_every_derived_place(monkeypatch, tmp_path
     assert seen["hf_backends"]["mymax"] == ["mymax", {}]
     assert seen["hf_backends"]["mymax_hot"] == ["mymax", {"gamma": 2.0}]
     assert "regattn_mymax" in seen["hf_implementations"]
-    assert seen["hf_params"] == ["mymax", {"gamma": 2.0}]
+    assert seen["hf_params"] == ["mymax", {"gamma": 3.0}]
+    # the parameters its config fixes are that config's backend (as 1.5-entmax is entmax15's)
+    assert seen["hf_params_of_a_config"] == ["mymax_hot", {}]
     assert seen["label"] == "mymax (γ=2)"
     assert seen["smoothed_max_grad_is_sparsemax"] is True
     # step 3: the configs/attention files; the suite offers them, and the check above sees
@@ -158,6 +163,13 @@ def test_a_declaration_with_an_undeclared_parameter_is_refused():
 
     with pytest.raises(ValueError, match="beta.*PARAMETERS"):
         mappings.declare(mappings.Declaration("toymax", Toymax, omega="squared_l2"))
+    assert "toymax" not in mappings.DECLARATIONS
+
+
+def test_a_declaration_with_unknown_ties_is_refused():
+    toy = mappings.Declaration("toymax", mappings.Sparsemax, omega="squared_l2", ties="blocks")
+    with pytest.raises(ValueError, match="ties='blocks'"):
+        mappings.declare(toy)
     assert "toymax" not in mappings.DECLARATIONS
 
 

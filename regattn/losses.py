@@ -38,7 +38,8 @@ REDUCTIONS = ("none", "sum", "mean")
 def loss_mappings() -> tuple[str, ...]:
     """The mappings with a Fenchel-Young loss: every declared mapping (`mappings.NAMES`, read
     when called, so that a mapping declared after this import counts too; controls, which are
-    no regularized max, aside) and normmax.
+    no regularized max, aside) and normmax. The loss computes p* with the mapping's function,
+    `mappings.<name>`, and Omega with its declared regularizer.
     """
     return (*mappings.NAMES, NORMMAX)
 

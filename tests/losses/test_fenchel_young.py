@@ -236,7 +236,8 @@ def test_bad_input_is_a_clear_error():
 
 def test_a_mapping_declared_later_has_its_loss(monkeypatch):
     """The loss's mappings are the declarations' (read when called), not a list of their own:
-    a toy sparsemax declared after `regattn.losses` was imported has the sparsemax loss."""
+    a toy sparsemax declared after `regattn.losses` was imported, with its function in the
+    package as every mapping has, has the sparsemax loss."""
 
     class Toymax(mappings.Sparsemax):
         pass
@@ -245,6 +246,7 @@ def test_a_mapping_declared_later_has_its_loss(monkeypatch):
     monkeypatch.setitem(mappings.DECLARATIONS, "toymax", toy)
     monkeypatch.setitem(mappings.MODULES, "toymax", Toymax)
     monkeypatch.setattr(mappings, "NAMES", (*mappings.NAMES, "toymax"))
+    monkeypatch.setattr(mappings, "toymax", mappings.sparsemax, raising=False)
     assert losses.loss_mappings() == (*mappings.NAMES, losses.NORMMAX)
     theta, target = _case(701)
     torch.testing.assert_close(

@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm clean-venv
+.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-kernel-passes bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -89,6 +89,9 @@ bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax a
 
 bench-mappings-cuda: setup ## on a GPU: the Triton kernels vs torch.softmax, entmax and AdaSplash (pip install adasplash) -> results/bench/mappings_gpu.md
 	TRITON_INTERPRET=0 $(PY) bench/bench_mappings.py --device cuda
+
+bench-kernel-passes: setup ## the Triton row kernels' reads/writes, reductions and search steps per row, counted in the interpreter -> results/bench/row_kernel_passes.md
+	$(PY) bench/bench_kernel_passes.py $(if $(LABEL),--label $(LABEL))
 
 bench-attention-cuda: setup ## on a GPU: the fused sparse attention vs the row-wise path, sdpa flash and AdaSplash (if installed), 1k-16k tokens -> results/bench/attention_gpu.md
 	TRITON_INTERPRET=0 $(PY) bench/bench_attention.py

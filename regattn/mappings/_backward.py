@@ -7,8 +7,8 @@ Jacobian-vector product below is also the vector-Jacobian product autograd needs
 * Group averaging (Niculae & Blondel 2017, Prop. 3): prox_TV and the oscarmax prox fuse
   coordinates into groups; their Jacobian averages a vector within each group. The forward
   kernels label each position with its group index within its row (-1 outside any group).
-  On the Triton backend the support Jacobian is a kernel and the group means are torch ops
-  that read nothing on the host (group_mean_reference).
+  On the Triton backend both are kernels, the group means one program per row with no
+  atomics (_triton.grouped_support_vjp).
 
 On CPU both run in the compiled kernel in one pass per row; the torch versions are the
 reference (and the path for other devices).
@@ -30,14 +30,15 @@ def sparse_vjp(
     group: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Support Jacobian (alpha = 2: simplex projection; else alpha-entmax, alpha a number or
-    a (rows, 1) tensor) times grad, then group-averaged when `group` is given; y, grad and
-    group are (rows, d).
+    a (rows, 1) tensor) times grad, then group-averaged when `group` is given (with alpha = 2:
+    the grouped projections, fusedmax and oscarmax); y, grad and group are (rows, d).
     """
     grad = grad.contiguous()
     path = backend_for(y)
     if path == "triton":
-        out = triton_kernels().support_vjp(y, grad, alpha)
-        return out if group is None else group_mean_reference(out, group)
+        if group is None:
+            return triton_kernels().support_vjp(y, grad, alpha)
+        return triton_kernels().grouped_support_vjp(y, grad, group)
     if path == "cpu":
         per_row = isinstance(alpha, torch.Tensor)
         return kernels.sparse_jvp_rows(
@@ -69,7 +70,7 @@ def group_mean_reference(v: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
     slot = slot.masked_fill(outside, rows * d).flatten()  # one spare slot collects the -1s
     sums = v.new_zeros(rows * d + 1).index_add_(0, slot, v.flatten())
     # counts by index_add_, not bincount (which reads its maximum on the host): no
-    # host-device synchronization, so this is also the Triton path's group averaging
+    # host-device synchronization on any device
     counts = v.new_zeros(rows * d + 1).index_add_(0, slot, torch.ones_like(v).flatten())
     means = sums / counts.clamp_min(1)
     return means.index_select(0, slot).view(rows, d).masked_fill_(outside, 0.0)

@@ -1,41 +1,58 @@
-"""Triton kernels for the mappings: one program per row, the row in one block.
+"""Triton kernels for the mappings: each row loaded once into one block, several rows per
+program for short rows.
 
 Imported lazily by `_kernels.triton_kernels()` (never at `import regattn.mappings`), so a
 missing triton costs nothing until a CUDA tensor (or `backend("triton")`) needs it. Under
 TRITON_INTERPRET=1 (set before triton is imported) the same kernels run on CPU tensors in
 Triton's interpreter, which is how the tests check them on machines with no GPU.
 
-Every kernel reads a row of the contiguous (rows, d) float32/float64 scores (half precision
-is converted by `_rows.to_rows` first) with its bool mask (True = may attend), shifts it to
-a maximum of 0 over its unmasked positions, and validates it as it reads it: a NaN or an
-infinite unmasked score, or a spread (max - min) / gamma that overflows, writes an error code
-for the row into a flag tensor and gives the row zeros. The flags are raised without a
-host-device synchronization (`torch._assert_async`) or, under `_sync.sync_checks()`, read
-on the host and raised as the ValueError of the other backends. A row with no unmasked
-position gets zeros (and zero gradient); `to_rows` asserts (asynchronously) that there is
-none when empty="error". A -inf score is a masked position (see `_read_row`).
+Every kernel reads its rows of the contiguous (rows, d) float32/float64 scores (half
+precision is converted by `_rows.to_rows` first) with their bool mask (True = may attend)
+once, as a (ROWS, BLOCK) tile in registers (BLOCK the next power of two >= d, at most 4096;
+ROWS = 1024 // BLOCK rows per program at BLOCK <= 128, else 1), shifts each row to a
+maximum of 0 over its unmasked positions, and validates it: a NaN or an infinite unmasked
+score, or a spread (max - min) / gamma that overflows, writes an error code for the row
+into a flag tensor and gives the row zeros. The check costs one reduction, folded into
+softmax's sum (see `_read_rows`). The flags are raised without a host-device
+synchronization (`torch._assert_async`) or, under `_sync.sync_checks()`, read on the host
+and raised as the ValueError of the other backends. A row with no unmasked position gets
+zeros (and zero gradient); `to_rows` asserts (asynchronously) that there is none when
+empty="error". A -inf score is a masked position (see `_read_rows`).
 
-Algorithms (exact to the dtype's resolution, as the CPU kernels):
+Algorithms (exact to the dtype's resolution, as the CPU kernels). The threshold searches
+run on the row in registers, every row of a program in lockstep until all have ended; each
+step is one to four reductions over the row, and `_safeguard` bounds them: pure Newton
+(Halley) steps for NEWTON_STEPS, then every other step a bisection, and a bisection
+wherever Newton leaves the bracket, so a search ends within NEWTON_STEPS + 2 (ITERS + 2)
+steps (ITERS = 29 in float32, 58 in float64). results/bench/row_kernel_passes.md counts
+the steps taken on the tests' inputs.
 
-* softmax: max, exp, sum.
-* sparsemax: bisection on tau in [-1, 0] (the row's max is 0), then Michelot's exact finish
-  tau = (sum_S z - 1) / |S| on S = {z > tau}, repeated until S is stable.
-* 1.5-entmax: bisection on tau, then the exact finish tau = mean_S - sqrt(1/|S| - var_S).
-* alpha-entmax (alpha per row, a tensor): bisection on tau in [-1, -n^(1-alpha)], the
-  references' solver, and the normalization y / sum(y).
-* sq-pnorm-max: bisection on tau in [-gamma, 0], the reference's test function.
+* softmax: max, then exp and the sum: two reductions.
+* sparsemax: Newton's step on sum_S (z - tau) - 1 is Michelot's tau_S = (sum_S z - 1) / |S|
+  from tau in [-1, -1/d], exact once no value of S lies below it (`_simplex_threshold`).
+* 1.5-entmax: from tau in [-1, -1/sqrt(d)], the closed form mean_S - sqrt(1/|S| - var_S),
+  exact where it lies below S, else a Newton step (as entmax15_row on the CPU).
+* alpha-entmax (alpha per row, a tensor): Halley steps on ||(z - tau)_+||_q - 1 from tau in
+  [-1, -d^(1-alpha)] (as EntmaxThresholdSearch on the CPU), and the normalization
+  y / sum(y).
+* sq-pnorm-max: Halley steps on the log KKT condition from tau in [-gamma, 0] (as
+  sq_pnorm_max_row on the CPU), and the normalization.
 * fusedmax: the unmasked values packed, Condat's direct TV algorithm as a sequential scalar
   loop (one state transition per iteration, as fused.prox_tv1d_rows_reference), then the
-  sparsemax projection; int32 segment ids (-1 at masked positions).
+  sparsemax projection; int32 segment ids (-1 at masked positions). One row per program.
 * oscarmax: the stable decreasing order by tl.sort (values, then exact int32 keys
   rank-of-value * BLOCK + position), the weights subtracted, pool-adjacent-violators as a
   sequential scalar loop, then the sparsemax projection; int32 cluster ids on the support
-  (-1 off it). Both keep their scratch in the row's slots of the outputs.
+  (-1 off it). Both keep their scratch in the row's slots of the outputs. One row per
+  program.
 * backward: the support Jacobian (weights 1 or y^(2-alpha)) and Sherman-Morrison for
-  sq-pnorm-max, one program per row; dalpha and softmax's backward in torch ops.
+  sq-pnorm-max, rows per program as the forward; dalpha, softmax's backward and the
+  grouped mappings' group means in torch ops.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import triton
@@ -116,30 +133,75 @@ def _params(like: torch.Tensor, *values: float) -> torch.Tensor:
     return out
 
 
-def _limit(dtype: torch.dtype, gamma: float) -> float:
-    # as max_spread in csrc/regattn_cpu.cpp
-    return torch.finfo(dtype).max * min(gamma, 1.0)
+# Short rows share a program: at BLOCK <= MULTI_ROW_MAX_BLOCK a program holds
+# PROGRAM_ELEMENTS // BLOCK rows (8 at 128, 32 at 32), so that a program has as many lanes as
+# one row of 1024 and the launch fewer programs than rows
+MULTI_ROW_MAX_BLOCK = 128
+PROGRAM_ELEMENTS = 1024
+# The threshold searches take pure Newton (Halley) steps first, then alternate them with
+# bisection (see _safeguard): 12 covers the usual climbs (sparsemax's and 1.5-entmax's steps
+# on N(0, s^2) rows, s = 0.5 to 10, d up to 4096, simulated in numpy: at most 9; on the pass
+# table's rows, results/bench/row_kernel_passes.md: at most 5)
+NEWTON_STEPS = 12
 
 
-def _setup(x: torch.Tensor, mask: torch.Tensor | None):
+class _Layout(NamedTuple):
+    """How a (rows, d) launch is laid out: `block` lanes per row (a power of two >= d),
+    `rows_per_program` rows per program, `grid`, and the launch's constants.
+    """
+
+    rows: int
+    d: int
+    block: int
+    rows_per_program: int
+    grid: tuple
+    has_mask: bool
+    mask: torch.Tensor
+    iters: int  # bisection steps to the dtype's resolution from a unit bracket
+    eps: float
+
+    def constants(self) -> dict:
+        """The search kernels' constexpr arguments and their warps."""
+        return {
+            "HAS_MASK": self.has_mask,
+            "ROWS": self.rows_per_program,
+            "BLOCK": self.block,
+            "MAX_STEPS": NEWTON_STEPS + 2 * (self.iters + 2),
+            "NEWTON": NEWTON_STEPS,
+            "EPS": self.eps,
+            "num_warps": num_warps(self.block * self.rows_per_program),
+        }
+
+
+def _layout(x: torch.Tensor, mask: torch.Tensor | None = None) -> _Layout:
     rows, d = x.shape
     block = max(triton.next_power_of_2(d), 16)
-    has_mask = mask is not None
-    m = mask.view(torch.uint8) if has_mask else x
-    iters = 29 if x.dtype == torch.float32 else 58
-    return rows, d, block, has_mask, m, iters
+    per_program = PROGRAM_ELEMENTS // block if block <= MULTI_ROW_MAX_BLOCK else 1
+    return _Layout(
+        rows,
+        d,
+        block,
+        per_program,
+        (triton.cdiv(rows, per_program),),
+        mask is not None,
+        mask.view(torch.uint8) if mask is not None else x,
+        29 if x.dtype == torch.float32 else 58,
+        torch.finfo(x.dtype).eps,
+    )
 
 
-def num_warps(block: int) -> int:
-    """Warps per program (one row each): up to 16 positions per thread before a second warp.
+def num_warps(elements: int) -> int:
+    """Warps per program of `elements` lanes (rows x BLOCK): up to 16 positions per thread
+    before a second warp.
 
-    Each bisection step reduces over the row (tl.sum); within one warp that is a few register
-    shuffles, across warps a shared-memory round trip with barriers. The kernels are bound by
-    those reductions, not by memory (ncu on an H200 at 1M rows x 128: sparsemax's forward at
-    78% of the SMs' throughput and 2% of DRAM's with Triton's default 4 warps), so short rows
-    take one warp: 1 for BLOCK <= 512, 2 for 1024, 4 for 2048, 8 for 4096.
+    Each search step reduces over the row (tl.sum); within one warp that is a few register
+    shuffles, across warps a shared-memory round trip with barriers. The bisection kernels
+    were bound by those reductions, not by memory (ncu on an H200 at 1M rows x 128:
+    sparsemax's forward at 78% of the SMs' throughput and 2% of DRAM's with Triton's default 4
+    warps), so a program takes one warp up to 512 lanes, 2 for 1024, 4 for 2048, 8 for 4096
+    (not tuned for the Newton kernels: that needs a GPU).
     """
-    return min(max(block // 512, 1), 8)
+    return min(max(elements // 512, 1), 8)
 
 
 @triton.jit
@@ -149,162 +211,424 @@ def _pow(v, e):
 
 
 @triton.jit
-def _read_row(X, M, ERR, row, d, gamma, limit, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
-    """Loads row `row`, validates it (error code to ERR[row]) and returns (offs, inb, valid, z,
-    n): z = (x - max) / gamma on the valid positions (unmasked, not -inf), 0 elsewhere; valid
-    is all False on an invalid or empty row.
+def _search_step(bisected):
+    """Marks one step of a threshold search; `bisected` is True for the rows whose step was a
+    bisection. It compiles to nothing: the interpreter run of bench/bench_kernel_passes.py
+    replaces it to count the steps (regattn_bench.kernel_passes).
     """
-    offs = tl.arange(0, BLOCK)
-    inb = offs < d
-    x = tl.load(X + row * d + offs, mask=inb, other=0.0)
-    # a -inf score is a masked position (mappings._rows.neg_inf_masked); NaN != -inf stays
+    pass
+
+
+@triton.jit
+def _read_rows(
+    X,
+    M,
+    first,
+    rows,
+    d,
+    gamma,
+    HAS_MASK: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """Loads rows first .. first + ROWS - 1 (those < rows) as a (ROWS, BLOCK) tile, once, and
+    returns (r, offs, inb, x, valid, z): r (ROWS, 1) the row indices, offs (1, BLOCK), inb the
+    tile's lanes inside the rows, x the scores, valid the unmasked lanes that are not -inf
+    (a -inf score is a masked position, mappings._rows.neg_inf_masked; NaN stays valid), and
+    z = (x - max) / gamma on them, 0 elsewhere.
+
+    One reduction (the max). The row is fine exactly where z is finite on every valid lane: a
+    NaN or +inf score makes z NaN, a spread (max - min) / gamma that overflows makes it -inf
+    (csrc's max_spread, to rounding); the callers fold that test into their first sum and
+    flag the rows with `_flag_rows`.
+    """
+    r = first + tl.arange(0, ROWS)[:, None]
+    offs = tl.arange(0, BLOCK)[None, :]
+    inb = (r < rows) & (offs < d)
+    x = tl.load(X + r * d + offs, mask=inb, other=0.0)
     valid = inb & (x != float("-inf"))
     if HAS_MASK:
-        valid = valid & (tl.load(M + row * d + offs, mask=inb, other=0) != 0)
-    hi = tl.max(tl.where(valid, x, float("-inf")), axis=0)
-    lo = tl.min(tl.where(valid, x, float("inf")), axis=0)
-    bad = tl.sum((valid & ((x - x) != 0)).to(tl.int32), axis=0)
-    n = tl.sum(valid.to(tl.int32), axis=0)
-    code = tl.where(bad > 0, 1, tl.where((n > 0) & ((hi - lo) > limit), 2, 0))
-    tl.store(ERR + row, code)
-    valid = valid & (code == 0)
-    z = tl.where(valid, (x - tl.where(n > 0, hi, 0.0)) / gamma, 0.0)
-    return offs, inb, valid, z, n
+        valid = valid & (tl.load(M + r * d + offs, mask=inb, other=0) != 0)
+    hi = tl.max(tl.where(valid, x, float("-inf")), axis=1, keep_dims=True)
+    z = tl.where(valid, (x - tl.where(hi > float("-inf"), hi, 0.0)) / gamma, 0.0)
+    return r, offs, inb, x, valid, z
 
 
 @triton.jit
-def _project_simplex(z, valid, ITERS: tl.constexpr):
-    """P_simplex(z) over the valid positions (0 elsewhere): bisection on tau in
-    [max z - 1, max z], then Michelot's exact finish.
+def _flag_rows(ERR, r, rows, x, valid, broken, code):
+    """Writes each row's error code to ERR and returns `valid` cleared on the flagged rows.
+    `broken` (ROWS, 1) marks the rows with a non-finite z (see _read_rows): NONFINITE where a
+    valid score is NaN or infinite, else SPREAD; other rows keep `code` (0, or BAD_ALPHA).
+    The scores are scanned again only when a row of the program is broken.
     """
-    top = tl.max(tl.where(valid, z, float("-inf")), axis=0)
-    lo = tl.sum(z * 0.0, axis=0) + tl.where(top > float("-inf"), top, 0.0) - 1.0
-    hi = lo + 1.0
-    for _ in range(ITERS):  # mass(lo) >= 1 > mass(hi)
-        tau = (lo + hi) * 0.5
-        mass = tl.sum(tl.where(valid, tl.maximum(z - tau, 0.0), 0.0), axis=0)
-        lo = tl.where(mass >= 1.0, tau, lo)
-        hi = tl.where(mass >= 1.0, hi, tau)
-    # Michelot: from S = {z > lo}, a superset of the support, tau_S <= tau and S shrinks
-    tau = lo
-    for _ in range(4):
-        s = valid & (z > tau)
-        k = tl.sum(s.to(z.dtype), axis=0)
-        tau = tl.where(k > 0, (tl.sum(tl.where(s, z, 0.0), axis=0) - 1.0) / k, tau)
-    return tl.where(valid, tl.maximum(z - tau, 0.0), 0.0)
+    code = tl.where(broken, 2, code)
+    if tl.max(code) > 0:
+        nonfinite = tl.sum((valid & ((x - x) != 0)).to(tl.int32), axis=1, keep_dims=True)
+        code = tl.where(broken & (nonfinite > 0), 1, code)
+    tl.store(ERR + r, code, mask=r < rows)
+    return valid & (code == 0)
 
 
 @triton.jit
-def _softmax_fwd(X, M, Y, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs, inb, valid, z, n = _read_row(
-        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
-    )
-    e = tl.where(valid, tl.exp(z), 0.0)
-    s = tl.sum(e, axis=0)
-    tl.store(Y + row * d + offs, e / tl.where(s > 0, s, 1.0), mask=inb)
+def _checked_rows(
+    X,
+    M,
+    ERR,
+    P,
+    rows,
+    d,
+    HAS_MASK: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """_read_rows at gamma P[0] (the program's block of rows), flagged: (r, offs, inb, valid,
+    z), valid all False on an invalid row. Two reductions: the max and the finiteness sum.
+    """
+    first = tl.program_id(0).to(tl.int64) * ROWS
+    r, offs, inb, x, valid, z = _read_rows(X, M, first, rows, d, tl.load(P), HAS_MASK, ROWS, BLOCK)
+    finite = tl.sum(tl.where(valid, z - z, 0.0), axis=1, keep_dims=True) == 0  # NaN: False
+    valid = _flag_rows(ERR, r, rows, x, valid, ~finite, (r * 0).to(tl.int32))
+    return r, offs, inb, valid, tl.where(valid, z, 0.0)
+
+
+@triton.jit
+def _safeguard(tau, above, newton, lo, hi, step, NEWTON: tl.constexpr):
+    """One safeguarded step of a threshold search on a decreasing function with its root in
+    [lo, hi]: the bracket narrowed by the sign at tau (`above`: the root is at or above tau)
+    and the next point, `newton` (the Newton or Halley step) where it lies strictly inside
+    the bracket, the bracket's midpoint where it does not (or is NaN) and, after the first
+    NEWTON steps, at every other step, so that the bracket halves at least every second step
+    from there. Returns (next, lo, hi, bisected).
+    """
+    lo = tl.where(above, tau, lo)
+    hi = tl.where(above, hi, tau)
+    forced = tl.where((step >= NEWTON) & ((step - NEWTON) % 2 == 0), 1.0, 0.0)
+    bisect = ~((newton > lo) & (newton < hi)) | ((lo * 0.0 + forced) > 0)
+    return tl.where(bisect, (lo + hi) * 0.5, newton), lo, hi, bisect
+
+
+@triton.jit
+def _simplex_threshold(
+    z, valid, d, ROWS: tl.constexpr, MAX_STEPS: tl.constexpr, NEWTON: tl.constexpr
+):
+    """The threshold tau (ROWS, 1) of the simplex projection of each row of z over its valid
+    lanes, their max 0: sum_i (z_i - tau)_+ = 1, with tau in [-1, -1/d] (y_max <= 1, and
+    y_max >= 1/n >= 1/d).
+
+    Newton's step from tau on F(tau) = sum_S (z - tau) - 1, S = {valid z > tau}, is Michelot's
+    tau_S = (sum_S z - 1) / |S|; from below the root it stays below, and where no value of S
+    lies below tau_S, S is the support and tau_S the exact threshold: the search ends there.
+    Each step sums over the on-chip row (count, sum, min of S); _safeguard keeps the bracket
+    and bisects where Newton leaves it (from above the root, or by rounding) and every other
+    step after NEWTON, and a row whose bracket closes to float resolution first finishes with
+    one Michelot step from its lower end.
+    """
+    lo = tl.zeros((ROWS, 1), z.dtype) - 1.0
+    hi = lo + 1.0 - 1.0 / (lo * 0.0 + d)
+    tau = lo
+    done = lo != lo
+    exact = done
+    step = tl.program_id(0) * 0
+    while (step < MAX_STEPS) & (tl.max(tl.where(done, 0, 1)) > 0):
+        s = valid & (z > tau)
+        k = tl.sum(s.to(z.dtype), axis=1, keep_dims=True)
+        sz = tl.sum(tl.where(s, z, 0.0), axis=1, keep_dims=True)
+        zmin = tl.min(tl.where(s, z, float("inf")), axis=1, keep_dims=True)
+        newton = (sz - 1.0) / tl.where(k > 0, k, 1.0)
+        above = sz - tau * k >= 1.0
+        hit = above & (newton <= zmin) & (k > 0)
+        nxt, lo, hi, bisected = _safeguard(tau, above, newton, lo, hi, step, NEWTON)
+        stop = done | hit | (k == 0) | (nxt == tau)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
+        tau = tl.where(done, tau, tl.where(hit, newton, tl.where(stop, tau, nxt)))
+        exact = exact | (hit & ~done) | (k == 0)
+        done = stop
+        step += 1
+    if tl.max(tl.where(exact, 0, 1)) > 0:
+        # S(lo) holds the support (F(lo) >= 0): tau_S is within float resolution of the root
+        s = valid & (z > lo)
+        k = tl.sum(s.to(z.dtype), axis=1, keep_dims=True)
+        sz = tl.sum(tl.where(s, z, 0.0), axis=1, keep_dims=True)
+        tau = tl.where(exact | (k == 0), tau, (sz - 1.0) / tl.where(k > 0, k, 1.0))
+    return tau
+
+
+@triton.jit
+def _softmax_fwd(
+    X, M, Y, ERR, P, rows, d, HAS_MASK: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr
+):
+    """softmax((x - max) / gamma), its checks in the one pass: exp(z) + (z - z) is exp(z)
+    where z is finite and NaN where the row is broken (see _read_rows), so the normalizing sum
+    tells the broken rows. Two reductions, the max and the sum.
+    """
+    first = tl.program_id(0).to(tl.int64) * ROWS
+    r, offs, inb, x, valid, z = _read_rows(X, M, first, rows, d, tl.load(P), HAS_MASK, ROWS, BLOCK)
+    e = tl.where(valid, tl.exp(z) + (z - z), 0.0)
+    s = tl.sum(e, axis=1, keep_dims=True)
+    valid = _flag_rows(ERR, r, rows, x, valid, s != s, (r * 0).to(tl.int32))
+    y = tl.where(valid, e / tl.where(s > 0, s, 1.0), 0.0)
+    tl.store(Y + r * d + offs, y, mask=inb)
 
 
 @triton.jit
 def _sparsemax_fwd(
-    X, M, Y, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr
+    X,
+    M,
+    Y,
+    ERR,
+    P,
+    rows,
+    d,
+    HAS_MASK: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    MAX_STEPS: tl.constexpr,
+    NEWTON: tl.constexpr,
+    EPS: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    offs, inb, valid, z, n = _read_row(
-        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
-    )
-    y = _project_simplex(z, valid, ITERS)
-    tl.store(Y + row * d + offs, y, mask=inb)
+    r, offs, inb, valid, z = _checked_rows(X, M, ERR, P, rows, d, HAS_MASK, ROWS, BLOCK)
+    tau = _simplex_threshold(z, valid, d, ROWS, MAX_STEPS, NEWTON)
+    tl.store(Y + r * d + offs, tl.where(valid, tl.maximum(z - tau, 0.0), 0.0), mask=inb)
 
 
 @triton.jit
 def _entmax15_fwd(
-    X, M, Y, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr
+    X,
+    M,
+    Y,
+    ERR,
+    P,
+    rows,
+    d,
+    HAS_MASK: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    MAX_STEPS: tl.constexpr,
+    NEWTON: tl.constexpr,
+    EPS: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    offs, inb, valid, z, n = _read_row(
-        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
-    )
-    # z = (x - max) / 2: y = (z - tau)_+^2, tau in [-1, -1/sqrt(n)]
-    lo = tl.sum(z * 0.0, axis=0) - 1.0
-    hi = lo + 1.0
-    for _ in range(ITERS):
-        tau = (lo + hi) * 0.5
-        v = tl.where(valid, tl.maximum(z - tau, 0.0), 0.0)
-        mass = tl.sum(v * v, axis=0)
-        lo = tl.where(mass >= 1.0, tau, lo)
-        hi = tl.where(mass >= 1.0, hi, tau)
+    """1.5-entmax: z = (x - max) / 2, y = (z - tau)_+^2, tau in [-1, -1/sqrt(d)], the root of
+    the convex decreasing F(tau) = sum_S (z - tau)^2 - 1, S = {valid z > tau}.
+
+    From tau, with d = z - tau on S: the quadratic sum_S (d - t)^2 = 1 has the closed-form
+    root t = mean(d) - sqrt(1/|S| - var(d)); where tau is below the root and t is below every
+    d, S is the support and tau + t the exact threshold (as entmax15_row in
+    csrc/row_algorithms.h). Otherwise Newton's step tau + F / (2 sum d), safeguarded as in
+    _simplex_threshold (F convex: from either side it lands below the root).
+    """
+    r, offs, inb, valid, z = _checked_rows(X, M, ERR, P, rows, d, HAS_MASK, ROWS, BLOCK)
+    lo = tl.zeros((ROWS, 1), z.dtype) - 1.0
+    hi = -1.0 / tl.sqrt(lo * 0.0 + d)
     tau = lo
-    for _ in range(3):  # exact finish on S: sum_S (z - tau)^2 = 1
+    done = lo != lo
+    exact = done
+    step = tl.program_id(0) * 0
+    while (step < MAX_STEPS) & (tl.max(tl.where(done, 0, 1)) > 0):
         s = valid & (z > tau)
-        k = tl.sum(s.to(z.dtype), axis=0)
+        dev = tl.where(s, z - tau, 0.0)
+        k = tl.sum(s.to(z.dtype), axis=1, keep_dims=True)
+        s1 = tl.sum(dev, axis=1, keep_dims=True)
+        s2 = tl.sum(dev * dev, axis=1, keep_dims=True)
+        dmin = tl.min(tl.where(s, dev, float("inf")), axis=1, keep_dims=True)
         kk = tl.where(k > 0, k, 1.0)
-        mean = tl.sum(tl.where(s, z, 0.0), axis=0) / kk
-        dev = tl.where(s, z - mean, 0.0)
-        var = tl.sum(dev * dev, axis=0) / kk
-        tau = tl.where(k > 0, mean - tl.sqrt(tl.maximum(1.0 / kk - var, 0.0)), tau)
+        mean = s1 / kk
+        delta = 1.0 / kk - (s2 / kk - mean * mean)
+        t = mean - tl.sqrt(tl.maximum(delta, 0.0))
+        above = s2 >= 1.0
+        hit = above & (delta >= 0) & (t <= dmin) & (k > 0)
+        newton = tau + (s2 - 1.0) / (2.0 * tl.where(s1 > 0, s1, 1.0))
+        nxt, lo, hi, bisected = _safeguard(tau, above, newton, lo, hi, step, NEWTON)
+        stop = done | hit | (k == 0) | (nxt == tau)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
+        tau = tl.where(done, tau, tl.where(hit, tau + t, tl.where(stop, tau, nxt)))
+        exact = exact | (hit & ~done) | (k == 0)
+        done = stop
+        step += 1
+    if tl.max(tl.where(exact, 0, 1)) > 0:
+        # closed to float resolution: the closed form on S(lo), a superset of the support
+        s = valid & (z > lo)
+        dev = tl.where(s, z - lo, 0.0)
+        kk = tl.maximum(tl.sum(s.to(z.dtype), axis=1, keep_dims=True), 1.0)
+        mean = tl.sum(dev, axis=1, keep_dims=True) / kk
+        var = tl.sum(dev * dev, axis=1, keep_dims=True) / kk - mean * mean
+        tau = tl.where(exact, tau, lo + mean - tl.sqrt(tl.maximum(1.0 / kk - var, 0.0)))
     v = tl.where(valid, tl.maximum(z - tau, 0.0), 0.0)
-    tl.store(Y + row * d + offs, v * v, mask=inb)
+    tl.store(Y + r * d + offs, v * v, mask=inb)
 
 
 @triton.jit
 def _entmax_fwd(
-    X, M, Y, ERR, A, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr
+    X,
+    M,
+    Y,
+    ERR,
+    A,
+    P,
+    rows,
+    d,
+    HAS_MASK: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    MAX_STEPS: tl.constexpr,
+    NEWTON: tl.constexpr,
+    EPS: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    offs, inb, valid, z, n = _read_row(
-        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
-    )
-    alpha = tl.load(A + row)
+    """alpha-entmax, alpha per row (A): z = (alpha - 1)(x - max), y = (z - tau)_+^q / sum,
+    q = 1/(alpha - 1), tau in [-1, -d^(1 - alpha)] the root of F(tau) = ||(z - tau)_+||_q - 1.
+
+    The search of EntmaxThresholdSearch (csrc/entmax_threshold.h): F is nearly linear, so
+    Newton's method from the lower end climbs to the root in a few steps; Halley's step where
+    its denominator is positive (it needs sum d^(q-2) too), Newton's elsewhere, safeguarded as
+    in _simplex_threshold (alpha > 2 makes F concave: steps leave the bracket). A row ends
+    where sum d^q is 1 to 8 q eps (F is known to a few ulps only); the output is normalized.
+    """
+    first = tl.program_id(0).to(tl.int64) * ROWS
+    r, offs, inb, x, valid, z = _read_rows(X, M, first, rows, d, tl.load(P), HAS_MASK, ROWS, BLOCK)
+    alpha = tl.load(A + r, mask=r < rows, other=2.0)
     good = alpha > 1.0  # False on NaN
-    tl.store(ERR + row, tl.where(good, tl.load(ERR + row), 3))
-    valid = valid & ((z * 0.0 + alpha) > 1.0)  # a scalar bool does not broadcast in `&`
+    finite = tl.sum(tl.where(valid, z - z, 0.0), axis=1, keep_dims=True) == 0
+    valid = _flag_rows(ERR, r, rows, x, valid, ~finite, tl.where(good, 0, 3).to(tl.int32))
     am1 = tl.where(good, alpha - 1.0, 1.0)
-    inv = 1.0 / am1
-    z = z * am1
-    nn = tl.maximum(n, 1).to(z.dtype)
-    lo = tl.sum(z * 0.0, axis=0) - 1.0
-    hi = -_pow(nn, -am1)
-    for _ in range(ITERS):
-        tau = (lo + hi) * 0.5
-        mass = tl.sum(tl.where(valid, _pow(tl.maximum(z - tau, 0.0), inv), 0.0), axis=0)
-        lo = tl.where(mass >= 1.0, tau, lo)
-        hi = tl.where(mass >= 1.0, hi, tau)
-    y = tl.where(valid, _pow(tl.maximum(z - lo, 0.0), inv), 0.0)
-    s = tl.sum(y, axis=0)
-    tl.store(Y + row * d + offs, y / tl.where(s > 0, s, 1.0), mask=inb)
+    q = 1.0 / am1
+    z = tl.where(valid, z * am1, 0.0)
+    lo = tl.zeros((ROWS, 1), z.dtype) - 1.0
+    hi = -_pow(lo * 0.0 + d, -am1)
+    tau = lo
+    done = lo != lo
+    step = tl.program_id(0) * 0
+    while (step < MAX_STEPS) & (tl.max(tl.where(done, 0, 1)) > 0):
+        s = valid & (z > tau)
+        dev = tl.where(s, z - tau, 1.0)
+        pw = tl.where(s, tl.exp(tl.log(dev) * (q - 1.0)), 0.0)  # d^(q-1)
+        s_qm1 = tl.sum(pw, axis=1, keep_dims=True)
+        s_qm2 = tl.sum(pw / dev, axis=1, keep_dims=True)
+        s_q = tl.sum(pw * dev, axis=1, keep_dims=True)
+        converged = tl.abs(s_q - 1.0) <= 8.0 * q * EPS
+        norm = _pow(s_q, am1)
+        f = norm - 1.0
+        sq = tl.where(s_q > 0, s_q, 1.0)
+        d1 = -s_qm1 * norm / sq
+        d2 = (q - 1.0) * norm / sq * (s_qm2 - s_qm1 * s_qm1 / sq)
+        halley = 2.0 * d1 * d1 - f * d2
+        newton = tl.where(halley > 0, tau - 2.0 * f * d1 / halley, tau - f / d1)
+        nxt, lo, hi, bisected = _safeguard(tau, f > 0, newton, lo, hi, step, NEWTON)
+        stop = done | converged | (s_q == 0) | (nxt == tau)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
+        tau = tl.where(stop, tau, nxt)
+        done = stop
+        step += 1
+    y = tl.where(valid, _pow(tl.maximum(z - tau, 0.0), q), 0.0)
+    s = tl.sum(y, axis=1, keep_dims=True)
+    tl.store(Y + r * d + offs, y / tl.where(s > 0, s, 1.0), mask=inb)
 
 
 @triton.jit
 def _pnorm_fwd(
-    X, M, Y, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr
+    X,
+    M,
+    Y,
+    ERR,
+    P,
+    rows,
+    d,
+    HAS_MASK: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    MAX_STEPS: tl.constexpr,
+    NEWTON: tl.constexpr,
+    EPS: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    gamma = tl.load(P)
+    """sq-pnorm-max (P: 1, gamma, p): on z = x - max, y = u / sum(u), u = (z - tau)_+^q,
+    q = 1/(p-1), tau in [-gamma, 0) the root of phi(tau) = log A_q - (2-p)/p log A_{q+1} -
+    log gamma, A_k = sum (z - tau)_+^k: sq_pnorm_max_row's search (csrc/row_algorithms.h),
+    safeguarded Halley steps from the lower end (Newton where Halley's denominator is not
+    positive), ending where |phi| <= 8 eps; safeguarded as in _simplex_threshold.
+    """
+    gamma = tl.load(P + 1)
     p = tl.load(P + 2)
-    offs, inb, valid, z, n = _read_row(X, M, ERR, row, d, 1.0, tl.load(P + 1), HAS_MASK, BLOCK)
+    r, offs, inb, valid, z = _checked_rows(X, M, ERR, P, rows, d, HAS_MASK, ROWS, BLOCK)
     q = 1.0 / (p - 1.0)
-    lo = tl.sum(z * 0.0, axis=0) - gamma
-    hi = lo + gamma
-    for _ in range(ITERS):
-        tau = (lo + hi) * 0.5
-        u = tl.where(valid, _pow(tl.maximum(z - tau, 0.0), q), 0.0)
-        scale = tl.max(u, axis=0)
-        un = u / tl.where(scale > 0, scale, 1.0)
-        excess = tl.sum(un, axis=0) * _pow(scale, p - 1.0) - gamma * _pow(
-            tl.sum(_pow(un, p), axis=0), (2.0 - p) / p
-        )
-        above = (excess >= 0) & (scale > 0)
-        lo = tl.where(above, tau, lo)
-        hi = tl.where(above, hi, tau)
-    u = tl.where(valid, _pow(tl.maximum(z - lo, 0.0), q), 0.0)
-    s = tl.sum(u, axis=0)
-    tl.store(Y + row * d + offs, u / tl.where(s > 0, s, 1.0), mask=inb)
+    c = (2.0 - p) / p
+    rq = q * (2.0 - p)
+    log_gamma = tl.log(gamma)
+    lo = tl.zeros((ROWS, 1), z.dtype) - gamma
+    hi = lo * 0.0
+    tau = lo
+    done = lo != lo
+    step = tl.program_id(0) * 0
+    while (step < MAX_STEPS) & (tl.max(tl.where(done, 0, 1)) > 0):
+        s = valid & (z > tau)
+        dev = tl.where(s, z - tau, 1.0)
+        pw = tl.where(s, tl.exp(tl.log(dev) * (q - 1.0)), 0.0)  # d^(q-1)
+        a_qm2 = tl.sum(pw / dev, axis=1, keep_dims=True)
+        a_qm1 = tl.sum(pw, axis=1, keep_dims=True)
+        a_q = tl.sum(pw * dev, axis=1, keep_dims=True)
+        a_qp1 = tl.sum(pw * dev * dev, axis=1, keep_dims=True)
+        empty = a_q == 0
+        a_q = tl.where(empty, 1.0, a_q)
+        a_qp1 = tl.where(empty, 1.0, a_qp1)
+        phi = tl.log(a_q) - c * tl.log(a_qp1) - log_gamma
+        converged = tl.abs(phi) <= 8.0 * EPS
+        # with A_k' = -k A_{k-1}: phi' = -q u + r v, u = A_{q-1} / A_q, v = A_q / A_{q+1}
+        u = a_qm1 / a_q
+        v = a_q / a_qp1
+        dphi = -q * u + rq * v
+        du = (q * a_qm1 * a_qm1 - (q - 1.0) * a_qm2 * a_q) / (a_q * a_q)
+        dv = ((q + 1.0) * a_q * a_q - q * a_qm1 * a_qp1) / (a_qp1 * a_qp1)
+        halley = 2.0 * dphi * dphi - phi * (-q * du + rq * dv)
+        newton = tl.where(halley > 0, tau - 2.0 * phi * dphi / halley, tau - phi / dphi)
+        # a step where phi does not decrease is no step: lo is outside the open bracket
+        newton = tl.where(dphi < 0, newton, lo)
+        nxt, lo, hi, bisected = _safeguard(tau, phi > 0, newton, lo, hi, step, NEWTON)
+        stop = done | converged | empty | (nxt == tau) | ~(hi > lo)
+        _search_step(bisected & ~stop)  # the rows that go on to the bisected point
+        tau = tl.where(stop, tau, nxt)
+        done = stop
+        step += 1
+    u = tl.where(valid, _pow(tl.maximum(z - tau, 0.0), q), 0.0)
+    s = tl.sum(u, axis=1, keep_dims=True)
+    tl.store(Y + r * d + offs, u / tl.where(s > 0, s, 1.0), mask=inb)
+
+
+@triton.jit
+def _read_row(X, M, ERR, P, rows, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
+    """_checked_rows with one row per program, as 1-D tensors (offs, inb, valid, z): the
+    grouped kernels, whose scalar loops walk one row.
+    """
+    r, offs, inb, valid, z = _checked_rows(X, M, ERR, P, rows, d, HAS_MASK, 1, BLOCK)
+    return (
+        tl.reshape(offs, (BLOCK,)),
+        tl.reshape(inb, (BLOCK,)),
+        tl.reshape(valid, (BLOCK,)),
+        tl.reshape(z, (BLOCK,)),
+    )
+
+
+@triton.jit
+def _project_simplex(z, valid, d, MAX_STEPS: tl.constexpr, NEWTON: tl.constexpr):
+    """P_simplex(z) of one row (1-D) over its valid positions, 0 elsewhere: the threshold of
+    z - max(z) by _simplex_threshold.
+    """
+    top = tl.max(tl.where(valid, z, float("-inf")), axis=0)
+    zs = tl.where(valid, z - tl.where(top > float("-inf"), top, 0.0), 0.0)
+    tau = _simplex_threshold(zs[None, :], valid[None, :], d, 1, MAX_STEPS, NEWTON)
+    return tl.where(valid, tl.maximum(zs - tl.reshape(tau, (1,)), 0.0), 0.0)
 
 
 @triton.jit
 def _fusedmax_fwd(
-    X, M, Y, G, ERR, P, d, HAS_MASK: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr
+    X,
+    M,
+    Y,
+    G,
+    ERR,
+    P,
+    rows,
+    d,
+    HAS_MASK: tl.constexpr,
+    BLOCK: tl.constexpr,
+    MAX_STEPS: tl.constexpr,
+    NEWTON: tl.constexpr,
 ):
     """P_simplex(prox_TV(v; lam)), v = (x - max) / gamma, with the prox's segment ids.
 
@@ -316,10 +640,8 @@ def _fusedmax_fwd(
     projected on the simplex in registers.
     """
     row = tl.program_id(0).to(tl.int64)
-    lam = tl.load(P + 2)
-    offs, inb, valid, v, n = _read_row(
-        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
-    )
+    lam = tl.load(P + 1)
+    offs, inb, valid, v = _read_row(X, M, ERR, P, rows, d, HAS_MASK, BLOCK)
     yrow = Y + row * d
     grow = G + row * d
     valid = valid.to(tl.int32) != 0  # a fresh bool tensor (the interpreter's store masks)
@@ -402,7 +724,7 @@ def _fusedmax_fwd(
     z = tl.load(yrow + rank, mask=valid, other=0.0)
     g = tl.load(grow + rank, mask=valid, other=-1)
     tl.debug_barrier()
-    y = _project_simplex(z, valid, ITERS)
+    y = _project_simplex(z, valid, d, MAX_STEPS, NEWTON)
     tl.store(yrow + offs, y, mask=inb)
     tl.store(grow + offs, tl.where(valid, g, -1), mask=inb)
 
@@ -415,10 +737,12 @@ def _oscarmax_fwd(
     G,
     ERR,
     P,
+    rows,
     d,
     HAS_MASK: tl.constexpr,
     BLOCK: tl.constexpr,
-    ITERS: tl.constexpr,
+    MAX_STEPS: tl.constexpr,
+    NEWTON: tl.constexpr,
     LOG: tl.constexpr,
 ):
     """P_simplex(prox_P(v; lam)), v = (x - max) / gamma, with the prox's clusters on the
@@ -432,10 +756,8 @@ def _oscarmax_fwd(
     reads).
     """
     row = tl.program_id(0).to(tl.int64)
-    lam = tl.load(P + 2)
-    offs, inb, valid, v, n = _read_row(
-        X, M, ERR, row, d, tl.load(P), tl.load(P + 1), HAS_MASK, BLOCK
-    )
+    lam = tl.load(P + 1)
+    offs, inb, valid, v = _read_row(X, M, ERR, P, rows, d, HAS_MASK, BLOCK)
     yrow = Y + row * d
     grow = G + row * d
     valid = valid.to(tl.int32) != 0  # a fresh bool tensor (the interpreter's store masks)
@@ -503,129 +825,168 @@ def _oscarmax_fwd(
     z = tl.load(yrow + offs, mask=valid, other=0.0)
     g = tl.load(grow + offs, mask=valid, other=-1)
     tl.debug_barrier()
-    y = _project_simplex(z, valid, ITERS)
+    y = _project_simplex(z, valid, d, MAX_STEPS, NEWTON)
     tl.store(yrow + offs, y, mask=inb)
     tl.store(grow + offs, tl.where(y > 0, g, -1), mask=inb)
 
 
 @triton.jit
-def _support_bwd(Y, G, OUT, A, d, WEIGHTED: tl.constexpr, BLOCK: tl.constexpr):
+def _grad_rows(Y, G, rows, d, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """The program's block of rows of Y and G as (ROWS, BLOCK) tiles: (r, offs, inb, y, g)."""
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
+    offs = tl.arange(0, BLOCK)[None, :]
+    inb = (r < rows) & (offs < d)
+    y = tl.load(Y + r * d + offs, mask=inb, other=0.0)
+    g = tl.load(G + r * d + offs, mask=inb, other=0.0)
+    return r, offs, inb, y, g
+
+
+@triton.jit
+def _support_bwd(
+    Y, G, OUT, A, rows, d, WEIGHTED: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr
+):
     """The product w (g - sum(w g) / sum(w)), w = [y > 0] or y^(2 - alpha) (alpha A[row])."""
+    r, offs, inb, y, g = _grad_rows(Y, G, rows, d, ROWS, BLOCK)
+    if WEIGHTED:
+        w = _pow(y, 2.0 - tl.load(A + r, mask=r < rows, other=2.0))
+    else:
+        w = tl.where(y > 0, 1.0, 0.0).to(y.dtype)
+    sw = tl.sum(w, axis=1, keep_dims=True)
+    c = tl.sum(w * g, axis=1, keep_dims=True) / tl.where(sw > 0, sw, 1.0)
+    tl.store(OUT + r * d + offs, w * (g - c), mask=inb)
+
+
+@triton.jit
+def _pnorm_bwd(Y, G, OUT, P, rows, d, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """J v by Sherman-Morrison, as pnorm.sq_pnorm_max_jvp_reference (P: gamma, p)."""
+    gamma = tl.load(P)
+    p = tl.load(P + 1)
+    r, offs, inb, y, v = _grad_rows(Y, G, rows, d, ROWS, BLOCK)
+    norm = _pow(tl.sum(_pow(y, p), axis=1, keep_dims=True), 1.0 / p)
+    norm = tl.where(norm > 0, norm, 1.0)
+    d_inv = _pow(y, 2.0 - p) / (gamma * (p - 1.0) * _pow(norm, 2.0 - p))
+    w = _pow(y, p - 1.0) * (tl.sqrt(gamma * (2.0 - p)) * _pow(norm, 1.0 - p))
+    d_inv_w = d_inv * w
+    denom = 1.0 + tl.sum(w * d_inv_w, axis=1, keep_dims=True)
+    mv = d_inv * v - d_inv_w * (tl.sum(d_inv * v * w, axis=1, keep_dims=True) / denom)
+    m1 = d_inv - d_inv_w * (tl.sum(d_inv * w, axis=1, keep_dims=True) / denom)
+    s1 = tl.sum(m1, axis=1, keep_dims=True)
+    dtau = tl.sum(mv, axis=1, keep_dims=True) / tl.where(s1 != 0, s1, 1.0)
+    tl.store(OUT + r * d + offs, mv - dtau * m1, mask=inb)
+
+
+@triton.jit
+def _segment_sum(a_sum, a_group, b_sum, b_group):
+    """The scan's combine for sums within runs of equal group ids (a before b)."""
+    return tl.where(a_group == b_group, a_sum + b_sum, b_sum), b_group
+
+
+@triton.jit
+def _run_last(a_value, a_group, b_value, b_group):
+    """The reverse scan's combine (a: the elements after b) that gives each element the
+    value of the last element of its run of equal group ids.
+    """
+    return tl.where(a_group == b_group, a_value, b_value), b_group
+
+
+@triton.jit
+def _grouped_support_bwd(Y, G, GROUP, OUT, rows, d, BLOCK: tl.constexpr):
+    """The support Jacobian (weights [y > 0]) times g, then averaged within each group of
+    GROUP (int32 ids in [0, d), -1 outside any group: 0 there), one row per program, with no
+    atomics: the positions sorted by (group, position) with tl.sort, the product read back in
+    that order from the row's slot of OUT, sums and counts by segmented scans over the runs
+    of equal ids, each run's total passed to its members by a reverse scan, and the means
+    stored back at their positions.
+    """
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     inb = offs < d
     y = tl.load(Y + row * d + offs, mask=inb, other=0.0)
     g = tl.load(G + row * d + offs, mask=inb, other=0.0)
-    if WEIGHTED:
-        w = _pow(y, 2.0 - tl.load(A + row))
-    else:
-        w = tl.where(y > 0, 1.0, 0.0).to(y.dtype)
+    group = tl.load(GROUP + row * d + offs, mask=inb, other=-1)
+    w = tl.where(y > 0, 1.0, 0.0).to(y.dtype)
     sw = tl.sum(w, axis=0)
-    c = tl.sum(w * g, axis=0) / tl.where(sw > 0, sw, 1.0)
-    tl.store(OUT + row * d + offs, w * (g - c), mask=inb)
+    out = w * (g - tl.sum(w * g, axis=0) / tl.where(sw > 0, sw, 1.0))
+    tl.store(OUT + row * d + offs, out, mask=inb)
+    tl.debug_barrier()
+    # ids outside any group (and lanes past d) sort last, as id BLOCK
+    key = tl.where(inb & (group >= 0), group, BLOCK) * BLOCK + offs
+    ordered = tl.sort(key)
+    perm = ordered % BLOCK
+    run = ordered // BLOCK
+    inside = run < BLOCK
+    v = tl.load(OUT + row * d + perm, mask=inside, other=0.0)
+    total, _ = tl.associative_scan((v, run), 0, _segment_sum)
+    count, _ = tl.associative_scan((inside.to(v.dtype), run), 0, _segment_sum)
+    total, _ = tl.associative_scan((total, run), 0, _run_last, reverse=True)
+    count, _ = tl.associative_scan((count, run), 0, _run_last, reverse=True)
+    mean = tl.where(inside, total / tl.where(count > 0, count, 1.0), 0.0)
+    tl.debug_barrier()
+    tl.store(OUT + row * d + perm, mean, mask=perm < d)
 
 
-@triton.jit
-def _pnorm_bwd(Y, G, OUT, P, d, BLOCK: tl.constexpr):
-    """J v by Sherman-Morrison, as pnorm.sq_pnorm_max_jvp_reference."""
-    row = tl.program_id(0).to(tl.int64)
-    gamma = tl.load(P)
-    p = tl.load(P + 2)
-    offs = tl.arange(0, BLOCK)
-    inb = offs < d
-    y = tl.load(Y + row * d + offs, mask=inb, other=0.0)
-    v = tl.load(G + row * d + offs, mask=inb, other=0.0)
-    norm = _pow(tl.sum(_pow(y, p), axis=0), 1.0 / p)
-    norm = tl.where(norm > 0, norm, 1.0)
-    d_inv = _pow(y, 2.0 - p) / (gamma * (p - 1.0) * _pow(norm, 2.0 - p))
-    w = _pow(y, p - 1.0) * (tl.sqrt(gamma * (2.0 - p)) * _pow(norm, 1.0 - p))
-    d_inv_w = d_inv * w
-    denom = 1.0 + tl.sum(w * d_inv_w, axis=0)
-    mv = d_inv * v - d_inv_w * (tl.sum(d_inv * v * w, axis=0) / denom)
-    m1 = d_inv - d_inv_w * (tl.sum(d_inv * w, axis=0) / denom)
-    s1 = tl.sum(m1, axis=0)
-    dtau = tl.sum(mv, axis=0) / tl.where(s1 != 0, s1, 1.0)
-    tl.store(OUT + row * d + offs, mv - dtau * m1, mask=inb)
-
-
-def _forward(kernel, x, mask, params, *extra, iters=True, codes=(NONFINITE, SPREAD)):
-    rows, d, block, has_mask, m, n_iters = _setup(x, mask)
+def _forward(kernel, x, mask, params, *extra, codes=(NONFINITE, SPREAD), search=True):
+    layout = _layout(x, mask)
     y = torch.empty_like(x)
-    err = torch.empty(rows, dtype=torch.int32, device=x.device)
-    if rows == 0:
+    err = torch.empty(layout.rows, dtype=torch.int32, device=x.device)
+    if layout.rows == 0:
         return y
-    kw = {"ITERS": n_iters} if iters else {}
-    kernel[(rows,)](
-        x,
-        m,
-        y,
-        err,
-        *extra,
-        params,
-        d,
-        HAS_MASK=has_mask,
-        BLOCK=block,
-        num_warps=num_warps(block),
-        **kw,
-    )
+    constants = layout.constants()
+    if not search:
+        constants = {k: constants[k] for k in ("HAS_MASK", "ROWS", "BLOCK", "num_warps")}
+    kernel[layout.grid](x, layout.mask, y, err, *extra, params, layout.rows, layout.d, **constants)
     raise_flags(err, codes)
     return y
 
 
 def softmax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float) -> torch.Tensor:
     """softmax(x / gamma) of each (unshifted) row over its unmasked positions."""
-    params = _params(x, gamma, _limit(x.dtype, gamma))
-    return _forward(_softmax_fwd, x, mask, params, iters=False)
+    return _forward(_softmax_fwd, x, mask, _params(x, gamma), search=False)
 
 
 def sparsemax_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float) -> torch.Tensor:
     """P_simplex(x / gamma) of each (unshifted) row over its unmasked positions."""
-    return _forward(_sparsemax_fwd, x, mask, _params(x, gamma, _limit(x.dtype, gamma)))
+    return _forward(_sparsemax_fwd, x, mask, _params(x, gamma))
 
 
 def entmax15_rows(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """1.5-entmax of each (unshifted) row over its unmasked positions."""
-    return _forward(_entmax15_fwd, x, mask, _params(x, 2.0, _limit(x.dtype, 1.0)))
+    return _forward(_entmax15_fwd, x, mask, _params(x, 2.0))
 
 
 def entmax_rows(x: torch.Tensor, mask: torch.Tensor | None, alpha: torch.Tensor) -> torch.Tensor:
     """alpha-entmax of each (unshifted) row, alpha (rows, 1); alpha <= 1 or NaN is flagged."""
     a = alpha.reshape(-1).to(x.dtype).contiguous()
-    return _forward(
-        _entmax_fwd,
-        x,
-        mask,
-        _params(x, 1.0, _limit(x.dtype, 1.0)),
-        a,
-        codes=(NONFINITE, SPREAD, BAD_ALPHA),
-    )
+    return _forward(_entmax_fwd, x, mask, _params(x, 1.0), a, codes=(NONFINITE, SPREAD, BAD_ALPHA))
 
 
 def sq_pnorm_max_rows(x: torch.Tensor, mask: torch.Tensor | None, gamma: float, p: float):
     """sq-pnorm-max of each (unshifted) row over its unmasked positions."""
-    return _forward(_pnorm_fwd, x, mask, _params(x, gamma, _limit(x.dtype, 1.0), p))
+    return _forward(_pnorm_fwd, x, mask, _params(x, 1.0, gamma, p))
 
 
 def _grouped_forward(kernel, x, mask, gamma, lam, **kw):
-    rows, d, block, has_mask, m, n_iters = _setup(x, mask)
+    layout = _layout(x, mask)
     y = torch.empty_like(x)
-    group = torch.empty(rows, d, dtype=torch.int32, device=x.device)
-    err = torch.empty(rows, dtype=torch.int32, device=x.device)
-    if rows == 0:
+    group = torch.empty(layout.rows, layout.d, dtype=torch.int32, device=x.device)
+    err = torch.empty(layout.rows, dtype=torch.int32, device=x.device)
+    if layout.rows == 0:
         return y, group
-    params = _params(x, gamma, _limit(x.dtype, gamma), lam)
-    kernel[(rows,)](
+    constants = layout.constants()
+    kernel[(layout.rows,)](
         x,
-        m,
+        layout.mask,
         y,
         group,
         err,
-        params,
-        d,
-        HAS_MASK=has_mask,
-        BLOCK=block,
-        ITERS=n_iters,
-        num_warps=num_warps(block),
+        _params(x, gamma, lam),
+        layout.rows,
+        layout.d,
+        HAS_MASK=layout.has_mask,
+        BLOCK=layout.block,
+        MAX_STEPS=constants["MAX_STEPS"],
+        NEWTON=NEWTON_STEPS,
+        num_warps=num_warps(layout.block),
         **kw,
     )
     raise_flags(err)
@@ -652,29 +1013,67 @@ def support_vjp(y: torch.Tensor, grad: torch.Tensor, alpha=2.0) -> torch.Tensor:
     """The support Jacobian (alpha = 2: weights 1; else y^(2-alpha), alpha a number or a
     (rows, 1) tensor) times grad, per row.
     """
-    rows, d = y.shape
+    layout = _layout(y)
     out = torch.empty_like(y)
-    if rows == 0:
+    if layout.rows == 0:
         return out
     weighted = isinstance(alpha, torch.Tensor) or alpha != 2
     if isinstance(alpha, torch.Tensor):
         a = alpha.reshape(-1).to(y.dtype).contiguous()
     else:
-        a = torch.full((rows,), float(alpha), dtype=y.dtype, device=y.device)
-    block = max(triton.next_power_of_2(d), 16)
-    _support_bwd[(rows,)](
-        y, grad.contiguous(), out, a, d, WEIGHTED=weighted, BLOCK=block, num_warps=num_warps(block)
+        a = torch.full((layout.rows,), float(alpha), dtype=y.dtype, device=y.device)
+    _support_bwd[layout.grid](
+        y,
+        grad.contiguous(),
+        out,
+        a,
+        layout.rows,
+        layout.d,
+        WEIGHTED=weighted,
+        ROWS=layout.rows_per_program,
+        BLOCK=layout.block,
+        num_warps=num_warps(layout.block * layout.rows_per_program),
+    )
+    return out
+
+
+def grouped_support_vjp(y: torch.Tensor, grad: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """The support Jacobian (weights 1) times grad, then averaged within each group of
+    `group` ((rows, d) int32 ids, -1 outside any group: 0 there), per row: the backward of
+    fusedmax and oscarmax (_backward.GroupedProjectionFunction).
+    """
+    layout = _layout(y)
+    out = torch.empty_like(y)
+    if layout.rows == 0:
+        return out
+    _grouped_support_bwd[(layout.rows,)](
+        y,
+        grad.contiguous(),
+        group.to(torch.int32).contiguous(),
+        out,
+        layout.rows,
+        layout.d,
+        BLOCK=layout.block,
+        num_warps=num_warps(layout.block),
     )
     return out
 
 
 def sq_pnorm_max_jvp(y: torch.Tensor, v: torch.Tensor, gamma: float, p: float) -> torch.Tensor:
     """J v for y = sq_pnorm_max(x), per row (J symmetric)."""
-    rows, d = y.shape
+    layout = _layout(y)
     out = torch.empty_like(y)
-    if rows == 0:
+    if layout.rows == 0:
         return out
-    block = max(triton.next_power_of_2(d), 16)
-    params = _params(y, gamma, 0.0, p)
-    _pnorm_bwd[(rows,)](y, v.contiguous(), out, params, d, BLOCK=block, num_warps=num_warps(block))
+    _pnorm_bwd[layout.grid](
+        y,
+        v.contiguous(),
+        out,
+        _params(y, gamma, p),
+        layout.rows,
+        layout.d,
+        ROWS=layout.rows_per_program,
+        BLOCK=layout.block,
+        num_warps=num_warps(layout.block * layout.rows_per_program),
+    )
     return out

@@ -448,8 +448,11 @@ def judge(
         return verdict
     verdict.verdict, verdict.reason = outcome, "; ".join([why, *notes])
     if kind == "each_not_worse":
+        # among the mappings compared: the attention-free control is the gate, not one of them
         means = {
-            name: float(np.mean([metric_value(r, metric) for r in kept[name]])) for name in names
+            name: float(np.mean([metric_value(r, metric) for r in kept[name]]))
+            for name in names
+            if name != control
         }
         best, worst = max(means, key=means.get), min(means, key=means.get)
         verdict.reason += (

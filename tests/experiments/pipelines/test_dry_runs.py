@@ -251,10 +251,13 @@ def test_make_table2_paper_dry_run(shared_data, tmp_path):
 @pytest.mark.slow
 def test_make_inflection_paper_dry_run(shared_data, tmp_path):
     """Inflection's paper setting: every language of the medium and high settings, 200 words
-    each (2 of dev and test), the 2 x 300 bidirectional LSTM, Adam, beam 5."""
+    each (2 of dev and test), the 2 x 300 bidirectional LSTM, Adam, beam 5; and the medium
+    setting with Peters et al.'s sparse output layer (the Fenchel-Young loss, #50)."""
     results_dir = make_dry_run("reproduce-inflection", tmp_path, shared_data, "entmax15")
     rows = check_dry_rows(results_dir, "inflection", {"entmax15"}, MAKE_CAPS)
-    assert {r["experiment"] for r in rows} == {"medium", "high"}
+    assert {r["experiment"] for r in rows} == {"medium", "high", "medium_entmax_output"}
+    [sparse_output] = [r for r in rows if r["experiment"] == "medium_entmax_output"]
+    assert sparse_output["train"]["config"]["criterion"]["_name"] == "regattn_fy"
 
 
 @pytest.mark.slow

@@ -123,6 +123,8 @@ def test_each_not_worse_against_softmax_not_against_the_best(table, tmp_path):
     )
     near = _judge(claim, table, tmp_path)
     assert near.verdict == "reproduced" and "spread from the best (fusedmax" in near.reason
+    # the spread is among the mappings compared, not down to the attention-free control
+    assert "to the worst (oscarmax" in near.reason
     assert len(near.details) == 3  # two comparisons and the gate
     claim["test"]["mappings"] = ["fusedmax", "oscarmax", "sparsemax"]
     far = _judge(claim, table, tmp_path)

@@ -158,8 +158,8 @@ SCALE       ?= small
 # a flag's other values would be ignored without a word: refused before anything runs
 $(foreach flag,RESCORE RETRAIN ALLOW_DIRTY PLAN_ONLY,$(if $(filter-out 0 1 true false yes no,$($(flag))),\
   $(error $(flag)=$($(flag)): use 1 (or true, yes) or 0)))
-# Unset path variables are left to the programs, whose defaults live in one place
-# (regattn_fairseq/experiments/core/paths.py).
+# Unset path variables are left to the programs, whose defaults are defined once: the results
+# folders in regattn_checkout/paths.py, the others in regattn_fairseq/experiments/core/paths.py.
 REPRO_ARGS   = --scale $(SCALE) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
                $(if $(WORK_DIR),--work-dir $(WORK_DIR)) $(if $(RESULTS_DIR),--results-dir $(RESULTS_DIR)) \
                $(if $(DATA_SOURCE),--source $(DATA_SOURCE)) \

@@ -9,7 +9,7 @@ mapping(theta) - y in theta: cross-entropy for softmax, the sparsemax loss (Mart
 Astudillo 2016), the entmax losses (Peters, Niculae & Martins 2019) and, for the structured
 mappings (fusedmax, oscarmax), losses no other library has. Omega is the mapping's
 regularizer with its temperature (mappings.smoothed_max.regularizer), normmax's
-gamma ||y||_alpha for "normmax".
+gamma ||y||_alpha for normmax.
 
 The gradients are exact by construction: the loss is written with p* held constant (it is
 the maximizer, so by the envelope theorem the total derivative of Omega* in theta, and in
@@ -29,18 +29,29 @@ from . import mappings
 from .mappings.normmax import check_normmax
 from .mappings.smoothed_max import regularizer
 
-MAPPINGS = ("softmax", "sparsemax", "entmax", "sq_pnorm_max", "normmax", "fusedmax", "oscarmax")
+# normmax is outside mappings.NAMES (the plugin and `mappings.build` do not offer it) and has
+# a Fenchel-Young loss here all the same
+NORMMAX = "normmax"
 REDUCTIONS = ("none", "sum", "mean")
+
+
+def loss_mappings() -> tuple[str, ...]:
+    """The mappings with a Fenchel-Young loss: every declared mapping (`mappings.NAMES`, read
+    when called, so that a mapping declared after this import counts too; controls, which are
+    no regularized max, aside) and normmax. The loss computes p* with the mapping's function,
+    `mappings.<name>`, and Omega with its declared regularizer.
+    """
+    return (*mappings.NAMES, NORMMAX)
 
 
 def check_loss_options(mapping: str, reduction: str, label_smoothing: float, **params) -> None:
     """Raises ValueError on an unknown mapping or reduction, a label smoothing outside [0, 1),
     or parameters the mapping does not take or that are out of range.
     """
-    if mapping not in MAPPINGS:
+    if mapping not in loss_mappings():
         raise ValueError(
             f"unknown mapping {mapping!r} for a Fenchel-Young loss; choose one of "
-            f"{', '.join(MAPPINGS)}"
+            f"{', '.join(loss_mappings())}"
         )
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
@@ -50,7 +61,7 @@ def check_loss_options(mapping: str, reduction: str, label_smoothing: float, **p
         and 0 <= label_smoothing < 1
     ):
         raise ValueError(f"label_smoothing must be a number in [0, 1), got {label_smoothing!r}")
-    if mapping == "normmax":
+    if mapping == NORMMAX:
         unknown = sorted(set(params) - {"alpha", "gamma"})
         if unknown:
             raise ValueError(f"normmax takes no parameter {', '.join(map(repr, unknown))}")
@@ -71,7 +82,7 @@ def _omega(mapping: str, y: torch.Tensor, classes, alpha_rows, params) -> torch.
     alpha as (rows, 1), else None).
     """
     gamma = params.get("gamma", 1.0)
-    if mapping == "normmax":
+    if mapping == NORMMAX:
         alpha = params.get("alpha", 2.0) if alpha_rows is None else alpha_rows
         # ||y||_alpha through the largest entry: y^alpha underflows for a large alpha
         top = y.amax(-1, keepdim=True)
@@ -134,9 +145,9 @@ def fenchel_young_loss(
         class indices of shape (...) (int64; `ignore_index` rows count for nothing), or
         distributions of shape (..., C) (floating point, on the simplex).
     mapping : str
-        one of MAPPINGS: "softmax" (cross-entropy), "sparsemax", "entmax" (alpha=1.5 is
+        one of `loss_mappings()`: softmax (cross-entropy), sparsemax, entmax (alpha=1.5 is
         1.5-entmax; a tensor alpha of shape (..., 1) or broadcastable to it, > 1, gets a
-        gradient), "sq_pnorm_max", "normmax", "fusedmax", "oscarmax".
+        gradient), sq_pnorm_max, fusedmax, oscarmax, and normmax.
     ignore_index : int
         the target index of rows that count for nothing (zero loss, zero gradient).
     reduction : str

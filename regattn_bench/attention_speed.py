@@ -51,7 +51,7 @@ from torch.utils.benchmark import Timer
 
 from regattn.attention import sparse_attention
 from regattn.attention.reference import dense_reference
-from regattn_bench.paths import BENCH_RESULTS_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR
 
 from .mapping_speed import require_device
 from .run_record import append_run, commit_label, environment

@@ -38,7 +38,7 @@ from torch.utils.benchmark import Timer
 
 from regattn import dp
 from regattn.mappings import backend, sparsemax, torch_reference
-from regattn_bench.paths import BENCH_RESULTS_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR
 
 from .run_record import append_run, commit_label, environment
 

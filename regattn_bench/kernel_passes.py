@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from regattn_bench.paths import BENCH_RESULTS_DIR, REPO_ROOT
+from regattn_checkout.paths import BENCH_RESULTS_DIR, REPO_ROOT
 
 from .run_record import _version, append_run, commit_label, environment
 

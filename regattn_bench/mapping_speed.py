@@ -37,7 +37,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from regattn import mappings
-from regattn_bench.paths import BENCH_RESULTS_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR
 
 from .run_record import append_run, commit_label, environment
 

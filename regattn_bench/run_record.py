@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from regattn_bench.errors import ReproError
-from regattn_bench.files import write_file
-from regattn_bench.provenance import cpu_model, git_state
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import write_file
+from regattn_checkout.provenance import cpu_model, git_state
 
 __all__ = ["append_run", "commit_label", "cpu_model", "environment"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from regattn_bench.files import replacing
-from regattn_bench.paths import BENCH_RESULTS_DIR, FIGURES_DIR
+from regattn_checkout.files import replacing
+from regattn_checkout.paths import BENCH_RESULTS_DIR, FIGURES_DIR
 
 from .mapping_speed import BASELINE, regattn_methods, timer
 from .run_record import append_run, commit_label, environment

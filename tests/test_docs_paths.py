@@ -1,7 +1,8 @@
 """The docs name code that exists: every dotted module path of the packages (`regattn.…`,
-`regattn_fairseq.…`, `regattn_bench.…`) mentioned in README.md and docs/*.md imports (a module,
-or an attribute of one), and every repository file path they mention is there. Modules move
-(the suite's stages, regattn_bench); this keeps the docs from pointing at where they were."""
+`regattn_fairseq.…`, `regattn_bench.…`, `regattn_checkout.…`) mentioned in README.md and
+docs/*.md imports (a module, or an attribute of one), and every repository file path they
+mention is there. Modules move (the suite's stages, regattn_bench, regattn_checkout); this
+keeps the docs from pointing at where they were."""
 
 import importlib
 import re
@@ -13,10 +14,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 # not part of a longer path or name (`shared/regattn...`, `x.regattn`)
 _START = r"(?<![\w./-])"
-DOTTED = re.compile(_START + r"(regattn(?:_fairseq|_bench)?(?:\.[A-Za-z_]\w*)+)")
+DOTTED = re.compile(_START + r"(regattn(?:_fairseq|_bench|_checkout)?(?:\.[A-Za-z_]\w*)+)")
 FILE = re.compile(
     _START
-    + r"((?:regattn_fairseq|regattn_bench|regattn|scripts|bench|tests|configs|docs)/[\w/.-]+"
+    + r"((?:regattn_fairseq|regattn_bench|regattn_checkout|regattn|scripts|bench|tests|configs"
+    + r"|docs)/[\w/.-]+"
     + r"\.(?:py|md|yaml|json|sh|txt))"
 )
 # files a recipe in the docs tells the reader to create

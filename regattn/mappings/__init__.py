@@ -96,6 +96,10 @@ class Declaration:
         that fixes only numbers is also a Hugging Face backend (regattn_<config>).
     control : bool
         a control (kept out of NAMES): uniform, the attention-free 1/n.
+    ties : str or None
+        the equal nonzero weights its regularizer promotes, which figures mark: ``"runs"``
+        (adjacent positions, fused lasso), ``"clusters"`` (positions anywhere in the row,
+        OSCAR); None for none.
     """
 
     name: str
@@ -103,6 +107,7 @@ class Declaration:
     omega: str | None
     configs: dict = field(default_factory=dict)
     control: bool = False
+    ties: str | None = None
 
     def __post_init__(self):
         """By default, one config named after the mapping."""
@@ -124,6 +129,8 @@ class Declaration:
         return "gamma" in self.defaults
 
 
+# what a declaration's `ties` may say
+TIES = (None, "runs", "clusters")
 DECLARATIONS: dict[str, Declaration] = {}
 MODULES: dict[str, type] = {}
 CONTROLS: dict[str, type] = {}
@@ -140,8 +147,8 @@ def declare(declaration: Declaration) -> None:
     Raises
     ------
     ValueError
-        on a name declared twice, a parameter that is not one of PARAMETERS, or a config
-        fixing a parameter the mapping does not take.
+        on a name declared twice, a parameter that is not one of PARAMETERS, a config
+        fixing a parameter the mapping does not take, or `ties` not one of TIES.
     """
     global NAMES, CONTROL_NAMES
     name = declaration.name
@@ -159,6 +166,8 @@ def declare(declaration: Declaration) -> None:
                 f"config {config!r} of {name!r} fixes {sorted(fixed)}, but {name!r} takes "
                 f"{sorted(declaration.defaults)}"
             )
+    if declaration.ties not in TIES:
+        raise ValueError(f"{name!r} declares ties={declaration.ties!r}, none of {TIES}")
     DECLARATIONS[name] = declaration
     (CONTROLS if declaration.control else MODULES)[name] = declaration.module
     NAMES, CONTROL_NAMES = tuple(MODULES), tuple(CONTROLS)
@@ -168,8 +177,8 @@ for _declaration in (
     Declaration("softmax", Softmax, omega="shannon"),
     Declaration("sparsemax", Sparsemax, omega="squared_l2"),
     Declaration("sq_pnorm_max", SqPnormMax, omega="squared_p_norm"),
-    Declaration("fusedmax", Fusedmax, omega="fused_lasso"),
-    Declaration("oscarmax", Oscarmax, omega="oscar"),
+    Declaration("fusedmax", Fusedmax, omega="fused_lasso", ties="runs"),
+    Declaration("oscarmax", Oscarmax, omega="oscar", ties="clusters"),
     Declaration(
         "entmax",
         Entmax,

@@ -35,7 +35,7 @@ import torch
 
 from regattn_bench.mapping_speed import require_device
 from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR
 
 from .model_throughput import VOCAB, _scale_options, build
 from .model_throughput import run as run_training

@@ -29,7 +29,7 @@ from pathlib import Path
 import matplotlib
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, RESULTS_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.report.learning_curves import row_curve
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.rows.keys import config_sha256, row_config_sha256
@@ -40,7 +40,7 @@ from regattn_fairseq.experiments.train.train import config_settings
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from regattn_fairseq.experiments.core.files import replacing, write_file
+from regattn_checkout.files import replacing, write_file
 
 TABLE = "nmt"
 # the CPU table's γ selection (GAMMA_SELECT_EPOCHS=3) and seeds (SEEDS=1,2,3), as it is run

@@ -35,26 +35,19 @@ from omegaconf import OmegaConf
 
 from regattn_bench.mapping_speed import require_device
 from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
+from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 
 VOCAB = 8000
-MAPPINGS = {  # label -> fairseq options
-    "softmax": ["--attention", "softmax"],
-    "sparsemax": ["--attention", "sparsemax"],
-    "fusedmax (λ=0.1)": ["--attention", "fusedmax"],
-    "oscarmax (λ=0.01)": ["--attention", "oscarmax"],
-    "sq-pnorm-max (p=1.5)": ["--attention", "sq_pnorm_max"],
-    "1.5-entmax": ["--attention", "entmax", "--attention-alpha", "1.5"],
-    "α-entmax (α=1.3)": ["--attention", "entmax", "--attention-alpha", "1.3"],
-}
-TRANSFORMER_ONLY = {
-    "α-entmax (learned α)": ["--attention", "entmax", "--attention-alpha", "learned"]
-}
-# The paper's GPU setup for the sort-based mappings: the model on the GPU, the mapping on the
-# CPU (--attention-device cpu; it reports about 0.75x softmax's speed). Timed on a GPU only.
+# the variants timed: label -> the plugin's attention options (configs/bench/model_throughput.yaml)
+_VARIANTS = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "bench" / "model_throughput.yaml"))
+MAPPINGS: dict[str, list[str]] = _VARIANTS["mappings"]
+# every ratio is to the first variant's median step
+BASELINE = next(iter(MAPPINGS))
+TRANSFORMER_ONLY: dict[str, list[str]] = _VARIANTS["transformer_only"]
 CPU_OFFLOAD = {
     f"{label}, mapping on the CPU": [*MAPPINGS[label], "--attention-device", "cpu"]
-    for label in ("fusedmax (λ=0.1)", "oscarmax (λ=0.01)")
+    for label in _VARIANTS["cpu_offload"]
 }
 
 
@@ -208,8 +201,8 @@ def run(
     model_specs : dict, optional
         name -> {"scale": (group, scale), "batch", "src", "tgt"} (default `MODELS`).
     variants_of : dict, optional
-        label -> fairseq attention options, with a "softmax" entry, the baseline (default:
-        `variants` of the model on the device).
+        label -> fairseq attention options, with a BASELINE entry (default: `variants` of the
+        model on the device).
 
     Returns
     -------
@@ -250,7 +243,7 @@ def run(
                     step()
                 sync()
                 times[label].append((time.perf_counter() - start) / steps)
-        base = statistics.median(times["softmax"])
+        base = statistics.median(times[BASELINE])
         for label in labels:
             median = statistics.median(times[label])
             results.append(

@@ -32,8 +32,9 @@ from pathlib import Path
 import torch
 
 from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, CONFIG_DIR, USER_DIR
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.train.fairseq_logs import json_records
 from regattn_fairseq.experiments.train.train import HYDRA_TRAIN

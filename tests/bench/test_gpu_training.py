@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
+from regattn_checkout.paths import BENCH_RESULTS_DIR, RESULTS_DIR
 from regattn_fairseq.benchmarks import gpu_training
-from regattn_fairseq.experiments.core.paths import BENCH_RESULTS_DIR, RESULTS_DIR
 from regattn_fairseq.experiments.rows.store import load_rows
 
 RUN_DIR = BENCH_RESULTS_DIR / "training_gpu"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import children
 
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
 
 
 def run_make(

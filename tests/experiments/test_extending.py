@@ -12,9 +12,10 @@ from omegaconf import OmegaConf
 from regattn import mappings
 from regattn_fairseq.experiments.core import config
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR, PREPARE_CONFIG_DIR
-from regattn_fairseq.experiments.data import builders
+from regattn_fairseq.experiments.data import builders, test_sets
 from regattn_fairseq.experiments.data.builders import builder_for
-from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold
+from regattn_fairseq.experiments.data.gold import Gold
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, TestSet
 from regattn_fairseq.experiments.score import significance
 from regattn_fairseq.experiments.score.metrics import METRICS, Metric, Scored, metric
 
@@ -58,7 +59,10 @@ print(json.dumps({
     "pretrained_gamma": list(pretrained.GAMMA_MAPPINGS),
     "hf_backends": {k: list(v) for k, v in rt.BACKENDS.items()},
     "hf_implementations": list(rt.IMPLEMENTATIONS),
-    "hf_params": list(backend_and_params({"attention": "mymax", "attention_gamma": 2.0})),
+    "hf_params": list(backend_and_params({"attention": "mymax", "attention_gamma": 3.0})),
+    "hf_params_of_a_config": list(
+        backend_and_params({"attention": "mymax", "attention_gamma": 2.0})
+    ),
     "label": mapping_label("mymax", {"attention_gamma": 2.0}),
     "smoothed_max_grad_is_sparsemax": torch.allclose(
         grad, mappings.sparsemax(x.detach(), gamma=2.0), atol=1e-8
@@ -119,7 +123,9 @@ def test_a_declared_mapping_appears_in_every_derived_place(monkeypatch, tmp_path
     assert seen["hf_backends"]["mymax"] == ["mymax", {}]
     assert seen["hf_backends"]["mymax_hot"] == ["mymax", {"gamma": 2.0}]
     assert "regattn_mymax" in seen["hf_implementations"]
-    assert seen["hf_params"] == ["mymax", {"gamma": 2.0}]
+    assert seen["hf_params"] == ["mymax", {"gamma": 3.0}]
+    # the parameters its config fixes are that config's backend (as 1.5-entmax is entmax15's)
+    assert seen["hf_params_of_a_config"] == ["mymax_hot", {}]
     assert seen["label"] == "mymax (γ=2)"
     assert seen["smoothed_max_grad_is_sparsemax"] is True
     # step 3: the configs/attention files; the suite offers them, and the check above sees
@@ -160,14 +166,36 @@ def test_a_declaration_with_an_undeclared_parameter_is_refused():
     assert "toymax" not in mappings.DECLARATIONS
 
 
-def test_a_new_dataset_kind_is_found_by_its_builder(monkeypatch):
+def test_a_declaration_with_unknown_ties_is_refused():
+    toy = mappings.Declaration("toymax", mappings.Sparsemax, omega="squared_l2", ties="blocks")
+    with pytest.raises(ValueError, match="ties='blocks'"):
+        mappings.declare(toy)
+    assert "toymax" not in mappings.DECLARATIONS
+
+
+def test_a_new_dataset_kind_is_found_by_its_builder(monkeypatch, tmp_path):
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "test.answers").write_text("yes\nno\n")
+
     class ToyBuilder:
+        TOOLS = ()
+
         @staticmethod
         def build(inputs, opts, root):
             return {"test": {"subset": "test", "refs": []}}
 
+        @staticmethod
+        def load_gold(inputs, spec, definition):
+            return Gold([[line] for line in inputs.lines(spec.offline[definition.evaluation])], [])
+
     monkeypatch.setitem(builders.BUILDERS, "toy", ToyBuilder)
     assert builder_for("toy").build(None, None, None)["test"]["subset"] == "test"
+    # a test set of the kind is read by the kind's own load_gold, with the files it read
+    spec = OmegaConf.create({"name": "toy", "kind": "toy", "offline": {"test": "toy/test.answers"}})
+    monkeypatch.setattr(test_sets, "load_config", lambda group, name: spec)
+    toy_set = TestSet("toy", "toy", "test", "exact_match", "a toy test set")
+    gold = test_sets.load_gold(toy_set, tmp_path)
+    assert gold.references == [["yes"], ["no"]] and gold.files == ["toy/test.answers"]
 
 
 def test_every_dataset_and_test_set_has_its_builder():
@@ -175,7 +203,9 @@ def test_every_dataset_and_test_set_has_its_builder():
         p.stem: config.load_config("prepare", p.stem) for p in PREPARE_CONFIG_DIR.glob("*.yaml")
     }
     for spec in specs.values():
-        assert builder_for(spec.kind)
+        builder = builder_for(spec.kind)
+        assert callable(builder.build) and callable(builder.load_gold), spec.kind
+        assert isinstance(builder.TOOLS, tuple), spec.kind
     for test_set in TEST_SETS.values():
         assert test_set.dataset in specs and test_set.metric in METRICS
 

@@ -232,3 +232,24 @@ def test_bad_input_is_a_clear_error():
     theta[0, target[0]] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         losses.fenchel_young_loss(theta, target)
+
+
+def test_a_mapping_declared_later_has_its_loss(monkeypatch):
+    """The loss's mappings are the declarations' (read when called), not a list of their own:
+    a toy sparsemax declared after `regattn.losses` was imported, with its function in the
+    package as every mapping has, has the sparsemax loss."""
+
+    class Toymax(mappings.Sparsemax):
+        pass
+
+    toy = mappings.Declaration("toymax", Toymax, omega="squared_l2")
+    monkeypatch.setitem(mappings.DECLARATIONS, "toymax", toy)
+    monkeypatch.setitem(mappings.MODULES, "toymax", Toymax)
+    monkeypatch.setattr(mappings, "NAMES", (*mappings.NAMES, "toymax"))
+    monkeypatch.setattr(mappings, "toymax", mappings.sparsemax, raising=False)
+    assert losses.loss_mappings() == (*mappings.NAMES, losses.NORMMAX)
+    theta, target = _case(701)
+    torch.testing.assert_close(
+        losses.fenchel_young_loss(theta, target, mapping="toymax"),
+        losses.fenchel_young_loss(theta, target, mapping="sparsemax"),
+    )

@@ -18,8 +18,8 @@ import shlex
 import sys
 from collections.abc import Callable
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq import log_levels
-from regattn_fairseq.experiments.core.errors import ReproError
 
 
 class UsageError(ReproError):

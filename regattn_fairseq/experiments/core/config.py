@@ -8,14 +8,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from regattn_fairseq.experiments.core.paths import (
-    CONFIG_DIR,
-    DATA_DIR_ENV,
-    DEFAULT_DATA_DIR,
-    REPO_ROOT,
-)
-
-from .errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR, DATA_DIR_ENV, DEFAULT_DATA_DIR
 
 # The attention mappings are the options of the `attention` config group.
 MAPPINGS = tuple(

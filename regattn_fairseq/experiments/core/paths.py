@@ -1,14 +1,13 @@
-"""Every path the reproduction suite and the benchmarks use, defined once.
+"""The reproduction suite's own paths, defined once.
 
 The package runs from a checkout (an editable install, `make setup`). The repository root and
-the results folders are defined in `regattn_bench.paths` (the benchmarks use them too); the
+the results folders, which the benchmarks use too, are defined in `regattn_checkout.paths`; the
 configs, the plugin folder (`--user-dir`) and the default work folder hang off that root.
 Nothing here assumes where the virtual environment is; console scripts are found next to the
 running interpreter (`tools.tool_path`).
 
 Attributes
 ----------
-REPO_ROOT : the checkout (holds configs/, regattn_fairseq/, results/).
 CONFIG_DIR : the Hydra and orchestration configs (configs/).
 PREPARE_CONFIG_DIR : the dataset specs (configs/prepare/*.yaml).
 USER_DIR : the fairseq plugin folder passed as --user-dir / common.user_dir.
@@ -20,11 +19,8 @@ HUB_MIRROR_ENV : the environment variable naming a local copy of hub dataset rep
 DEFAULT_DATA_DIR : the offline data root when neither an argument nor $REGATTN_DATA_DIR names
     one: ../shared/data beside the checkout (<parent>/<checkout> -> <parent>/shared/data).
 DEFAULT_WORK_DIR : where data/ (prepared data) and checkpoints/ go by default.
-RESULTS_DIR : result tables (results/<table>.md, results/raw/*.jsonl).
 SMOKE_RESULTS_DIR : the tables of smoke-scale runs (pipeline checks) unless told otherwise: a
     git-ignored scratch folder (outputs/), so that a check leaves the committed tables alone.
-BENCH_RESULTS_DIR : benchmark runs (results/bench/).
-FIGURES_DIR : figures (results/figures/).
 ROUGE_EXCEPTIONS_DIR : the WordNet 2.0 exception lists of ROUGE-1.5.5's -m stemming (package
     data, shipped with the package).
 """
@@ -33,21 +29,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# the checkout and the results folders are shared with the benchmarks: defined there
-from regattn_bench.paths import BENCH_RESULTS_DIR, FIGURES_DIR, REPO_ROOT, RESULTS_DIR
+from regattn_checkout.paths import REPO_ROOT
 
 __all__ = [
-    "BENCH_RESULTS_DIR",
     "CONFIG_DIR",
     "DATA_DIR_ENV",
     "DEFAULT_DATA_DIR",
     "DEFAULT_WORK_DIR",
-    "FIGURES_DIR",
     "HUB_MIRROR_ENV",
     "LOCAL_DATA_ENV",
     "PREPARE_CONFIG_DIR",
-    "REPO_ROOT",
-    "RESULTS_DIR",
     "ROUGE_EXCEPTIONS_DIR",
     "SMOKE_RESULTS_DIR",
     "USER_DIR",

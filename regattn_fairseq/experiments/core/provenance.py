@@ -1,7 +1,7 @@
 """What produced a result row: the code (git commit, and whether and how the work tree differed
-from it: `regattn_bench.provenance`, shared with the benchmark records), the package versions,
+from it: `regattn_checkout.provenance`, shared with the benchmark records), the package versions,
 the hardware and the date; and the refusal to start a small or paper run on a dirty tree
-(`regattn_bench.provenance` says what dirty means)."""
+(`regattn_checkout.provenance` says what dirty means)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,11 @@ import datetime
 import os
 import platform
 
-from regattn_bench.provenance import cpu_model, git, git_state
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_checkout.provenance import cpu_model, git_state
 from regattn_fairseq.experiments.core.tools import package_version
 
-__all__ = [
-    "allow_dirty_from_env",
-    "check_clean_tree",
-    "cpu_model",
-    "git",
-    "git_state",
-    "provenance",
-]
+__all__ = ["allow_dirty_from_env", "check_clean_tree", "provenance"]
 
 # Packages whose versions a result row records.
 RECORDED_PACKAGES = ("fairseq-fixed", "regattn", "sacrebleu", "rouge-score", "hydra-core")

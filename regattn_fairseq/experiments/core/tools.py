@@ -10,7 +10,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.run_lock import inherited_fds
 
 # Console scripts the suite runs, and the distribution that installs each.

@@ -20,8 +20,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import sha256_file
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import sha256_file
 from regattn_fairseq.experiments.data.sources import LOCAL_PREFIX, ONLINE_PREFIX
 
 # the manifest's entry (in the stamp): path relative to bin/ -> {"size", "sha256"}

@@ -11,9 +11,9 @@ first (`describe_sources`).
 
 The cache key (`cache_key_inputs`) covers everything that shapes the prepared data: the
 composed dataset spec and options, the source, the source code of every module that takes
-part (this one, core's config, tools and files, sources, text_processing, the builders package
-and the kind's builder), and the versions of the tools the builder uses (plus `datasets` when
-online). The stamp also records each input file's hash, re-checked on every call."""
+part (this one, core's config and tools, the checkout's files, sources, text_processing, the
+builders package and the kind's builder), and the versions of the tools the builder uses (plus
+`datasets` when online). The stamp also records each input file's hash, re-checked on every call."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ from types import ModuleType
 
 from omegaconf import DictConfig, OmegaConf
 
-from regattn_fairseq.experiments.core import cli, config, files, tools
+from regattn_checkout import files
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import sha256_file, write_json
+from regattn_fairseq.experiments.core import cli, config, tools
 from regattn_fairseq.experiments.core.config import check_scale, data_root, load_config
 from regattn_fairseq.experiments.core.dry_run import caps_label
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import sha256_file, write_json
 from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR
 from regattn_fairseq.experiments.core.tools import package_version
 from regattn_fairseq.experiments.data import builders, checksums, sources, text_processing
@@ -87,8 +88,8 @@ def code_modules(kind: str) -> list[ModuleType]:
     Returns
     -------
     list[ModuleType]
-        This module, core's config, tools and files, sources, text_processing, the builders
-        package and the kind's builder module.
+        This module, core's config and tools, the checkout's file helpers, sources,
+        text_processing, the builders package and the kind's builder module.
 
     Raises
     ------

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import require_file, sha256_file
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import require_file, sha256_file
 from regattn_fairseq.experiments.core.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV
 
 SOURCES = ("offline", "online", "local")

@@ -6,11 +6,12 @@ A test set is the one place that names its metric: the experiments of the tables
 `experiment_test_sets` gives each its declaration here.
 
 Names are ``<corpus>`` for a corpus scored on one set and ``<corpus>-<set>`` otherwise. The
-files are those of configs/prepare/<dataset>.yaml, whole (the tables' paper scale): the
-reference processing follows the dataset builders (translation: detokenised when distributed
-tokenised, lowercased when the pipeline is; summarization: as distributed, since ROUGE
-lowercases; inflection: every language with data for the setting, the gold test forms; NER:
-the gold IOB2 tags of the language's test file).
+files are those of configs/prepare/<dataset>.yaml, whole (the tables' paper scale), and the
+dataset kind's builder reads its references (its ``load_gold``) as it writes them for the
+prepared data (translation: detokenised when distributed tokenised, lowercased when the
+pipeline is; summarization: as distributed, since ROUGE lowercases; inflection: every
+language with data for the setting, the gold test forms; NER: the gold IOB2 tags of the
+language's test file).
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.data.builders.inflection import decode_target, encode_target
-from regattn_fairseq.experiments.data.builders.ner import read_conll
+from regattn_fairseq.experiments.data.builders import builder_for
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.sources import Inputs
-from regattn_fairseq.experiments.data.text_processing import moses_detokenize
 
 
 @dataclass(frozen=True)
@@ -59,31 +59,6 @@ class TestSet:
     metric: str
     description: str
     setting: str | None = None
-
-
-@dataclass
-class Gold:
-    """The references of a test set, in item order.
-
-    Attributes
-    ----------
-    references : list of list of str
-        every reference of each item (one for all but DUC 2004).
-    files : list of str
-        the data files read, relative to the data root.
-    truncate_bytes : int or None
-        ROUGE byte limit for hypotheses and references.
-    detokenize : str or None
-        the target language, for Moses-detokenising tokenised system output before BLEU.
-    languages : list of str or None
-        each item's language (inflection).
-    """
-
-    references: list[list[str]]
-    files: list[str]
-    truncate_bytes: int | None = None
-    detokenize: str | None = None
-    languages: list[str] | None = None
 
 
 TEST_SETS = {
@@ -214,7 +189,8 @@ def experiment_test_sets(experiment: DictConfig) -> dict[str, TestSet]:
 
 
 def load_gold(definition: TestSet, data_dir: Path) -> Gold:
-    """Read a test set's references from the data root, processed as the tables score them.
+    """Read a test set's references from the data root, processed as the tables score them: by
+    its dataset kind's builder (``load_gold``).
 
     Parameters
     ----------
@@ -235,64 +211,9 @@ def load_gold(definition: TestSet, data_dir: Path) -> Gold:
     """
     spec = load_config("prepare", definition.dataset)
     inputs = Inputs(data_dir, "offline", spec)
-    loader = {
-        "summarization": _summarization,
-        "translation": _translation,
-        "snli": _snli,
-        "inflection": _inflection,
-        "ner": _ner,
-    }[spec.kind]
-    gold = loader(inputs, spec, definition)
+    gold = builder_for(spec.kind).load_gold(inputs, spec, definition)
     gold.files = sorted(inputs.files)
     return gold
-
-
-def _summarization(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
-    files = spec.evaluations[definition.evaluation]
-    columns = [inputs.lines(path) for path in files.refs]
-    return Gold(
-        [list(refs) for refs in zip(*columns, strict=True)],
-        [],
-        truncate_bytes=files.get("truncate_bytes"),
-    )
-
-
-def _translation(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
-    files = spec.evaluations[definition.evaluation]
-    references = inputs.lines(files.tgt)
-    if files.get("tokenized"):
-        references = [moses_detokenize(x, spec.tgt) for x in references]
-    if spec.lowercase:
-        references = [x.lower() for x in references]
-    return Gold([[x] for x in references], [], detokenize=spec.tgt)
-
-
-def _snli(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
-    labels = inputs.lines(spec.offline[definition.evaluation].label)
-    return Gold([[x.strip()] for x in labels], [])
-
-
-def _inflection(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
-    table = [line.split("\t") for line in inputs.lines(spec.offline.languages_table)]
-    header, rows = table[0], table[1:]
-    column = header.index(f"train-{definition.setting}")
-    references, languages = [], []
-    for row in rows:
-        if row[column].strip() in ("", "0", "-"):
-            continue
-        for line in inputs.lines(f"{spec.offline.folder}/{row[0]}-test"):
-            if line.strip():
-                form = line.split("\t")[1]
-                # The form as the tables' reference file holds it (through the model's encoding).
-                references.append([decode_target(encode_target(form))])
-                languages.append(row[0])
-    return Gold(references, [], languages=languages)
-
-
-def _ner(inputs: Inputs, spec: DictConfig, definition: TestSet) -> Gold:
-    # the tags as the builder's reference file holds them (refs/test.iob2): a sentence a line
-    sentences = read_conll(inputs.lines(spec.offline[definition.setting].test))
-    return Gold([[" ".join(tags)] for _, tags in sentences], [])
 
 
 def prepared_gold(evaluation: dict) -> Gold:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from regattn.analysis import attention_statistics
-from regattn_fairseq.experiments.core.files import replacing, write_file
+from regattn_checkout.files import replacing, write_file
 
 # what every sentence record holds, whatever the task
 REQUIRED_FIELDS = ("id", "src_tokens", "attention", "mapping")

@@ -9,7 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn.analysis import attention_statistics as statistics_of
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.core.tools import run_logged, tool_path
 from regattn_fairseq.experiments.data.prepare import PreparedData

@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.cli import gamma_grid, gamma_seeds, seed_list, whole_number
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.dry_run import DryRun
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import (
-    DEFAULT_WORK_DIR,
-    RESULTS_DIR,
-    SMOKE_RESULTS_DIR,
-)
+from regattn_fairseq.experiments.core.paths import DEFAULT_WORK_DIR, SMOKE_RESULTS_DIR
 from regattn_fairseq.experiments.data.sources import SOURCES
 from regattn_fairseq.experiments.pipelines.plan import apply_recipe
 from regattn_fairseq.experiments.train.launch import add_launch_arguments, launch_from_args

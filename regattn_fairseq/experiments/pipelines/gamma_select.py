@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.pipelines import plan
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled

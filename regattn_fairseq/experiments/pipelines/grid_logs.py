@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from regattn_fairseq.experiments.core.files import write_file
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.files import write_file
+from regattn_checkout.paths import RESULTS_DIR
 
 # the part of a save_dir after the work folder: checkpoints/<table>/<experiment>/...
 _CHECKPOINTS = "checkpoints"

@@ -23,9 +23,9 @@ import hashlib
 import sys
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import write_file
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import write_file
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.report.figures import figure_sidecar_name
 from regattn_fairseq.experiments.rows.schema import row_problem
 from regattn_fairseq.experiments.rows.store import (

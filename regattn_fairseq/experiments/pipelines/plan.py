@@ -24,8 +24,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import experiment_mappings
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.rows.keys import is_baseline, split_current
 from regattn_fairseq.experiments.rows.store import load_rows

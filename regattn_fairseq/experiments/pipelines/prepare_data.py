@@ -8,9 +8,9 @@ Datasets are the files in configs/prepare/. Normally scripts/reproduce.py calls 
 
 import argparse
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
 from regattn_fairseq.experiments.core.config import check_scale
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import PREPARE_CONFIG_DIR
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.pipelines.arguments import add_data_arguments

@@ -28,9 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT, RESULTS_DIR
-from regattn_fairseq.experiments.core.provenance import git, provenance
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT, RESULTS_DIR
+from regattn_checkout.provenance import git
+from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
+from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data.sources import SOURCES
 from regattn_fairseq.experiments.report.reruns import draw_reruns
 from regattn_fairseq.experiments.rows.keys import cell_key, row_config_sha256, row_label

@@ -16,11 +16,12 @@ import json
 import sys
 from pathlib import Path
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import write_file
 from regattn_fairseq.experiments.core.config import resolve_data_dir
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import write_file
 from regattn_fairseq.experiments.core.paths import DATA_DIR_ENV, DEFAULT_DATA_DIR
-from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold, find_test_set, load_gold
+from regattn_fairseq.experiments.data.gold import Gold
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, find_test_set, load_gold
 from regattn_fairseq.experiments.score import rouge
 from regattn_fairseq.experiments.score.metrics import metric as find_metric
 from regattn_fairseq.experiments.score.rouge_perl import (

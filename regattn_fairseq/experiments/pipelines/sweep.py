@@ -18,9 +18,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
 from regattn_fairseq.experiments.core.config import check_mappings, check_scale, load_config
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.core.tools import run_logged

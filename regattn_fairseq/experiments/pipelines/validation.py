@@ -5,6 +5,7 @@ built. The argparse types and the one-line parser are `core.cli`'s."""
 
 from __future__ import annotations
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.cli import UsageError
 from regattn_fairseq.experiments.core.config import (
     check_experiment_mappings,
@@ -12,7 +13,6 @@ from regattn_fairseq.experiments.core.config import (
     check_scale,
     experiment_mappings,
 )
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.train.train import compose_config

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regattn_fairseq.experiments.core.files import replacing
+from regattn_checkout.files import replacing
 from regattn_fairseq.experiments.rows.keys import split_current
 
 # the range of a learned α (regattn.mappings.learned_alpha: 1.01 + 0.99 sigmoid)

@@ -36,19 +36,20 @@ import numpy as np  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
-from regattn import analysis  # noqa: E402
-from regattn_fairseq.experiments.core.files import replacing
+from regattn import analysis, mappings  # noqa: E402
+from regattn_checkout.files import replacing
+from regattn_checkout.paths import FIGURES_DIR
 from regattn_fairseq.experiments.core.labels import mapping_label
-from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 from regattn_fairseq.experiments.decode.attention_format import read_export
 
 FORMATS = ("png", "pdf")
 ZERO_COLOUR = "0.72"
 BORDER_COLOUR = "0.25"
 CELL_INCHES = 0.26
-# Mappings whose panels mark clusters: the paper marks oscarmax's (Figure 4); fusedmax's
-# groups are contiguous and already visible as borderless blocks.
-CLUSTER_MAPPINGS = ("oscarmax",)
+# Mappings whose panels mark clusters, those declared to tie weights anywhere in a row: the
+# paper marks oscarmax's (Figure 4); fusedmax's ties are runs of adjacent positions, already
+# visible as borderless blocks.
+CLUSTER_MAPPINGS = tuple(d.name for d in mappings.DECLARATIONS.values() if d.ties == "clusters")
 CLUSTER_SYMBOLS = ("•", "▴", "▪", "◆")
 # zeros are masked out of the colour scale and drawn in the "bad" colour
 WEIGHT_COLOURS = plt.get_cmap("Blues").with_extremes(bad=ZERO_COLOUR)

@@ -37,8 +37,8 @@ from regattn.continuous import (  # noqa: E402
     density_support,
     positions,
 )
-from regattn_fairseq.experiments.core.files import replacing
-from regattn_fairseq.experiments.core.paths import FIGURES_DIR
+from regattn_checkout.files import replacing
+from regattn_checkout.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
 DENSITY_TITLES = {

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.files import replacing, write_file
+from regattn_checkout.files import replacing, write_file
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export

@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from regattn_fairseq.experiments.core.files import replacing
+from regattn_checkout.files import replacing
 
 STOP_WORDS = {
     "patience": "early-stopped",

@@ -5,18 +5,23 @@ mappings_fig2.{png,pdf}     the paper's Figure 2: max_Ω([t, 0]) (shifted by a c
                             Π_Ω([t, 0])₁ for t in [-3, 3], every mapping plus the hard max;
 mappings_simplex.{png,pdf}  where each mapping sends a grid of score vectors in R³: Π_Ω(x) on
                             the 2-simplex in barycentric coordinates, one panel per mapping,
-                            coloured by the face it lands on and by ties between its weights.
+                            coloured by the face it lands on and by ties between its weights;
+mappings_one_vector.png     (--figure one_vector, the README's figure) one score vector and
+                            each mapping's weights on it: zeros, runs and clusters of ties.
 
 Every mapping is drawn with its default parameters (the paper's: γ=1, p=1.5, λ=0.1 for
-fusedmax, λ=0.01 for oscarmax, α=1.5) except oscarmax on the simplex (λ=0.1, see
-SIMPLEX_PARAMS); the legends and titles name the parameters used.
+fusedmax, λ=0.01 for oscarmax, α=1.5) except a λ below FIGURE_MIN_LAMBDA on the simplex and
+the one vector (oscarmax's, drawn at λ=0.1); the legends and titles name the parameters used.
 
     MPLBACKEND=Agg python scripts/plot_mappings.py --out-dir results/figures
+    MPLBACKEND=Agg python scripts/plot_mappings.py --figure one_vector --format png \
+        --out-dir docs/figures
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from pathlib import Path
 
@@ -29,27 +34,29 @@ import torch  # noqa: E402
 
 from regattn import mappings  # noqa: E402
 from regattn.mappings import smoothed_max  # noqa: E402
-from regattn_fairseq.experiments.core.files import replacing
+from regattn_checkout.files import replacing
+from regattn_checkout.paths import FIGURES_DIR
 from regattn_fairseq.experiments.core.labels import mapping_label
-from regattn_fairseq.experiments.core.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
 T_RANGE = (-3.0, 3.0)
-# One style per mapping, the same in both figures; dashes keep near-identical curves
+# One style per mapping, in the order of the declarations (softmax, sparsemax, sq-pnorm-max,
+# fusedmax, oscarmax, entmax), the same in both figures; dashes keep near-identical curves
 # (oscarmax with its small λ lies on sparsemax) distinguishable.
-STYLES = {
-    "softmax": dict(color="tab:blue", linestyle="-"),
-    "sparsemax": dict(color="tab:orange", linestyle="-"),
-    "sq_pnorm_max": dict(color="tab:green", linestyle="-"),
-    "fusedmax": dict(color="tab:red", linestyle="-"),
-    "oscarmax": dict(color="tab:purple", linestyle="--"),
-    "entmax": dict(color="tab:brown", linestyle="-."),
-}
+LINE_STYLES = (
+    dict(color="tab:blue", linestyle="-"),
+    dict(color="tab:orange", linestyle="-"),
+    dict(color="tab:green", linestyle="-"),
+    dict(color="tab:red", linestyle="-"),
+    dict(color="tab:purple", linestyle="--"),
+    dict(color="tab:brown", linestyle="-."),
+)
+STYLES = dict(zip(mappings.NAMES, itertools.cycle(LINE_STYLES)))
 
 
-def save(fig, out_dir: Path, stem: str) -> list[Path]:
+def save(fig, out_dir: Path, stem: str, formats=FORMATS) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
+    paths = [out_dir / f"{stem}.{fmt}" for fmt in formats]
     for path in paths:
         with replacing(path) as partial:
             fig.savefig(partial, dpi=150, bbox_inches="tight")
@@ -71,7 +78,7 @@ def figure2_curves(name: str, t: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return smoothed.numpy(), first_weight.numpy()
 
 
-def plot_figure2(out_dir: Path) -> list[Path]:
+def plot_figure2(out_dir: Path, formats=FORMATS) -> list[Path]:
     t = torch.linspace(*T_RANGE, 1201, dtype=torch.float64)
     fig, (ax_max, ax_map) = plt.subplots(1, 2, figsize=(10, 3.8))
     hard = dict(color="black", linewidth=1.0, linestyle=":")
@@ -122,7 +129,7 @@ def plot_figure2(out_dir: Path) -> list[Path]:
         bbox_to_anchor=(0.5, -0.13),
     )
     fig.suptitle("Figure 2 of Niculae & Blondel (2017): x = [t, 0] for every mapping", y=1.0)
-    return save(fig, out_dir, "mappings_fig2")
+    return save(fig, out_dir, "mappings_fig2", formats)
 
 
 # Corners of the 2-simplex in the plane: e₁ bottom left, e₂ bottom right, e₃ top.
@@ -137,9 +144,19 @@ FACES = (
     ("edge midpoint, two equal weights", "#d94801", 24),
     ("vertex, one weight", "#31a354", 24),
 )
-# The paper's oscarmax λ=0.01 ties only scores closer than about λ, far finer than the grid
-# below: a larger λ shows where its ties go. Other mappings keep their defaults.
-SIMPLEX_PARAMS = {"oscarmax": {"lam": 0.1}}
+# λ ties weights whose scores are closer than about λ: the paper's oscarmax λ=0.01 is far
+# finer than the grid below (step 0.06), so a smaller λ is drawn at this one, which shows where
+# the ties go. Every other parameter keeps its default.
+FIGURE_MIN_LAMBDA = 0.1
+
+
+def figure_params(name: str) -> dict:
+    """The parameters mapping `name` is drawn with on the simplex and the one vector: its
+    defaults, with λ at least FIGURE_MIN_LAMBDA."""
+    params = mappings.defaults_of(name)
+    if "lam" in params:
+        params["lam"] = max(params["lam"], FIGURE_MIN_LAMBDA)
+    return params
 
 
 def score_grid(radius: float = 3.0, step: float = 0.06) -> torch.Tensor:
@@ -173,11 +190,11 @@ def share_text(share: float) -> str:
     return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
 
 
-def plot_simplex(out_dir: Path) -> list[Path]:
+def plot_simplex(out_dir: Path, formats=FORMATS) -> list[Path]:
     scores = score_grid()
     fig, axes = plt.subplots(2, 3, figsize=(12, 8.6))
     for ax, name in zip(axes.flat, mappings.NAMES, strict=True):
-        params = {**mappings.defaults_of(name), **SIMPLEX_PARAMS.get(name, {})}
+        params = figure_params(name)
         weights = mappings.build(name, **params)(scores).numpy()
         faces = faces_of(weights)
         points = weights @ CORNERS
@@ -230,15 +247,91 @@ def plot_simplex(out_dir: Path) -> list[Path]:
         y=0.97,
     )
     fig.subplots_adjust(bottom=0.12, top=0.92, wspace=0.02, hspace=0.12)
-    return save(fig, out_dir, "mappings_simplex")
+    return save(fig, out_dir, "mappings_simplex", formats)
+
+
+# The README's figure: one score vector whose near-equal scores show each mapping's ties
+# (1.0, 1.05 and 0.95 adjacent and apart, 1.5 alone at the top).
+ONE_VECTOR_SCORES = (0.1, 1.0, 1.05, 0.3, 1.5, 0.95, -0.4, 0.6)
+
+
+def one_vector_weights(scores=ONE_VECTOR_SCORES) -> dict[str, tuple[dict, np.ndarray]]:
+    """Every mapping's weights on one score vector.
+
+    Parameters
+    ----------
+    scores : sequence of float
+        the score vector x.
+
+    Returns
+    -------
+    dict
+        mapping name -> (its parameters, `figure_params`; Π_Ω(x) in float64).
+    """
+    x = torch.tensor(scores, dtype=torch.float64)
+    weights = {}
+    for name in mappings.NAMES:
+        params = figure_params(name)
+        weights[name] = (params, mappings.build(name, **params)(x).numpy())
+    return weights
+
+
+def plot_one_vector(out_dir: Path, formats=FORMATS) -> list[Path]:
+    """The scores of ONE_VECTOR_SCORES as bars, and below them each mapping's weights as a row
+    of cells: exact zeros grey, each weight written in its cell (ties read as equal numbers:
+    fusedmax's over adjacent positions, oscarmax's anywhere in the row)."""
+    weights = one_vector_weights()
+    positions = np.arange(len(ONE_VECTOR_SCORES))
+    fig, (ax_x, ax_w) = plt.subplots(
+        2, 1, figsize=(7.5, 4.6), sharex=True, gridspec_kw=dict(height_ratios=[1.2, len(weights)])
+    )
+    ax_x.bar(positions, ONE_VECTOR_SCORES, color="0.55", width=0.7)
+    ax_x.axhline(0, color="0.3", linewidth=0.6)
+    ax_x.set_xlim(-0.5, len(positions) - 0.5)
+    ax_x.set_ylabel("score x", fontsize=9)
+    ax_x.set_title("one score vector x, and Π_Ω(x) for every mapping (grey: exactly 0)")
+    matrix = np.array([row for _, row in weights.values()])
+    colours = plt.get_cmap("Blues").with_extremes(bad="0.85")
+    ax_w.imshow(np.ma.masked_equal(matrix, 0.0), cmap=colours, vmin=0, vmax=1, aspect="auto")
+    for (r, c), weight in np.ndenumerate(matrix):
+        # a weight that rounds to 0.00 is not one: only exact zeros read "0"
+        text = "0" if weight == 0 else "<.01" if weight < 0.005 else f"{weight:.2f}"
+        colour = "white" if weight > 0.55 else "black"
+        ax_w.text(c, r, text, ha="center", va="center", fontsize=8, color=colour)
+    ax_w.set_yticks(range(len(weights)))
+    ax_w.set_yticklabels([mapping_label(n, params) for n, (params, _) in weights.items()])
+    ax_w.set_xticks(positions, [f"{s:g}" for s in ONE_VECTOR_SCORES])
+    ax_w.set_xlabel("position (its score)", fontsize=9)
+    ax_w.tick_params(length=0)
+    fig.tight_layout()
+    return save(fig, out_dir, "mappings_one_vector", formats)
+
+
+# --figure: what each draws
+FIGURES = {"fig2": plot_figure2, "simplex": plot_simplex, "one_vector": plot_one_vector}
+DEFAULT_FIGURES = ("fig2", "simplex")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", type=Path, default=FIGURES_DIR)
+    parser.add_argument(
+        "--figure",
+        action="append",
+        choices=FIGURES,
+        help=f"a figure to draw (repeatable; default: {' and '.join(DEFAULT_FIGURES)})",
+    )
+    parser.add_argument(
+        "--format",
+        action="append",
+        choices=FORMATS,
+        help=f"a file format (repeatable; default: {' and '.join(FORMATS)})",
+    )
     args = parser.parse_args(argv)
-    for path in plot_figure2(args.out_dir) + plot_simplex(args.out_dir):
-        print(path)
+    formats = tuple(args.format or FORMATS)
+    for figure in args.figure or DEFAULT_FIGURES:
+        for path in FIGURES[figure](args.out_dir, formats):
+            print(path)
 
 
 if __name__ == "__main__":

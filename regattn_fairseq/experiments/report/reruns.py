@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.files import write_file
+from regattn_checkout.files import write_file
 from regattn_fairseq.experiments.rows.store import read_records
 
 

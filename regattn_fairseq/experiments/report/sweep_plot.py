@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.files import replacing
+from regattn_checkout.files import replacing
 from regattn_fairseq.experiments.rows.store import load_rows
 
 

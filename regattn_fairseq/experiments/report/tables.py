@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.dry_run import describe as describe_dry_run
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.decode.tagging import format_count
 from regattn_fairseq.experiments.report.alpha_plots import (
     alpha_figure_name,

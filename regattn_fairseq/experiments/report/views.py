@@ -6,9 +6,9 @@ import csv
 import json
 from pathlib import Path
 
+from regattn_checkout.files import replacing, write_file
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
-from regattn_fairseq.experiments.core.files import replacing, write_file
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
 from regattn_fairseq.experiments.report.alpha_plots import draw_alpha_figures
 from regattn_fairseq.experiments.report.learning_curves import draw_learning_curves
 from regattn_fairseq.experiments.report.reruns import draw_reruns

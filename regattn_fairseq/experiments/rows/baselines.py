@@ -40,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data.builders.inflection import decode_target
 from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
 from regattn_fairseq.experiments.data.fingerprint import data_fingerprint

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import fsync_folder, write_file
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import fsync_folder, write_file
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.rows.keys import row_key
 from regattn_fairseq.experiments.rows.schema import ResultRow, row_problem, upgrade
 

@@ -27,7 +27,7 @@ STATISTICS_PAIRS = 100
 EXPORT_PAIRS = 50
 
 
-def _real_rows(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def real_rows(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """One example's attention rows over its real tokens: (heads * n, n), float32."""
     return weights[:, mask][:, :, mask].float().reshape(-1, int(mask.sum()))
 
@@ -59,7 +59,7 @@ def _attention_pass(model, tokenizer, pairs: NliPairs, settings, predictions, ma
             for example in range(len(batch["labels"])):
                 mask = masks[example]
                 for layer, weights in enumerate(out.attentions):
-                    rows = _real_rows(weights[example], mask)
+                    rows = real_rows(weights[example], mask)
                     if layer == len(by_layer):
                         by_layer.append([])
                     by_layer[layer].append(rows)
@@ -80,7 +80,7 @@ def _attention_pass(model, tokenizer, pairs: NliPairs, settings, predictions, ma
 
 def _export_record(attentions, example: int, mask, tokens: list[str], mapping: dict, index):
     """One pair's export record: the last layer's attention, mean over heads."""
-    last = _real_rows(attentions[-1][example], mask)
+    last = real_rows(attentions[-1][example], mask)
     heads = attentions[-1].shape[1]
     mean = last.reshape(heads, len(tokens), len(tokens)).mean(0)
     return {

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.builders.inflection import decode_target
-from regattn_fairseq.experiments.data.test_sets import Gold
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.text_processing import moses_detokenize
 from regattn_fairseq.experiments.decode import tagging
 from regattn_fairseq.experiments.score import scorers

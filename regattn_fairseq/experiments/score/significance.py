@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regattn_fairseq.experiments.core.files import write_file
+from regattn_checkout.files import write_file
 
 N_RESAMPLES = 1000
 SEED = 12345

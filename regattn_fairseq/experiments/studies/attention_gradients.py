@@ -53,8 +53,8 @@ from pathlib import Path
 
 import torch
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import replacing, write_json
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import replacing, write_json
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data.prepare import PreparedData

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from fairseq.data import indexed_dataset
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import write_file
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import write_file
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.decode.decode import validate_accuracy

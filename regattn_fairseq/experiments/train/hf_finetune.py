@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
 from regattn_fairseq.experiments.train.train import learning_curve
@@ -107,8 +107,10 @@ def backend_and_params(attention: dict) -> tuple[str, dict]:
     Returns
     -------
     tuple
-        (backend, params): 1.5-entmax is the backend ``entmax15``; another α (a number or
-        "learned") is a parameter of ``entmax``.
+        (backend, params): a mapping whose parameters include those a backend of its own fixes
+        is that backend (`mappings.transformers_backends`: α=1.5 is ``entmax15``) with the
+        rest; otherwise the mapping's backend with all of them (another α, a number or
+        "learned", is a parameter of ``entmax``).
     """
     name = attention["attention"]
     params = {
@@ -116,11 +118,11 @@ def backend_and_params(attention: dict) -> tuple[str, dict]:
         for option, value in attention.items()
         if option in ATTENTION_OPTIONS and value is not None
     }
-    if "alpha" in params and params["alpha"] != "learned":
+    if "alpha" in params and params["alpha"] != mappings.LEARNED:
         params["alpha"] = float(params["alpha"])
-    if name == "entmax" and params.get("alpha") == 1.5:
-        del params["alpha"]
-        return "entmax15", params
+    for backend, (mapping, fixed) in mappings.transformers_backends().items():
+        if backend != name and mapping == name and fixed and fixed.items() <= params.items():
+            return backend, {k: v for k, v in params.items() if k not in fixed}
     return name, params
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.cli import whole_number
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.tools import tool_path
 
 

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from regattn_checkout.provenance import git_state
 from regattn_fairseq.experiments.core.labels import MAPPING_PARAMS, mapping_label
-from regattn_fairseq.experiments.core.provenance import git_state
 from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 
 RUN_RECORD = "wandb_run.json"

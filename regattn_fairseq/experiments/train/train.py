@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import write_json
 from regattn_fairseq.experiments.core import cli
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import write_json
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.core.tools import run_logged

@@ -4,8 +4,9 @@ module; shared conventions (fairseq JSON logs, inflection encoding) have one def
 import children
 import pytest
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.core import paths
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.tools import tool_path
 from regattn_fairseq.experiments.data.builders.inflection import (
     SPACE_SYMBOL,
@@ -72,7 +73,7 @@ def test_snli_labels_are_the_tasks():
 
 
 def test_paths_come_from_one_module():
-    assert paths.CONFIG_DIR == paths.REPO_ROOT / "configs" and paths.CONFIG_DIR.is_dir()
+    assert paths.CONFIG_DIR == REPO_ROOT / "configs" and paths.CONFIG_DIR.is_dir()
     assert (paths.USER_DIR / "__init__.py").is_file()
     assert paths.DATA_DIR_ENV == "REGATTN_DATA_DIR"
 
@@ -80,7 +81,7 @@ def test_paths_come_from_one_module():
 def _grep(pattern: str, *folders: str) -> list[str]:
     found = children.run(
         ["git", "grep", "-n", "-E", pattern, "--", *folders],
-        cwd=paths.REPO_ROOT,
+        cwd=REPO_ROOT,
     )
     return found.stdout.splitlines()
 

@@ -5,6 +5,7 @@ spec points at things that exist."""
 import pytest
 from omegaconf import OmegaConf
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import (
     MAPPINGS,
     SCALES,
@@ -12,7 +13,6 @@ from regattn_fairseq.experiments.core.config import (
     experiment_mappings,
     group_options,
 )
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import pretrained

@@ -38,10 +38,11 @@ from local_layouts import (
     write_wmt16,
 )
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.files import sha256_file
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.core.config import group_options, load_config
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.files import sha256_file
-from regattn_fairseq.experiments.core.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV, REPO_ROOT
+from regattn_fairseq.experiments.core.paths import HUB_MIRROR_ENV, LOCAL_DATA_ENV
 from regattn_fairseq.experiments.data.builders.snli import read_snli_jsonl
 from regattn_fairseq.experiments.data.prepare import describe_sources, prepare
 from regattn_fairseq.experiments.data.sources import (
@@ -590,7 +591,7 @@ def test_unreachable_hub_names_each_dataset_and_the_local_alternative(tmp_path):
         "import json\n"
         "from pathlib import Path\n"
         "from regattn_fairseq.experiments.core.config import load_config\n"
-        "from regattn_fairseq.experiments.core.errors import ReproError\n"
+        "from regattn_checkout.errors import ReproError\n"
         "from regattn_fairseq.experiments.data.sources import Inputs\n"
         "messages = {}\n"
         f"for name in {HUB_SOURCES!r}:\n"

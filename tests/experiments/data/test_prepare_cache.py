@@ -8,8 +8,8 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.data import prepare as prepare_module
 from regattn_fairseq.experiments.data.builders import builder_for, inflection, translation
 from regattn_fairseq.experiments.data.prepare import prepare
@@ -87,7 +87,7 @@ def test_key_is_stable_and_covers_code_config_and_tools():
         "regattn_fairseq.experiments.data.prepare",
         "regattn_fairseq.experiments.core.config",
         "regattn_fairseq.experiments.core.tools",
-        "regattn_fairseq.experiments.core.files",
+        "regattn_checkout.files",
         "regattn_fairseq.experiments.data.sources",
         "regattn_fairseq.experiments.data.text_processing",
         "regattn_fairseq.experiments.data.builders",
@@ -109,12 +109,19 @@ def test_key_changes_with_the_builders_code(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "module", ["core.config", "core.tools", "core.files", "data.text_processing", "data.sources"]
+    "module",
+    [
+        "regattn_fairseq.experiments.core.config",
+        "regattn_fairseq.experiments.core.tools",
+        "regattn_checkout.files",
+        "regattn_fairseq.experiments.data.text_processing",
+        "regattn_fairseq.experiments.data.sources",
+    ],
 )
 def test_key_changes_with_shared_preparation_code(module, tmp_path, monkeypatch):
     import importlib
 
-    target = importlib.import_module(f"regattn_fairseq.experiments.{module}")
+    target = importlib.import_module(module)
     spec, opts = spec_and_options()
     before = key(spec, opts)
     monkeypatch.setattr(target, "__file__", edited_copy(target, tmp_path))

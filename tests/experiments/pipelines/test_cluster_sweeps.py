@@ -13,7 +13,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 
-from regattn_fairseq.experiments.core.paths import CONFIG_DIR, REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.pipelines.sweep import launcher_overrides
 from regattn_fairseq.experiments.train.launch import Launch
 

@@ -14,10 +14,11 @@ import children
 import pytest
 from make_runs import run_make
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.dry_run import DryRun
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import LOCAL_DATA_ENV, REPO_ROOT, RESULTS_DIR
+from regattn_fairseq.experiments.core.paths import LOCAL_DATA_ENV
 from regattn_fairseq.experiments.data import fingerprint
 from regattn_fairseq.experiments.pipelines import reproduce, rerun
 from regattn_fairseq.experiments.report import tables as results

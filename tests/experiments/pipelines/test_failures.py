@@ -6,9 +6,9 @@ import sys
 import children
 import pytest
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.core.config import resolve_data_dir
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.prepare import prepare
 
 

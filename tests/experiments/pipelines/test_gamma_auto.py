@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import (
     gamma_edge,

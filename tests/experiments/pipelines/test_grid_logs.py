@@ -2,7 +2,7 @@
 
 import pytest
 
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.pipelines.gamma_select import (
     _selection_curve,
     _selection_run_finished,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.pipelines.merge_rows import main, merge_rows
 from regattn_fairseq.experiments.rows.store import read_records
 

@@ -19,8 +19,8 @@ from data.test_prepare_cache import make_sigmorphon  # the data stage tests' hel
 from omegaconf import OmegaConf
 from rows.test_rigor import SPEC, make_row
 
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.core import run_lock
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data import checksums as data_checksums
 from regattn_fairseq.experiments.data import fingerprint as data_fingerprint_module
 from regattn_fairseq.experiments.data.prepare import prepare

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.pipelines import plan, reproduce, table_jobs
 
 

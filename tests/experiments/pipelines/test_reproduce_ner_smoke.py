@@ -9,7 +9,7 @@ from pathlib import Path
 import children
 import pytest
 
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
 
 
 @pytest.mark.slow

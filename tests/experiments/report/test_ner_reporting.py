@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.decode.tagging import entity_counts, entity_scores
 from regattn_fairseq.experiments.report.attention_plots import cell_borders, sentence_figure
 from regattn_fairseq.experiments.report.figures import plot_attention_figure

@@ -14,7 +14,7 @@ from attention_fixtures import attention_records
 from matplotlib.colors import Normalize
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.report import attention_plots as plot_attention
 from regattn_fairseq.experiments.report import mapping_plots as plot_mappings
 
@@ -34,6 +34,40 @@ def test_plot_mappings_writes_both_figures(tmp_path):
     for stem in ("mappings_fig2", "mappings_simplex"):
         for fmt in ("png", "pdf"):
             assert_drawn(tmp_path / f"{stem}.{fmt}")
+
+
+def _equal_nonzero_pairs(weights: np.ndarray) -> list[tuple[int, int]]:
+    nonzero = np.flatnonzero(weights)
+    return [
+        (i, j) for i in nonzero for j in nonzero if i < j and abs(weights[i] - weights[j]) < 1e-9
+    ]
+
+
+def test_one_vector_shows_zeros_runs_and_clusters():
+    weights = plot_mappings.one_vector_weights()
+    assert list(weights) == list(mappings.NAMES)
+    for name, (params, row) in weights.items():
+        assert row.sum() == pytest.approx(1.0) and (row >= 0).all(), name
+        assert params == plot_mappings.figure_params(name)
+        # softmax is dense; every other mapping puts exact zeros on the low scores
+        assert ((row == 0).any()) == (name != mappings.NAMES[0]), name
+    ties = {d.ties: d.name for d in mappings.DECLARATIONS.values() if d.ties}
+    # fusedmax ties a run of adjacent positions, oscarmax a cluster of positions apart
+    assert any(j == i + 1 for i, j in _equal_nonzero_pairs(weights[ties["runs"]][1]))
+    assert any(j > i + 1 for i, j in _equal_nonzero_pairs(weights[ties["clusters"]][1]))
+
+
+def test_the_readme_figure_is_the_one_its_command_draws(tmp_path):
+    """README.md shows docs/figures/mappings_one_vector.png near its top, with the command that
+    drew it; that command, run again, draws the same pixels."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    figure = "docs/figures/mappings_one_vector.png"
+    assert f"]({figure})" in readme.split("## ")[0]  # before the first section
+    command = readme.split("python scripts/plot_mappings.py ", 1)[1].split("`", 1)[0].split()
+    assert command[-2:] == ["--out-dir", "docs/figures"]
+    plot_mappings.main([*command[:-1], str(tmp_path)])
+    drawn = matplotlib.image.imread(tmp_path / "mappings_one_vector.png")
+    assert np.array_equal(drawn, matplotlib.image.imread(REPO_ROOT / figure))
 
 
 @pytest.mark.parametrize("name", mappings.NAMES)

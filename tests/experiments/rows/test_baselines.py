@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.builders.inflection import encode_source
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import prepared_gold

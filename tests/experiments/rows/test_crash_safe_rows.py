@@ -16,9 +16,9 @@ import children
 import pytest
 from rows.test_rigor import make_row
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.report.views import regenerate, write_outputs
 from regattn_fairseq.experiments.rows.store import append_rows, load_rows, raw_file
 

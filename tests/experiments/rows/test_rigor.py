@@ -13,9 +13,9 @@ import children
 import pytest
 from omegaconf import OmegaConf
 
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core import provenance
 from regattn_fairseq.experiments.core.config import load_config
-from regattn_fairseq.experiments.core.errors import ReproError
 from regattn_fairseq.experiments.pipelines import rerun
 from regattn_fairseq.experiments.pipelines.reproduce import parse_args
 from regattn_fairseq.experiments.report.tables import _gamma_edge_note, render_table

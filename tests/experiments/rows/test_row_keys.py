@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from regattn_fairseq.experiments.core.paths import RESULTS_DIR
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.rows.keys import (
     cell_key,
     config_sha256,

@@ -5,9 +5,10 @@ tables and sweeps scores test sets, each resolving to a registered metric."""
 import pytest
 from omegaconf import OmegaConf
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
-from regattn_fairseq.experiments.data.test_sets import TEST_SETS, Gold, experiment_test_sets
+from regattn_fairseq.experiments.data.gold import Gold
+from regattn_fairseq.experiments.data.test_sets import TEST_SETS, experiment_test_sets
 from regattn_fairseq.experiments.score import significance
 from regattn_fairseq.experiments.score.metrics import METRICS, metric
 

@@ -7,7 +7,8 @@ import sys
 import children
 import pytest
 
-from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR, REPO_ROOT
+from regattn_checkout.paths import REPO_ROOT
+from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
 from regattn_fairseq.experiments.data.test_sets import TEST_SETS, find_test_set, load_gold
 from regattn_fairseq.experiments.pipelines import score_file as score
 

@@ -19,7 +19,7 @@ from fairseq_helpers import (
 )
 
 from regattn import mappings
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.studies import attention_gradients
 
 # the study's measurement settings (its command line's defaults)

@@ -19,9 +19,9 @@ import torch
 from omegaconf import OmegaConf
 from wandb_offline import offline_runs
 
+from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.core.config import MAPPINGS
-from regattn_fairseq.experiments.core.errors import ReproError
-from regattn_fairseq.experiments.core.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from regattn.integrations import pretrained_models as pm
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.decode.attention_format import read_export
 from regattn_fairseq.experiments.rows.keys import row_label
 from regattn_fairseq.experiments.score.hf_classify import classify

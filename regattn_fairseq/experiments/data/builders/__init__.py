@@ -1,18 +1,22 @@
 """One builder per kind of dataset (the `kind:` of configs/prepare/<dataset>.yaml).
 
-Each builder module has
+A dataset kind's module owns its whole story, from the source files to the references that
+scoring reads. Each builder module has
 
 - ``build(inputs, opts, root) -> evaluations``: reads through a `data_sources.Inputs`, writes
   the binarized data under root/bin and the references under root/refs, and returns the
   evaluation sets (name -> {"subset", "refs", ...}) for the manifest;
-- ``TOOLS``: the distributions whose versions shape its output (part of the cache key).
+- ``TOOLS``: the distributions whose versions shape its output (part of the cache key);
+- ``load_gold(inputs, spec, definition) -> Gold``: a test set's references read from the
+  offline data, processed as ``build`` writes them (`data.test_sets.load_gold` dispatches to
+  it; `scripts/score.py` scores against them).
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.builders import (
     inflection,
     ner,
@@ -36,12 +40,12 @@ def builder_for(kind: str) -> ModuleType:
     Parameters
     ----------
     kind : str
-        the spec's ``kind`` (translation, summarization, snli or inflection).
+        the spec's ``kind`` (a key of BUILDERS).
 
     Returns
     -------
     ModuleType
-        The module (with ``build`` and ``TOOLS``).
+        The module (with ``build``, ``TOOLS`` and ``load_gold``).
 
     Raises
     ------

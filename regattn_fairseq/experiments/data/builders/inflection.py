@@ -8,7 +8,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.sources import Inputs, line_error, read_text_lines
 from regattn_fairseq.experiments.data.text_processing import fairseq_preprocess, head, write_lines
 
@@ -177,3 +178,38 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     return {
         "test": {"subset": "test", "refs": [str(refs)], "languages": str(langs), "characters": True}
     }
+
+
+def load_gold(inputs: Inputs, spec: DictConfig, definition) -> Gold:
+    """The gold test forms of every language with train data for the setting, as the
+    prepared reference file holds them (through the model's encoding), with each item's
+    language.
+
+    Parameters
+    ----------
+    inputs : Inputs
+        the offline data root, through the spec.
+    spec : DictConfig
+        configs/prepare/<dataset>.yaml.
+    definition : TestSet
+        the test set (`data.test_sets.TestSet`): its ``evaluation`` and ``setting``.
+
+    Returns
+    -------
+    Gold
+        The references, item by item (`data.test_sets.load_gold` adds the files read).
+    """
+    table = [line.split("\t") for line in inputs.lines(spec.offline.languages_table)]
+    header, rows = table[0], table[1:]
+    column = header.index(f"train-{definition.setting}")
+    references, languages = [], []
+    for row in rows:
+        if row[column].strip() in ("", "0", "-"):
+            continue
+        for line in inputs.lines(f"{spec.offline.folder}/{row[0]}-test"):
+            if line.strip():
+                form = line.split("\t")[1]
+                # The form as the tables' reference file holds it (through the model's encoding).
+                references.append([decode_target(encode_target(form))])
+                languages.append(row[0])
+    return Gold(references, [], languages=languages)

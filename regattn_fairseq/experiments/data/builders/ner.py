@@ -23,7 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.sources import Inputs
 from regattn_fairseq.experiments.data.text_processing import head, write_lines
 
@@ -164,3 +165,26 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     _dictionary(root / "bin" / "dict.tag.txt", tags)
     # named by language, so that the table puts each language's paper numbers beside it
     return {f"{opts.setting}_test": {"subset": "test", "refs": [str(root / "refs" / "test.iob2")]}}
+
+
+def load_gold(inputs: Inputs, spec: DictConfig, definition) -> Gold:
+    """The gold IOB2 tags of the setting's (the language's) test file, a sentence a line, as
+    the prepared reference file (refs/test.iob2) holds them.
+
+    Parameters
+    ----------
+    inputs : Inputs
+        the offline data root, through the spec.
+    spec : DictConfig
+        configs/prepare/<dataset>.yaml.
+    definition : TestSet
+        the test set (`data.test_sets.TestSet`): its ``evaluation`` and ``setting``.
+
+    Returns
+    -------
+    Gold
+        The references, item by item (`data.test_sets.load_gold` adds the files read).
+    """
+    # the tags as the builder's reference file holds them (refs/test.iob2): a sentence a line
+    sentences = read_conll(inputs.lines(spec.offline[definition.setting].test))
+    return Gold([[" ".join(tags)] for _, tags in sentences], [])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.sources import Inputs, line_error, read_text_lines
 from regattn_fairseq.experiments.data.text_processing import (
     fairseq_preprocess,
@@ -191,3 +192,24 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
             root,
         )
     return {"test": {"subset": "test", "refs": [str(root / "bin" / "label" / "test.label")]}}
+
+
+def load_gold(inputs: Inputs, spec: DictConfig, definition) -> Gold:
+    """A test set's gold labels, one per pair.
+
+    Parameters
+    ----------
+    inputs : Inputs
+        the offline data root, through the spec.
+    spec : DictConfig
+        configs/prepare/<dataset>.yaml.
+    definition : TestSet
+        the test set (`data.test_sets.TestSet`): its ``evaluation`` and ``setting``.
+
+    Returns
+    -------
+    Gold
+        The references, item by item (`data.test_sets.load_gold` adds the files read).
+    """
+    labels = inputs.lines(spec.offline[definition.evaluation].label)
+    return Gold([[x.strip()] for x in labels], [])

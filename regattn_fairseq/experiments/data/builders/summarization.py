@@ -7,7 +7,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.sources import Inputs, check_parallel, read_text_lines
 from regattn_fairseq.experiments.data.text_processing import fairseq_preprocess, head, write_lines
 
@@ -158,3 +159,30 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         root,
     )
     return evaluations
+
+
+def load_gold(inputs: Inputs, spec: DictConfig, definition) -> Gold:
+    """A test set's references as distributed (ROUGE lowercases), every reference of an item,
+    with the set's ROUGE byte limit.
+
+    Parameters
+    ----------
+    inputs : Inputs
+        the offline data root, through the spec.
+    spec : DictConfig
+        configs/prepare/<dataset>.yaml.
+    definition : TestSet
+        the test set (`data.test_sets.TestSet`): its ``evaluation`` and ``setting``.
+
+    Returns
+    -------
+    Gold
+        The references, item by item (`data.test_sets.load_gold` adds the files read).
+    """
+    files = spec.evaluations[definition.evaluation]
+    columns = [inputs.lines(path) for path in files.refs]
+    return Gold(
+        [list(refs) for refs in zip(*columns, strict=True)],
+        [],
+        truncate_bytes=files.get("truncate_bytes"),
+    )

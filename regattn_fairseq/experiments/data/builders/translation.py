@@ -7,7 +7,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from regattn_fairseq.experiments.core.errors import ReproError
+from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.data.gold import Gold
 from regattn_fairseq.experiments.data.sources import Inputs, check_parallel, read_text_lines
 from regattn_fairseq.experiments.data.text_processing import (
     bpe_segment,
@@ -43,6 +44,15 @@ def _read_pair(inputs: Inputs, split: str) -> tuple[tuple[list[str], list[str]],
         return (columns["src"], columns["tgt"]), False
     files = spec.evaluations[split] if split in spec.evaluations else spec.offline[split]
     return (inputs.lines(files.src), inputs.lines(files.tgt)), bool(files.get("tokenized"))
+
+
+def bleu_references(lines: list[str], tokenized: bool, spec: DictConfig) -> list[str]:
+    """An evaluation set's target side as BLEU's references: sacrebleu scores detokenized
+    text, so references are kept (or made, `tokenized`) untokenized, and lowercased when the
+    whole pipeline is (``spec.lowercase``)."""
+    if tokenized:
+        lines = [moses_detokenize(x, spec.tgt) for x in lines]
+    return [x.lower() for x in lines] if spec.lowercase else lines
 
 
 def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
@@ -108,12 +118,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         subset = "test" if index == 0 else f"test{index}"
         test_prefixes.append(str(root / "raw" / name))
         refs = root / "refs" / f"{name}.{tgt}"
-        # BLEU is computed by sacrebleu on detokenized text: references are kept (or made)
-        # untokenized, and lowercased when the whole pipeline is lowercased.
-        references = pairs[name][1]
-        if name in tokenized_splits:
-            references = [moses_detokenize(x, tgt) for x in references]
-        write_lines(refs, [x.lower() for x in references] if spec.lowercase else references)
+        write_lines(refs, bleu_references(pairs[name][1], name in tokenized_splits, spec))
         evaluations[name] = {"subset": subset, "refs": [str(refs)], "detokenize": tgt}
     fairseq_preprocess(
         [
@@ -134,3 +139,26 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         root,
     )
     return evaluations
+
+
+def load_gold(inputs: Inputs, spec: DictConfig, definition) -> Gold:
+    """A test set's references as the prepared data's: detokenised when distributed tokenised,
+    lowercased when the pipeline is; system output is detokenised in the target language.
+
+    Parameters
+    ----------
+    inputs : Inputs
+        the offline data root, through the spec.
+    spec : DictConfig
+        configs/prepare/<dataset>.yaml.
+    definition : TestSet
+        the test set (`data.test_sets.TestSet`): its ``evaluation`` and ``setting``.
+
+    Returns
+    -------
+    Gold
+        The references, item by item (`data.test_sets.load_gold` adds the files read).
+    """
+    files = spec.evaluations[definition.evaluation]
+    references = bleu_references(inputs.lines(files.tgt), bool(files.get("tokenized")), spec)
+    return Gold([[x] for x in references], [], detokenize=spec.tgt)

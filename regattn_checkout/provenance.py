@@ -1,6 +1,6 @@
 """Where a result came from: the code (git commit, and whether and how the work tree differed
-from it) and the CPU. One definition for the benchmark records (`run_record`) and the result rows
-of the reproduction suite (`regattn_fairseq.experiments.core.provenance`).
+from it) and the CPU. One definition for the benchmark records (`regattn_bench.run_record`)
+and the result rows of the reproduction suite (`regattn_fairseq.experiments.core.provenance`).
 
 Dirty means: `git status --porcelain` prints anything (modified, staged, deleted or untracked
 files that are not ignored) outside the results folder (`paths.RESULTS_DIR`): the suite and
@@ -17,8 +17,8 @@ import platform
 import subprocess
 from pathlib import Path
 
-from regattn_bench import paths
-from regattn_bench.errors import ReproError
+from regattn_checkout import paths
+from regattn_checkout.errors import ReproError
 
 
 def git(*args: str) -> str:

@@ -1,9 +1,9 @@
 """The checkout and its results folders, defined once for the benchmarks and the reproduction
-suite (`regattn_fairseq.experiments.core.paths` takes them from here).
+suite (`regattn_fairseq.experiments.core.paths` adds the suite's own folders to them).
 
 Attributes
 ----------
-REPO_ROOT : the checkout (holds configs/, regattn/, regattn_bench/, regattn_fairseq/, results/).
+REPO_ROOT : the checkout (holds configs/, regattn/, regattn_checkout/, regattn_fairseq/, results/).
 RESULTS_DIR : result tables (results/<table>.md, results/raw/*.jsonl).
 BENCH_RESULTS_DIR : benchmark runs (results/bench/).
 FIGURES_DIR : figures (results/figures/).

@@ -1,11 +1,12 @@
-"""Provenance shared by the benchmark records and the result rows (`regattn_bench.provenance`):
+"""Provenance shared by the benchmark records and the result rows (`regattn_checkout.provenance`):
 git failures are errors that name their cause, dirty is a non-empty porcelain status outside
 results/ with a hash of the diff, and the suite's rows and the benchmarks record the same state."""
 
 import pytest
 
-from regattn_bench import paths, provenance, run_record
-from regattn_bench.errors import ReproError
+from regattn_bench import run_record
+from regattn_checkout import paths, provenance
+from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core import provenance as row_provenance
 
 
@@ -24,7 +25,8 @@ def test_git_missing_is_an_error(monkeypatch, tmp_path):
 
 def test_benchmark_records_use_the_same_provenance(monkeypatch, tmp_path):
     env = run_record.environment()
-    state = row_provenance.git_state()
+    row = row_provenance.provenance()
+    state = {k: row[k] for k in ("git_commit", "git_dirty", "git_diff_sha256")}
     assert {k: env[k] for k in state} == state
     assert run_record.commit_label(env) == state["git_commit"] + (
         "+dirty" if state["git_dirty"] else ""

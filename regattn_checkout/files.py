@@ -1,10 +1,10 @@
-"""Writing a result file so that a crash never leaves it half-written (issue #46).
+"""Small file helpers (a required file, a file's SHA-256, a JSON file), and writing a result
+file so that a crash never leaves it half-written (issue #46).
 
 A file under results/ (a table's markdown or CSV, a sidecar, a figure, a benchmark's record) is
 written to a temporary file beside it, flushed to the disk (`os.fsync`) and renamed onto its
 name: a reader, or the next run after a crash or a full disk, finds either the old file or the
-new one, never a prefix of the new one. One helper for the suite and the benchmarks (the
-suite's `experiments.core.files` re-exports it, as `errors.ReproError` is shared).
+new one, never a prefix of the new one. One helper for the suite and the benchmarks.
 
 The append-only row files are the exception: they are appended to in place
 (`experiments.rows.store.append_rows`), which fsyncs them with `fsync_folder` below.
@@ -12,11 +12,15 @@ The append-only row files are the exception: they are appended to in place
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from regattn_checkout.errors import ReproError
 
 
 def fsync_folder(folder: Path) -> None:
@@ -75,3 +79,30 @@ def write_file(path: Path, content: str | bytes) -> Path:
     with replacing(path) as partial:
         partial.write_bytes(data)
     return Path(path)
+
+
+def write_json(path: Path, payload) -> None:
+    """Write `payload` as indented, key-sorted JSON, replacing the file all at once."""
+    write_file(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def require_file(path: Path) -> Path:
+    """`path`, which must be a file.
+
+    Raises
+    ------
+    ReproError
+        it is not (the message names it).
+    """
+    if not path.is_file():
+        raise ReproError(f"missing data file: {path}")
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of a file's bytes, read in blocks of 1 MiB."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,4 +1,4 @@
-"""The error the benchmarks and the reproduction suite report to their user without a
+"""The error the reproduction suite and the benchmarks report to their user without a
 traceback."""
 
 

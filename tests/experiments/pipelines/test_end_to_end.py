@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from make_runs import run_make
 from wandb_offline import offline_runs
 
@@ -29,14 +30,25 @@ BASELINES = {
     "nmt": {"baseline: copy source"},
     "inflection": {"baseline: copy lemma"},
 }
-# the mappings each table's test trains (MAPPINGS=...); the sweeps add sparsemax (γ) and
-# fusedmax (λ), and 1.5-entmax with learned α (the α sweep)
+# the mappings each table's test trains (MAPPINGS=...); the sweeps add their smoke grids'
+# mappings (`sweep_mappings`)
 MAPPINGS_TRAINED = {
     "table1": ("softmax", "oscarmax", CONTROL),
     "table2": ("softmax", "fusedmax", CONTROL),
     "nmt": ("softmax", "sq_pnorm_max", CONTROL),
     "inflection": ("softmax", "entmax15", CONTROL),
 }
+
+
+SWEEPS = Path(__file__).resolve().parents[3] / "configs" / "sweep"
+
+
+def sweep_mappings(sweep: str) -> set[str]:
+    """The attention configs a sweep's smoke grid trains (configs/sweep/<sweep>.yaml); an α grid
+    with `learned` trains the learned-α config too (`entmax_learned`: α learned per head)."""
+    grid = yaml.safe_load((SWEEPS / f"{sweep}.yaml").read_text())["params"]["smoke"]
+    learned = "learned" in grid.get("model.attention_alpha", [])
+    return set(grid["attention"]) | ({"entmax_learned"} if learned else set())
 
 
 def table_mappings(table: str) -> dict[str, str]:
@@ -87,9 +99,9 @@ def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str
 
 
 def test_every_mapping_is_trained_by_one_end_to_end_test():
-    """The subsets above leave no declared attention config untrained by the slow tier (learned
-    α is the α sweep's `entmax15` at alpha=learned)."""
-    sweeps = {"sparsemax", "fusedmax", "entmax15", "entmax_learned"}
+    """The subsets above and the sweeps' smoke grids leave no declared attention config
+    untrained by the slow tier."""
+    sweeps = set().union(*(sweep_mappings(path.stem) for path in SWEEPS.glob("*.yaml")))
     trained = set().union(*MAPPINGS_TRAINED.values()) | sweeps
     assert set(attention_configs()) <= trained
 
@@ -105,7 +117,7 @@ def test_sweep_lambda_multirun(shared_data, tmp_path):
     rows = check_outputs(
         tmp_path,
         "sweep_lambda",
-        {"fusedmax"},
+        sweep_mappings("lambda"),
         "rougeL",
     )
     # each Hydra job trained its own λ into its own directory
@@ -141,7 +153,7 @@ def test_sweep_alpha_multirun(shared_data, tmp_path):
     rows = check_outputs(
         tmp_path,
         "sweep_alpha",
-        {"entmax15"},
+        sweep_mappings("alpha") - {"entmax_learned"},  # a row names the mapping, α is swept
         "bleu",
     )
     # a sweep row names its mapping; the swept value is in sweep_params (e6c26ff)
@@ -170,9 +182,16 @@ def test_reproduce_table2(shared_data, tmp_path):
     again = make_ok("reproduce-table2", tmp_path, shared_data, variables=variables)
     assert "[skip]" in again.stdout and "[train]" not in again.stdout
     assert len(raw.read_text().splitlines()) == written
-    # re-scoring, asked for, appends: the record keeps both, the table shows the latest
+    # re-scoring, asked for, appends: the record keeps both, the table shows the latest; with
+    # MAPPINGS it scores those mappings again, not the baselines (the same numbers again)
     make_ok("reproduce-table2", tmp_path, shared_data, variables={**variables, "RESCORE": "1"})
-    assert len(raw.read_text().splitlines()) == 2 * written
+    lines = raw.read_text().splitlines()
+    assert len(lines) == written + len(rows)
+    rescored = [json.loads(line) for line in lines[written:]]
+    assert not any(rowkeys.is_baseline(row) for row in rescored)
+    assert sorted(rowkeys.row_key(row) for row in rescored) == sorted(
+        rowkeys.row_key(row) for row in rows
+    )
 
 
 @pytest.mark.slow
@@ -208,7 +227,7 @@ def test_sweep_gamma_multirun(shared_data, tmp_path):
     rows = check_outputs(
         tmp_path,
         "sweep_gamma",
-        {"sparsemax"},
+        sweep_mappings("gamma"),
         "bleu",
     )
     assert {row["train"]["config"]["model"]["attention_gamma"] for row in rows} == {1.0, 4.0}

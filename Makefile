@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-kernel-passes bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm clean-venv
+.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-kernel-passes bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm bench-continuous bench-gpu-training clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -85,34 +85,40 @@ test-cuda: setup ## on a GPU: the Triton kernels (row mappings, fused attention)
 bench: bench-mappings bench-scaling bench-model bench-dp bench-hf ## all benchmarks -> results/bench/ (about 7 min on 2 cores)
 
 bench-mappings: setup ## fwd/fwd+bwd of every mapping vs torch.softmax, entmax and torchsparseattn
-	$(PY) bench/bench_mappings.py
+	$(PY) -m regattn_bench mappings
 
 bench-mappings-cuda: setup ## on a GPU: the Triton kernels vs torch.softmax, entmax and AdaSplash (pip install adasplash) -> results/bench/mappings_gpu.md
-	TRITON_INTERPRET=0 $(PY) bench/bench_mappings.py --device cuda
+	TRITON_INTERPRET=0 $(PY) -m regattn_bench mappings --device cuda
 
 bench-kernel-passes: setup ## the Triton row kernels' reads/writes, reductions and search steps per row, counted in the interpreter -> results/bench/row_kernel_passes.md
-	$(PY) bench/bench_kernel_passes.py $(if $(LABEL),--label $(LABEL))
+	$(PY) -m regattn_bench kernel-passes $(if $(LABEL),--label $(LABEL))
 
 bench-attention-cuda: setup ## on a GPU: the fused sparse attention vs the row-wise path, sdpa flash and AdaSplash (if installed), 1k-16k tokens -> results/bench/attention_gpu.md
-	TRITON_INTERPRET=0 $(PY) bench/bench_attention.py
+	TRITON_INTERPRET=0 $(PY) -m regattn_bench attention
 
 bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figure
-	$(PY) bench/bench_scaling.py
+	$(PY) -m regattn_bench scaling
 
 bench-training: setup ## the LSTM seq2seq's training step by part, and tokens/s of 1 process x all cores vs 1 process per core (needs Multi30k prepared or the offline data)
-	$(PY) bench/bench_training.py $(if $(WORK_DIR),--work-dir $(WORK_DIR))
+	$(PY) -m regattn_bench training $(if $(WORK_DIR),--work-dir $(WORK_DIR))
 
 bench-model: setup ## training tokens/s of the LSTM summarizer and the Transformer per mapping vs softmax
-	$(PY) bench/bench_model.py
+	$(PY) -m regattn_bench model
 
 bench-dp: setup ## smoothed Viterbi (entropy, l2; compiled and torch paths) vs autograd through the recursion and hard Viterbi
-	$(PY) bench/bench_dp.py
+	$(PY) -m regattn_bench dp
 
 bench-hf: setup ## training step time of a small Hugging Face BERT per regattn backend vs transformers' eager and sdpa softmax
-	$(PY) bench/bench_hf.py
+	$(PY) -m regattn_bench hf
+
+bench-continuous: setup ## continuous attention vs discrete softmax in the LSTM decoder: step time and training tokens/s
+	$(PY) -m regattn_bench continuous
+
+bench-gpu-training: setup ## a device run's training logs (RUN_DIR, default results/bench/training_gpu) against the CPU runs -> results/bench/training_gpu.md
+	$(PY) -m regattn_bench gpu-training $(or $(RUN_DIR),results/bench/training_gpu)
 
 bench-hf-minilm: setup ## the same for the pinned pretrained all-MiniLM-L6-v2 on SNLI-shaped batches, bf16 autocast -> results/bench/hf_minilm_cpu_bf16.md
-	$(PY) bench/bench_hf.py --model minilm --bf16
+	$(PY) -m regattn_bench hf --model minilm --bf16
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)

@@ -5,7 +5,8 @@ benchmark keeps of its runs (`run_record`). The model benchmarks, which train fa
 are in `regattn_fairseq.benchmarks`.
 
 The convention for every benchmark: its code is a module of one of these two packages, with a
-`main()`; `bench/<name>.py` is only its entry point and `make bench-*` runs that. Where a result
+`main(argv)`, declared once in `regattn_bench.catalog`; `python -m regattn_bench <name>` runs
+it, and `make bench-<name>` runs that. Where a result
 came from (paths, git state, CPU) is `regattn_checkout`'s, shared with the result rows.
 
 This package imports `regattn` and never `regattn_fairseq` (an import-linter contract), so that

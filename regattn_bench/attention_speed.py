@@ -27,9 +27,9 @@ results/bench/attention_gpu.md is regenerated from the latest full run. Shapes r
 first; `--budget-s` starts no shape after that many seconds (the device script's limit), and
 the record names the shapes left out.
 
-    python bench/bench_attention.py                  # the default lengths and head dims
-    python bench/bench_attention.py --quick          # 1k and 2k, D = 64, one repeat
-    python bench/bench_attention.py --lengths 4096 --head-dims 128 --only "fused|sdpa"
+    python -m regattn_bench attention                  # the default lengths and head dims
+    python -m regattn_bench attention --quick          # 1k and 2k, D = 64, one repeat
+    python -m regattn_bench attention --lengths 4096 --head-dims 128 --only "fused|sdpa"
 
 It needs a CUDA device (the fused kernels' speed is measured on GPUs only) and exits with a
 message without one.
@@ -265,7 +265,7 @@ def _one_shape(table, n, d, heads, causal, repeats, min_run_time, seed):
 def markdown(record) -> str:
     env = record["env"]
     lines = [
-        "# Fused sparse attention on a GPU (bench/bench_attention.py)",
+        "# Fused sparse attention on a GPU (python -m regattn_bench attention)",
         "",
         f"{env['device']}, torch {env['torch']}, triton {env.get('triton')}, commit "
         f"{commit_label(env)}, {env['date']}. bf16 q, k, v of (1, heads, L, D), heads x D = "
@@ -299,7 +299,7 @@ def _ints(text):
     return [int(x) for x in text.split(",") if x]
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help="comma-separated L")
     parser.add_argument("--head-dims", default=DEFAULT_HEAD_DIMS, help="comma-separated D")
@@ -313,7 +313,7 @@ def main():
         "--budget-s", type=float, default=None, help="start no shape after this many seconds"
     )
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     require_device("cuda")
     lengths, head_dims = _ints(args.lengths), _ints(args.head_dims)
     if args.quick:

@@ -23,8 +23,8 @@ reports the targets of the issue (not asserted): custom backward no slower than 
 Every run is appended to results/bench/dp_cpu.json (never overwritten) and the markdown table
 results/bench/dp_cpu.md is regenerated from the latest full run.
 
-    python bench/bench_dp.py                 # S = 17, batch 32, T in {20, 50, 100}
-    python bench/bench_dp.py --quick         # short sequences, short timings (smoke test)
+    python -m regattn_bench dp                 # S = 17, batch 32, T in {20, 50, 100}
+    python -m regattn_bench dp --quick         # short sequences, short timings (smoke test)
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def markdown(run_record):
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--lengths", default=None, help=f"comma-separated T (default {DEFAULT_LENGTHS})"

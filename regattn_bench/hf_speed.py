@@ -12,12 +12,12 @@ median in the same run (above 1: slower than transformers' softmax).
 Every run is appended to results/bench/hf_<device>.json with its environment (commit, torch,
 transformers, CPU, threads, load average before and after) and results/bench/hf_<device>.md is
 regenerated from the latest full run. Record keeping is run_record's, shared with the other
-benchmarks (`regattn_bench.run_record`, which needs no fairseq). `bench/bench_hf.py` and
+benchmarks (`regattn_bench.run_record`, which needs no fairseq). `python -m regattn_bench hf` and
 `make bench-hf` run `main`.
 
-    python bench/bench_hf.py                          # every attention, the random BERT
-    python bench/bench_hf.py --model minilm --bf16    # the pinned all-MiniLM-L6-v2, bf16 autocast
-    python bench/bench_hf.py --quick                  # 1 step, 1 repeat (smoke test)
+    python -m regattn_bench hf                          # every attention, the random BERT
+    python -m regattn_bench hf --model minilm --bf16    # the pinned all-MiniLM-L6-v2, bf16 autocast
+    python -m regattn_bench hf --quick                  # 1 step, 1 repeat (smoke test)
 
 `--model minilm` times the pretrained encoder of the pretrained-encoder table
 (`regattn.integrations.pretrained_models`: all-MiniLM-L6-v2, 6 layers, hidden 384, 12 heads)

@@ -19,11 +19,11 @@ launch runs in Python, and this patches, for the duration of a `with` block,
 each per program (`set_grid_idx` starts one), grouped by launch (`GridExecutor.__call__`
 starts one, named after the kernel).
 
-Entry point: bench/bench_kernel_passes.py (`make bench-kernel-passes`) writes
+Entry point: `python -m regattn_bench kernel-passes` (`make bench-kernel-passes`) writes
 results/bench/row_kernel_passes.md and appends the run, with the commit and versions, to
 results/bench/row_kernel_passes.json.
 
-    TRITON_INTERPRET=1 python bench/bench_kernel_passes.py --label before
+    TRITON_INTERPRET=1 python -m regattn_bench kernel-passes --label before
 """
 
 from __future__ import annotations
@@ -329,7 +329,7 @@ def markdown(record: dict, before: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     """Counts the row kernels' passes and writes the table (see the module's docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--label", default="run", help="the run's name in the table")

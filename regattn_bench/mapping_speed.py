@@ -15,10 +15,10 @@ shared, noisy machine slows every method alike; the reported time is the median 
 Every run is appended to results/bench/mappings_cpu.json (never overwritten) and the
 markdown table results/bench/mappings_cpu.md is regenerated from the latest full run.
 
-    python bench/bench_mappings.py                  # the three attention shapes of issue #2
-    python bench/bench_mappings.py --quick          # small shapes, short timings (smoke test)
-    python bench/bench_mappings.py --shapes 2048x64 --repeats 5 --min-run-time 0.5
-    python bench/bench_mappings.py --device cuda    # the Triton kernels at fairseq shapes
+    python -m regattn_bench mappings                  # the three attention shapes of issue #2
+    python -m regattn_bench mappings --quick          # small shapes, short timings (smoke test)
+    python -m regattn_bench mappings --shapes 2048x64 --repeats 5 --min-run-time 0.5
+    python -m regattn_bench mappings --device cuda    # the Triton kernels at fairseq shapes
 
 With --device cuda the default shapes are CUDA_SHAPES and the mappings run their Triton
 kernels (torch.utils.benchmark synchronizes around each timed block); without a CUDA device it
@@ -390,7 +390,7 @@ def _parse_shapes(text):
     return [tuple(int(v) for v in s.lower().split("x")) for s in text.split(",") if s]
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--shapes", default=None, help=f"comma-separated ROWSxD (default {DEFAULT_SHAPES})"
@@ -420,7 +420,7 @@ def main():
         default="cpu",
         help=f"cuda: the Triton kernels, default shapes {CUDA_SHAPES}",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     require_device(args.device)
     if args.quick:
         args.repeats, args.min_run_time = 1, 0.05

@@ -6,8 +6,8 @@ gives the fitted log-log slope of each curve (1.0 = linear).
 Every run is appended to results/bench/scaling_<device>.json; results/bench/scaling_<device>.md
 and the figure results/figures/bench_scaling_<device>.png are regenerated from the latest full run.
 
-    python bench/bench_scaling.py
-    python bench/bench_scaling.py --quick
+    python -m regattn_bench scaling
+    python -m regattn_bench scaling --quick
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--repeats", type=int, default=2, help="round-robin passes over the methods"
@@ -166,7 +166,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     parser.add_argument("--figure-dir", type=Path, default=FIGURES_DIR)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.min_run_time = 1, 0.05
     if args.threads:

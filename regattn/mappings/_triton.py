@@ -213,8 +213,8 @@ def _pow(v, e):
 @triton.jit
 def _search_step(bisected):
     """Marks one step of a threshold search; `bisected` is True for the rows whose step was a
-    bisection. It compiles to nothing: the interpreter run of bench/bench_kernel_passes.py
-    replaces it to count the steps (regattn_bench.kernel_passes).
+    bisection. It compiles to nothing: the interpreter run of ``python -m regattn_bench
+    kernel-passes`` replaces it to count the steps (regattn_bench.kernel_passes).
     """
     pass
 

@@ -18,9 +18,9 @@ round-robin over the variants, `--repeats` times; the reported time is the media
 is appended to results/bench/continuous_<device>.json and results/bench/continuous_<device>.md
 is regenerated from the latest full run.
 
-    python bench/bench_continuous.py            # N = 64
-    python bench/bench_continuous.py --basis 16 64 256
-    python bench/bench_continuous.py --quick    # smoke test
+    python -m regattn_bench continuous            # N = 64
+    python -m regattn_bench continuous --basis 16 64 256
+    python -m regattn_bench continuous --quick    # smoke test
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--basis", type=int, nargs="+", default=[64], help="basis sizes N")
     parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
@@ -156,7 +156,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = require_device(args.device)
     if args.quick:
         args.steps, args.layer_steps, args.repeats = 1, 2, 1

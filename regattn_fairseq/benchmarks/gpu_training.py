@@ -14,7 +14,7 @@ config (`config.yaml`) and fairseq's log (`train.log.gz`). From them this writes
   projection, stated as one, from the epochs its CPU runs needed;
 - a figure of the validation curves, GPU against CPU.
 
-    python bench/gpu_training.py results/bench/training_gpu     # -> results/bench/training_gpu.md
+    python -m regattn_bench gpu-training results/bench/training_gpu  # -> training_gpu.md
 """
 
 from __future__ import annotations
@@ -239,12 +239,12 @@ def plot(runs: list[dict], rows: list[dict], path: Path) -> Path:
     return path
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="the device run's folder (see above)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--out", type=Path, default=BENCH_RESULTS_DIR / "training_gpu.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     folders = sorted(p for p in args.run_dir.iterdir() if (p / "train.log.gz").is_file())
     if not folders:
         parser.error(f"{args.run_dir}: no training folder (one with train.log.gz)")

@@ -17,8 +17,8 @@ does not depend on which words they are. Steps are timed round-robin over the ma
 Every run is appended to results/bench/model_<device>.json and the markdown table
 results/bench/model_<device>.md is regenerated from the latest full run.
 
-    python bench/bench_model.py                 # both models, every mapping
-    python bench/bench_model.py --quick         # fewer steps (smoke test)
+    python -m regattn_bench model                 # both models, every mapping
+    python -m regattn_bench model --quick         # fewer steps (smoke test)
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def markdown(record: dict, earlier: list[dict] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
@@ -349,7 +349,7 @@ def main():
         default="cpu",
         help="where the models train (cuda: the mappings run their Triton kernels)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     require_device(args.device)
     if args.quick:
         args.steps, args.repeats = 1, 1

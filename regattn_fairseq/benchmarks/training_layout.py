@@ -15,8 +15,8 @@ matrix-product rate is given in GFLOP/s. It says where a step's time goes and ho
 is the dense output layer over the target vocabulary, which no engineering removes without
 computing something else (a smaller vocabulary, sampled or adaptive softmax: a model change).
 
-    python bench/bench_training.py                      # profile + both layouts, 3 repeats
-    python bench/bench_training.py --updates 100 --repeats 1 --quick
+    python -m regattn_bench training                      # profile + both layouts, 3 repeats
+    python -m regattn_bench training --updates 100 --repeats 1 --quick
 """
 
 from __future__ import annotations
@@ -244,14 +244,14 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--updates", type=int, default=300, help="training updates per process")
     parser.add_argument("--repeats", type=int, default=3, help="round-robin passes")
     parser.add_argument("--quick", action="store_true", help="a smoke run (not the .md's run)")
     parser.add_argument("--work-dir", type=Path, help="where the prepared data is (WORK_DIR)")
     parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.updates < 2 * LOG_INTERVAL:
         parser.error(f"--updates must be at least {2 * LOG_INTERVAL} (two logged intervals)")
     cores = os.cpu_count() or 1

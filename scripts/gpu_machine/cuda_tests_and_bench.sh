@@ -20,12 +20,12 @@ wait $CBUILD
 el bench
 # the committed runs go along, so the returned model_gpu.json holds them and this one
 cp results/bench/model_gpu.json $OUT/ 2>/dev/null
-timeout ${BENCH_S:-75} python3 bench/bench_model.py --device cuda --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench2.log 2>&1
+timeout ${BENCH_S:-75} python3 -m regattn_bench model --device cuda --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench2.log 2>&1
 echo "bench rc=$?"; cat $OUT/model_gpu.md 2>/dev/null | head -3
 el attention bench
 # the committed runs go along here too (attention_gpu.json keeps every run)
 cp results/bench/attention_gpu.json $OUT/ 2>/dev/null
-timeout ${ATTENTION_S:-210} python3 bench/bench_attention.py --lengths 1024,4096,8192,16384 --repeats 1 \
+timeout ${ATTENTION_S:-210} python3 -m regattn_bench attention --lengths 1024,4096,8192,16384 --repeats 1 \
   --budget-s $((${ATTENTION_S:-210} - 60)) --out-dir $OUT >$OUT/bench_attention.log 2>&1
 echo "attention bench rc=$?"; tail -3 $OUT/bench_attention.log
 ls -la $OUT

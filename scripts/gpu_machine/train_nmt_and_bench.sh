@@ -48,7 +48,7 @@ wait $CBUILD
 el bench
 # the committed runs go along, so the returned model_gpu.json holds them and this one
 cp results/bench/model_gpu.json $OUT/ 2>/dev/null
-timeout $BENCH_S python3 bench/bench_model.py --device cuda --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench.log 2>&1
+timeout $BENCH_S python3 -m regattn_bench model --device cuda --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench.log 2>&1
 echo "bench rc=$?"
 grep -v -E "^(DEBUG|INFO)" $OUT/bench.log | tail -8
 

@@ -1,4 +1,4 @@
-"""bench/bench_attention.py without a GPU: it refuses to run, its exact outputs are the
+"""python -m regattn_bench attention without a GPU: it refuses to run, its exact outputs are the
 mappings', and its table renders every kind of row (timed, out of memory, no deviation)."""
 
 import sys

@@ -2,7 +2,6 @@
 
 import json
 import sys
-from pathlib import Path
 
 import children
 import pytest
@@ -11,12 +10,11 @@ import torch
 from regattn_bench import mapping_speed as bench_mappings
 from regattn_fairseq.benchmarks import model_throughput as bench_model
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
-
-def run_bench(script, tmp_path, *args):
+def run_bench(name, tmp_path, *args):
+    """`python -m regattn_bench <name> --quick`, its records into `tmp_path`."""
     proc = children.run(
-        [sys.executable, str(BENCH / script), "--quick", "--out-dir", str(tmp_path), *args],
+        [sys.executable, "-m", "regattn_bench", name, "--quick", "--out-dir", str(tmp_path), *args],
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -24,7 +22,7 @@ def run_bench(script, tmp_path, *args):
 
 
 def test_mappings_bench(tmp_path):
-    run_bench("bench_mappings.py", tmp_path, "--shapes", "64x20")
+    run_bench("mappings", tmp_path, "--shapes", "64x20")
     run = json.loads((tmp_path / "mappings_cpu.json").read_text())["runs"][-1]
     assert {r["method"] for r in run["results"]} >= {
         "torch.softmax",
@@ -89,7 +87,7 @@ def test_timers_use_the_recorded_thread_count():
 
 def test_scaling_bench_appends(tmp_path):
     for _ in range(2):
-        run_bench("bench_scaling.py", tmp_path, "--figure-dir", str(tmp_path))
+        run_bench("scaling", tmp_path, "--figure-dir", str(tmp_path))
     runs = json.loads((tmp_path / "scaling_cpu.json").read_text())["runs"]
     assert len(runs) == 2  # a re-run appends
     assert "slope" in (tmp_path / "scaling_cpu.md").read_text()
@@ -97,7 +95,7 @@ def test_scaling_bench_appends(tmp_path):
 
 @pytest.mark.slow
 def test_model_bench(tmp_path):
-    run_bench("bench_model.py", tmp_path, "--models", "LSTM summarizer")
+    run_bench("model", tmp_path, "--models", "LSTM summarizer")
     run = json.loads((tmp_path / "model_cpu.json").read_text())["runs"][-1]
     # every mapping of the plugin trained a step, timed against softmax in the same run
     assert [r["attention"] for r in run["results"]] == list(bench_model.MAPPINGS)
@@ -110,7 +108,7 @@ def test_model_bench(tmp_path):
 def test_continuous_bench(tmp_path):
     from regattn_fairseq.benchmarks import continuous_speed
 
-    run_bench("bench_continuous.py", tmp_path, "--basis", "8")
+    run_bench("continuous", tmp_path, "--basis", "8")
     run = json.loads((tmp_path / "continuous_cpu.json").read_text())["runs"][-1]
     labels = list(continuous_speed.variants([8]))
     # every variant was timed in the same run as discrete softmax, per layer step and training
@@ -121,7 +119,7 @@ def test_continuous_bench(tmp_path):
 
 
 def test_hf_bench(tmp_path):
-    run_bench("bench_hf.py", tmp_path)
+    run_bench("hf", tmp_path)
     run = json.loads((tmp_path / "hf_cpu.json").read_text())["runs"][-1]
     ratios = {r["attention"]: r["ratio_to_eager"] for r in run["results"]}
     assert ratios["eager (transformers softmax)"] == 1.0
@@ -131,7 +129,7 @@ def test_hf_bench(tmp_path):
 
 def test_hf_bench_on_the_pinned_minilm_in_bf16(tmp_path):
     pytest.importorskip("all_minilm_l6_v2", reason="the pinned MiniLM wheel is not installed")
-    run_bench("bench_hf.py", tmp_path, "--model", "minilm", "--bf16")
+    run_bench("hf", tmp_path, "--model", "minilm", "--bf16")
     run = json.loads((tmp_path / "hf_minilm_cpu_bf16.json").read_text())["runs"][-1]
     assert run["args"]["precision"] == "bf16 autocast"
     assert run["model"]["pretrained"]["name"] == "all-MiniLM-L6-v2"

@@ -1,6 +1,6 @@
-"""bench/gpu_training.py on the committed device run (results/bench/training_gpu/): its logs
-parse, its configs hash like the CPU rows of the same mapping and γ (so the comparison is of
-the same config), and the report is written from them."""
+"""`python -m regattn_bench gpu-training` on the committed device run
+(results/bench/training_gpu/): its logs parse, its configs hash like the CPU rows of the same
+mapping and γ (so the comparison is of the same config), and the report is written from them."""
 
 import datetime
 

@@ -1,16 +1,13 @@
-"""bench/bench_dp.py --quick runs and writes its tables; timings are never asserted."""
+"""python -m regattn_bench dp --quick runs and writes its tables; timings are never asserted."""
 
 import json
 import sys
-from pathlib import Path
 
 import children
 import torch
 
 from regattn import dp
 from regattn_bench.dp_speed import autograd_viterbi
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def test_autograd_baseline_is_the_same_function():
@@ -25,7 +22,7 @@ def test_autograd_baseline_is_the_same_function():
 
 
 def test_dp_bench_quick(tmp_path):
-    cmd = [sys.executable, str(BENCH / "bench_dp.py"), "--quick", "--out-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "regattn_bench", "dp", "--quick", "--out-dir", str(tmp_path)]
     cmd += ["--lengths", "3", "--states", "4", "--batch", "2"]
     proc = children.run(cmd, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

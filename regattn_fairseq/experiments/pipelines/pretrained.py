@@ -154,7 +154,7 @@ def _job(table, experiment, data: PreparedData, mapping, seed, gamma, selection=
         table.scale,
         data.manifest["source"],
         mapping,
-        settings.record(),
+        settings.config(),
         seed,
         dry_run,
     )
@@ -382,7 +382,7 @@ def finetuned_rows(job: Job, table: str, results_dir: Path, run, started: dict) 
         "learning_curve": run.curve,
         "checkpoint": str(run.best_dir),
         "started": started,
-        "config": settings.record(),
+        "config": settings.config(),
         "pretrained": pinned_model(job.experiment).record(),
         "precision": "bf16 autocast" if settings.bf16 else "float32",
     }

@@ -128,9 +128,10 @@ def backend_and_params(attention: dict) -> tuple[str, dict]:
 
 @dataclass(frozen=True)
 class FineTuneSettings:
-    """Everything that shapes a fine-tuning run. Its `record` is the rows' ``train.config``,
+    """Everything that shapes a fine-tuning run. Its `config` is the rows' ``train.config``,
     laid out as the fairseq runs' (the attention options under ``model``), so that the rows'
-    keys, cells and labels read it as theirs.
+    keys, cells and labels read it as theirs; its `record` is that and the seed (the run
+    folder's ``settings.json``).
 
     Attributes
     ----------
@@ -182,10 +183,19 @@ class FineTuneSettings:
         return backend_and_params(self.attention)[1]
 
     def record(self) -> dict:
-        """The settings as JSON: ``model`` (the pretrained model and the attention options) and
-        ``finetune`` (the rest)."""
+        """Every setting as JSON: ``model`` (the pretrained model and the attention options)
+        and ``finetune`` (the rest, the seed included): the run folder's ``settings.json``,
+        which a resumed run must match."""
         rest = {k: v for k, v in asdict(self).items() if k not in ("model", "attention")}
         return {"model": {"pretrained": self.model, **self.attention}, "finetune": rest}
+
+    def config(self) -> dict:
+        """The rows' ``train.config`` and the config in their key: `record` without the seed.
+        The seed is the row's own field, as the fairseq rows' ``common.seed`` is an override
+        and not config, so that a cell's seeds share one config hash (`rows.keys`)."""
+        record = self.record()
+        rest = {k: v for k, v in record["finetune"].items() if k != "seed"}
+        return {**record, "finetune": rest}
 
 
 @dataclass

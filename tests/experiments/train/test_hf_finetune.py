@@ -2,6 +2,7 @@
 (score/hf_classify.py): the settings' layout in the rows, a resumed run equal to an
 uninterrupted one, a finished run not trained again, and the scores and attention record."""
 
+import dataclasses
 import importlib.util
 import json
 
@@ -11,7 +12,7 @@ import torch
 from regattn.integrations import pretrained_models as pm
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.decode.attention_format import read_export
-from regattn_fairseq.experiments.rows.keys import row_label
+from regattn_fairseq.experiments.rows.keys import config_sha256, row_label
 from regattn_fairseq.experiments.score.hf_classify import classify
 from regattn_fairseq.experiments.train import hf_finetune as ft
 
@@ -48,12 +49,17 @@ def test_the_settings_are_laid_out_as_the_fairseq_rows_config():
         attention={"attention": "sparsemax", "attention_gamma": 4.0},
         seed=2,
     )
-    record = settings.record()
-    assert record["model"]["attention_gamma"] == 4.0
-    assert record["model"]["pretrained"]["weights_sha256"] == pm.MINILM_L6_V2.weights_sha256
-    assert record["finetune"]["seed"] == 2
-    row = {"mapping": "sparsemax", "train": {"config": record}}
+    config = settings.config()
+    assert config["model"]["attention_gamma"] == 4.0
+    assert config["model"]["pretrained"]["weights_sha256"] == pm.MINILM_L6_V2.weights_sha256
+    row = {"mapping": "sparsemax", "train": {"config": config}}
     assert row_label(row) == "sparsemax (γ=4)"
+    # the run folder's record keeps the seed; the rows' config does not, so that a cell's
+    # seeds share one config hash and the table shows them together (as the fairseq rows)
+    assert settings.record()["finetune"]["seed"] == 2 and "seed" not in config["finetune"]
+    other_seed = dataclasses.replace(settings, seed=3)
+    assert config_sha256(other_seed.config()) == config_sha256(config)
+    assert other_seed.record() != settings.record()
 
 
 def _settings(**changes):

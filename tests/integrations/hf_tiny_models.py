@@ -25,12 +25,14 @@ KINDS = ("encoder", "decoder", "encoder_decoder")
 LENGTHS = (9, 6, 4)  # the batch's unpadded lengths (the first row has no padding)
 
 
-def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
-    """A tiny random model of `kind` on attn_implementation `attn` (seeded: same weights)."""
-    torch.manual_seed(0)
-    if kind == "encoder":
-        config = BertConfig(
-            vocab_size=VOCAB,
+# kind -> (config class, model class, the config's name for the attention dropout (None: the
+# model has none to set), its other settings); every model takes VOCAB and PAD as well
+ARCHITECTURES = {
+    "encoder": (
+        BertConfig,
+        BertForSequenceClassification,
+        "attention_probs_dropout_prob",
+        dict(
             hidden_size=HIDDEN,
             num_hidden_layers=2,
             num_attention_heads=HEADS,
@@ -38,42 +40,42 @@ def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
             max_position_embeddings=32,
             num_labels=3,
             hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=dropout,
-            pad_token_id=PAD,
-        )
-        model = BertForSequenceClassification(config)
-    elif kind == "decoder":
-        config = LlamaConfig(
-            vocab_size=VOCAB,
+        ),
+    ),
+    "decoder": (
+        LlamaConfig,
+        LlamaForCausalLM,
+        "attention_dropout",
+        dict(
             hidden_size=HIDDEN,
             intermediate_size=64,
             num_hidden_layers=2,
             num_attention_heads=HEADS,
             num_key_value_heads=2,
             max_position_embeddings=32,
-            attention_dropout=dropout,
-            pad_token_id=PAD,
             bos_token_id=BOS,
             eos_token_id=EOS,
-        )
-        model = LlamaForCausalLM(config)
-    elif kind == "t5":
-        config = T5Config(
-            vocab_size=VOCAB,
+        ),
+    ),
+    "t5": (
+        T5Config,
+        T5ForConditionalGeneration,
+        "dropout_rate",
+        dict(
             d_model=HIDDEN,
             d_kv=HIDDEN // HEADS,
             d_ff=64,
             num_layers=2,
             num_heads=HEADS,
-            dropout_rate=dropout,
-            pad_token_id=PAD,
             eos_token_id=EOS,
             decoder_start_token_id=PAD,
-        )
-        model = T5ForConditionalGeneration(config)
-    elif kind == "gemma2":
-        config = Gemma2Config(
-            vocab_size=VOCAB,
+        ),
+    ),
+    "gemma2": (
+        Gemma2Config,
+        Gemma2ForCausalLM,
+        None,
+        dict(
             hidden_size=HIDDEN,
             intermediate_size=64,
             num_hidden_layers=2,
@@ -84,12 +86,13 @@ def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
             query_pre_attn_scalar=1,  # scaling 1: scores large enough for the soft cap to bend
             attn_logit_softcapping=0.5,
             max_position_embeddings=32,
-            pad_token_id=PAD,
-        )
-        model = Gemma2ForCausalLM(config)
-    else:
-        config = BartConfig(
-            vocab_size=VOCAB,
+        ),
+    ),
+    "encoder_decoder": (
+        BartConfig,
+        BartForConditionalGeneration,
+        "attention_dropout",
+        dict(
             d_model=HIDDEN,
             encoder_layers=2,
             decoder_layers=2,
@@ -99,15 +102,26 @@ def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
             decoder_ffn_dim=64,
             max_position_embeddings=32,
             dropout=0.0,
-            attention_dropout=dropout,
             activation_dropout=0.0,
-            pad_token_id=PAD,
             bos_token_id=BOS,
             eos_token_id=EOS,
             decoder_start_token_id=EOS,
             forced_eos_token_id=None,
-        )
-        model = BartForConditionalGeneration(config)
+        ),
+    ),
+}
+
+
+def tiny_model(kind: str, attn: str, dtype=torch.float32, dropout: float = 0.0):
+    """A tiny random model of `kind` (`ARCHITECTURES`) on attn_implementation `attn` (seeded:
+    same weights)."""
+    config_class, model_class, dropout_name, settings = ARCHITECTURES[kind]
+    if dropout and dropout_name is None:
+        raise ValueError(f"the tiny {kind} model has no attention dropout to set")
+    torch.manual_seed(0)
+    dropout_setting = {dropout_name: dropout} if dropout_name else {}
+    config = config_class(vocab_size=VOCAB, pad_token_id=PAD, **settings, **dropout_setting)
+    model = model_class(config)
     model.set_attn_implementation(attn)
     return model.to(dtype)
 

@@ -144,7 +144,7 @@ def recorded_job(rows: list[ResultRow], work_dir: Path) -> Job:
     they record (``data_source`` and ``data``; the commit's run prepares it again under
     `work_dir`), the mapping, seed, γ selection and dry-run caps, the overrides beyond the
     standard ones (`extra_overrides`), and the key of their job (`keys.job_key` of the
-    training settings they record), which finds the re-run's rows as any finished job's.
+    training settings they record, equal to `keys.row_job_key` of each of them).
 
     Parameters
     ----------

@@ -26,6 +26,7 @@ from regattn_fairseq.experiments.pipelines.table_jobs import (
     gamma_overrides,
     train_fresh,
 )
+from regattn_fairseq.experiments.rows.schema import gamma_selection, train_record
 from regattn_fairseq.experiments.train.train import learning_curve
 
 # the table mappings that take a temperature γ (model.attention_gamma), from the mappings'
@@ -281,11 +282,11 @@ def _recorded_gamma_choice(
         for row in rows
         if row["mapping"] == mapping
         and row["seed"] in seeds
-        and all((row.get("gamma_selection") or {}).get(k) == v for k, v in how.matched.items())
-        and selection_settled(row["gamma_selection"], how.extend)
+        and all((gamma_selection(row) or {}).get(k) == v for k, v in how.matched.items())
+        and selection_settled(gamma_selection(row), how.extend)
     ]
     for row in reversed(candidates):  # the newest first
-        selection = row["gamma_selection"]
+        selection = gamma_selection(row)
         gamma = selection["chosen"]
         run_dir = plan.run_dir(
             work_dir,
@@ -360,14 +361,14 @@ def _grid_left(table: TableRun, experiment, data, mapping, rows, how: SelectionH
         f"γ chosen on its grid first: {runs - len(missing)} of its {runs} runs read from their "
         f"logs, {len(missing)} to train"
     )
-    epochs = how.epochs or max([r["train"].get("epochs") or 0 for r in same_cell] or [10])
+    epochs = how.epochs or max([train_record(r).get("epochs") or 0 for r in same_cell] or [10])
     seconds = grid_seconds(rows, experiment.name, mapping, len(missing), epochs) or 0.0
     # a choice recorded before the edge rule settled it: most likely the grid's again, so the
     # jobs at it are counted as done (the run confirms it)
     unsettled = [
-        r["gamma_selection"]["chosen"]
+        gamma_selection(r)["chosen"]
         for r in same_cell
-        if all((r.get("gamma_selection") or {}).get(k) == v for k, v in how.matched.items())
+        if all((gamma_selection(r) or {}).get(k) == v for k, v in how.matched.items())
     ]
     gamma = None
     if unsettled:

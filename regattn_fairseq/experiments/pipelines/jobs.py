@@ -81,8 +81,17 @@ def finished(job: Job, outputs: Outputs) -> list[dict]:
     return []
 
 
-def run_job(job: Job, outputs: Outputs, train: Train, score: Score) -> list[dict] | None:
+def run_job(
+    job: Job, outputs: Outputs, train: Train, score: Score, writes_rows: bool = True
+) -> list[dict] | None:
     """Train and score one job unless its rows exist (see the module docstring).
+
+    Parameters
+    ----------
+    writes_rows : bool
+        False when the training step's own process writes the job's rows to `outputs` (a
+        re-run at its commit, `rerun`): `score` then collects them, and they are not
+        appended again.
 
     Returns
     -------
@@ -98,7 +107,8 @@ def run_job(job: Job, outputs: Outputs, train: Train, score: Score) -> list[dict
         trained = train(job)
         if trained is None:  # another machine than the first: it scores
             return None
-        return write_rows(job, outputs, score(job, trained))
+        rows = score(job, trained)
+        return write_rows(job, outputs, rows) if writes_rows else rows
 
 
 def run_jobs_together(

@@ -28,6 +28,7 @@ from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import experiment_mappings
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.rows.keys import is_baseline, split_current
+from regattn_fairseq.experiments.rows.schema import ResultRow, decode_record, train_record
 from regattn_fairseq.experiments.rows.store import load_rows
 
 RECIPE_KEYS = ("gamma", "gamma_seeds", "gamma_select_epochs", "threads")
@@ -87,7 +88,7 @@ class PlannedJob:
     note: str = ""
 
 
-def estimate_seconds(rows: list[dict], experiment: str, mapping: str) -> float | None:
+def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> float | None:
     """The wall time one job of `mapping` should take: the median over its converged runs in
     the table's rows of training plus decoding (each run once), else over every converged run
     of the experiment; None without any."""
@@ -101,10 +102,10 @@ def estimate_seconds(rows: list[dict], experiment: str, mapping: str) -> float |
                 runs.setdefault(row["run_id"], []).append(row)
         kept, _ = converged([run_rows[0] for run_rows in runs.values()])
         return [
-            float(row["train"]["wall_s"])
-            + sum(float((r.get("decode") or {}).get("wall_s") or 0) for r in runs[row["run_id"]])
+            float(train_record(row)["wall_s"])
+            + sum(float(decode_record(r).get("wall_s") or 0) for r in runs[row["run_id"]])
             for row in kept
-            if row["train"].get("wall_s")
+            if train_record(row).get("wall_s")
         ]
 
     for scope in (mapping, None):
@@ -114,18 +115,18 @@ def estimate_seconds(rows: list[dict], experiment: str, mapping: str) -> float |
     return None
 
 
-def grid_seconds(rows: list[dict], experiment: str, mapping: str, runs: int, epochs: int):
+def grid_seconds(rows: list[ResultRow], experiment: str, mapping: str, runs: int, epochs: int):
     """A γ grid's estimate: `runs` runs of `epochs` epochs at the median seconds per epoch of
     the mapping's (else the experiment's) rows; None without any."""
     for scope in (mapping, None):
         per_epoch = [
-            row["train"]["wall_s"] / row["train"]["epochs"]
+            train["wall_s"] / train["epochs"]
             for row in split_current(rows)[0]
             if row["experiment"] == experiment
             and (scope is None or row["mapping"] == scope)
             and not is_baseline(row)
-            and (row.get("train") or {}).get("wall_s")
-            and (row.get("train") or {}).get("epochs")
+            and (train := train_record(row)).get("wall_s")
+            and train.get("epochs")
         ]
         if per_epoch:
             return runs * epochs * statistics.median(per_epoch)

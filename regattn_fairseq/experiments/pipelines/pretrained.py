@@ -44,7 +44,7 @@ from regattn_fairseq.experiments.pipelines.table_jobs import table_outputs
 from regattn_fairseq.experiments.rows.build import Scored, job_rows
 from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.keys import job_key
-from regattn_fairseq.experiments.rows.schema import ResultRow
+from regattn_fairseq.experiments.rows.schema import ResultRow, attention_stats, gamma_selection
 from regattn_fairseq.experiments.score.hf_classify import classify
 from regattn_fairseq.experiments.score.significance import write_items
 from regattn_fairseq.experiments.train.hf_finetune import (
@@ -239,7 +239,7 @@ def _recorded_choice(table, experiment, mapping: str) -> dict | None:
     """The γ choice recorded in the table's rows for this mapping and grid, if any."""
     grid, extend = _grid(table)
     for row in reversed(table.rows()):
-        selection = row.get("gamma_selection") or {}
+        selection = gamma_selection(row) or {}
         if (
             row["experiment"] == experiment.name
             and row["mapping"] == mapping
@@ -339,8 +339,8 @@ def run_experiment(table, experiment, data: PreparedData, progress=None) -> list
                 progress.start(experiment.name, mapping, seed)
             job = _job(table, experiment, data, mapping, seed, gamma, selection)
             rows = run_job(job, outputs, train_step, score_step)
-            if seed == table.seeds[0] and rows[0].get("attention", {}).get("export"):
-                exports.append(Path(rows[0]["attention"]["export"]))
+            if seed == table.seeds[0] and attention_stats(rows[0]).get("export"):
+                exports.append(Path(attention_stats(rows[0])["export"]))
     return exports
 
 

@@ -3,11 +3,13 @@
     python scripts/rerun_row.py results/raw/nmt.jsonl 0794e89578b7 [--data-dir DIR] [--keep]
 
 The plan (`plan_rerun`) reads the row: its training commit (``train.started.git_commit``; a row
-without one cannot be re-run: "training commit unknown"), table, experiment, scale, data source,
-mapping, seed and the Hydra overrides it was trained with beyond the standard ones (e.g. a γ).
-`rerun` checks the commit out in a temporary `git worktree`, builds or copies the compiled
-kernels, runs that commit's `scripts/reproduce.py` for that one job into a fresh work and
-results folder, and reports, per evaluation and metric, the recorded value, the new value and
+without one cannot be re-run: "training commit unknown") and the job that wrote it
+(`recorded_job`: experiment, scale, data source, mapping, seed, the Hydra overrides it was
+trained with beyond the standard ones, e.g. a γ, and the key of its rows). `rerun` runs that job
+through the one job lifecycle (`jobs.run_job`), its training step being the commit's own run:
+the commit checked out in a temporary `git worktree`, the compiled kernels built or copied, and
+that commit's `scripts/reproduce.py` run for that one job into a fresh work and results folder
+(`rerun_command`); it then reports, per evaluation and metric, the recorded value, the new value and
 their difference, and whether the difference lies within the spread of the row's table cell
 (`cell_spread`: the sample std of the metric over the cell's seeds, same config; a cell of
 one seed has no std, so only an identical number passes). Each report is appended, with the
@@ -28,14 +30,28 @@ import sys
 import tempfile
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from regattn_checkout.errors import ReproError
 from regattn_checkout.paths import REPO_ROOT, RESULTS_DIR
 from regattn_checkout.provenance import git
 from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.sources import SOURCES
+from regattn_fairseq.experiments.pipelines.jobs import Outputs, run_job
 from regattn_fairseq.experiments.report.reruns import draw_reruns
-from regattn_fairseq.experiments.rows.keys import cell_key, row_config_sha256, row_label
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.keys import cell_key, job_key, row_config_sha256, row_label
+from regattn_fairseq.experiments.rows.schema import (
+    ResultRow,
+    from_dirty_tree,
+    gamma_selection,
+    train_record,
+    train_settings,
+    training_commit,
+    training_start,
+)
 from regattn_fairseq.experiments.rows.store import append_records, read_rows
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py
@@ -76,23 +92,8 @@ def load_run(results_file: Path, run_id: str) -> list[dict]:
     return found
 
 
-def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) -> dict:
-    """What re-running a recorded run takes: the commit and the command.
-
-    Parameters
-    ----------
-    rows : list of dict
-        the run's rows (`load_run`).
-    work_dir : Path
-        the fresh folder for the re-run's data, checkpoints and results.
-    data_dir : str, optional
-        the offline data root to pass.
-
-    Returns
-    -------
-    dict
-        ``{"commit", "table", "command" (argv, relative to the worktree), "results_file",
-        "expected": {evaluation: metrics}}``.
+def refuse_rerun(row: ResultRow) -> None:
+    """Refuse a row that cannot be re-run from its commit.
 
     Raises
     ------
@@ -100,14 +101,14 @@ def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) ->
         the run has no training commit, was trained or scored from a dirty tree, is a
         sweep row or a dry run.
     """
-    row = rows[0]
-    started = row["train"].get("started") or {}
-    if not started.get("git_commit"):
+    commit = training_commit(row)
+    if not commit:
         raise ReproError(
             f"run {row['run_id']}: training commit unknown (the row has no train.started "
             f"record), so it cannot be re-run from its commit"
         )
-    if started.get("git_dirty") or row.get("git_dirty"):
+    if from_dirty_tree(row):
+        started = training_start(row) or {}
         raise ReproError(
             f"run {row['run_id']} was trained or scored from a dirty tree (diff "
             f"{str(started.get('git_diff_sha256') or row.get('git_diff_sha256'))[:12]}); "
@@ -121,43 +122,136 @@ def plan_rerun(rows: list[dict], work_dir: Path, data_dir: str | None = None) ->
     if row.get("sweep_params"):
         raise ReproError(
             f"run {row['run_id']} is a sweep job: re-run `scripts/sweep.py` at commit "
-            f"{started['git_commit'][:10]} instead"
+            f"{commit[:10]} instead"
         )
-    extra = [
+
+
+def extra_overrides(row: ResultRow) -> list[str]:
+    """The Hydra overrides a row's model was trained with beyond those every run has (paths
+    and the job's identity, `STANDARD_KEYS`, which reproduce.py passes again), e.g. a γ."""
+    return [
         o
-        for o in row["train"].get("overrides") or []
+        for o in train_record(row).get("overrides") or []
         if not any(o.split("=", 1)[0].startswith(k.rstrip("/")) for k in STANDARD_KEYS)
     ]
-    command = [
+
+
+def recorded_job(rows: list[ResultRow], work_dir: Path) -> Job:
+    """The job that wrote a recorded run, to run again in `work_dir`.
+
+    The job is run by its commit's own `scripts/reproduce.py` (`rerun`), so it holds what the
+    rows record of it: the experiment they name (its definition is the commit's), the data
+    they record (``data_source`` and ``data``; the commit's run prepares it again under
+    `work_dir`), the mapping, seed, γ selection and dry-run caps, the overrides beyond the
+    standard ones (`extra_overrides`), and the key of their job (`keys.job_key` of the
+    training settings they record, equal to `keys.row_job_key` of each of them).
+
+    Parameters
+    ----------
+    rows : list of ResultRow
+        the run's rows (`load_run`), one per evaluation set.
+    work_dir : Path
+        the re-run's work folder (its data, checkpoints and results): the job's folder.
+
+    Returns
+    -------
+    Job
+        The job; its ``gamma`` is the one its overrides set (None: its config's).
+    """
+    row = rows[0]
+    overrides = extra_overrides(row)
+    gammas = [o.split("=", 1)[1] for o in overrides if o.startswith("model.attention_gamma=")]
+    return Job(
+        experiment=OmegaConf.create({"name": row["experiment"]}),
+        scale=row["scale"],
+        data=PreparedData(work_dir, {"source": row["data_source"], **row["data"]}),
+        mapping=row["mapping"],
+        seed=row["seed"],
+        run_dir=work_dir,
+        key=job_key(
+            row["experiment"],
+            row["scale"],
+            row["data_source"],
+            row["mapping"],
+            train_settings(row),
+            row["seed"],
+            row.get("dry_run"),
+            row.get("sweep_params"),
+        ),
+        evaluations=tuple(r["evaluation"] for r in rows),
+        label=f"{row['experiment']} {row['mapping']} seed {row['seed']} (run {row['run_id']})",
+        gamma=float(gammas[-1]) if gammas else None,
+        gamma_selection=gamma_selection(row),
+        sweep_params=row.get("sweep_params") or {},
+        overrides=tuple(overrides),
+        dry_run=row.get("dry_run"),
+    )
+
+
+def rerun_command(job: Job, table: str, data_dir: str | None = None) -> list[str]:
+    """The command that runs a recorded job (`recorded_job`) at its commit: that commit's
+    `scripts/reproduce.py` for this one job, into the job's folder (argv, relative to the
+    commit's worktree)."""
+    source = job.data.manifest["source"]
+    return [
         "scripts/reproduce.py",
-        row["table"],
+        table,
         "--scale",
-        row["scale"],
+        job.scale,
         "--mappings",
-        row["mapping"],
+        job.mapping,
         "--seeds",
-        str(row["seed"]),
+        str(job.seed),
         # a hub stand-in (no offline copies) is no source to ask for: it arises again by itself;
         # local data is found again through $REGATTN_LOCAL_DATA
-        *(["--source", row["data_source"]] if row["data_source"] in SOURCES else []),
+        *(["--source", source] if source in SOURCES else []),
         "--work-dir",
-        str(work_dir),
+        str(job.run_dir),
         "--results-dir",
-        str(work_dir / "results"),
+        str(job.run_dir / "results"),
         *(["--data-dir", str(data_dir)] if data_dir else []),
-        *(arg for o in extra for arg in ("--override", o)),
+        *(arg for o in job.overrides for arg in ("--override", o)),
     ]
+
+
+def plan_rerun(rows: list[ResultRow], work_dir: Path, data_dir: str | None = None) -> dict:
+    """What re-running a recorded run takes: the commit, the job and the command.
+
+    Parameters
+    ----------
+    rows : list of ResultRow
+        the run's rows (`load_run`).
+    work_dir : Path
+        the fresh folder for the re-run's data, checkpoints and results.
+    data_dir : str, optional
+        the offline data root to pass.
+
+    Returns
+    -------
+    dict
+        ``{"commit", "table", "experiment", "job" (`recorded_job`), "command" (argv, relative
+        to the worktree), "results_dir", "expected": {evaluation: metrics}}``.
+
+    Raises
+    ------
+    ReproError
+        see `refuse_rerun`.
+    """
+    row = rows[0]
+    refuse_rerun(row)
+    job = recorded_job(rows, work_dir)
     return {
-        "commit": started["git_commit"],
+        "commit": training_commit(row),
         "table": row["table"],
         "experiment": row["experiment"],
-        "command": command,
-        "results_file": work_dir / "results" / "raw" / f"{row['table']}.jsonl",
+        "job": job,
+        "command": rerun_command(job, row["table"], data_dir),
+        "results_dir": job.run_dir / "results",
         "expected": {r["evaluation"]: r["metrics"] for r in rows},
     }
 
 
-def cell_spread(all_rows: list[dict], run_rows: list[dict]) -> dict:
+def cell_spread(all_rows: list[ResultRow], run_rows: list[ResultRow]) -> dict:
     """The spread of each metric over the seeds of the table cell a run belongs to.
 
     The cell's rows are those with the run's `cell_key`, evaluation and config hash (the rows
@@ -195,7 +289,7 @@ def cell_spread(all_rows: list[dict], run_rows: list[dict]) -> dict:
     return spread
 
 
-def compare(expected: dict, new_rows: list[dict], experiment: str, spread: dict) -> list[dict]:
+def compare(expected: dict, new_rows: list[ResultRow], experiment: str, spread: dict) -> list[dict]:
     """The per-metric difference between the recorded and the re-run rows.
 
     Parameters
@@ -246,7 +340,7 @@ def compare(expected: dict, new_rows: list[dict], experiment: str, spread: dict)
     return report
 
 
-def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report: list[dict]):
+def record_rerun(results_dir: Path, results_file: Path, rows: list[ResultRow], report: list[dict]):
     """Append a re-run's report to ``reruns.jsonl`` and draw ``reruns.md`` again from it.
 
     Parameters
@@ -279,7 +373,7 @@ def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report
         "seed": row["seed"],
         "config_sha256": row_config_sha256(row),
         "recorded_date": row["date"],
-        "trained_at": row["train"]["started"]["git_commit"],
+        "trained_at": training_commit(row),
         "recorded_hardware": row.get("hardware"),
         "rerun_hardware": here["hardware"],
         "rerun_versions": here["versions"],
@@ -287,6 +381,38 @@ def record_rerun(results_dir: Path, results_file: Path, rows: list[dict], report
     }
     append_records(Path(results_dir) / "reruns.jsonl", [record])
     return draw_reruns(Path(results_dir))
+
+
+def run_at_commit(commit: str, command: list[str], tree: Path, label: str) -> None:
+    """Run `command` (`rerun_command`) in a `git worktree` of `commit` at `tree`, with the
+    compiled kernels copied from this checkout where the commit's kernel sources are the same,
+    else built there.
+
+    Raises
+    ------
+    ReproError
+        the command failed.
+    """
+    git("worktree", "add", "--detach", str(tree), commit)
+    kernels = list((REPO_ROOT / "regattn").glob("_C*.so"))
+    same_sources = (
+        subprocess.run(
+            ["git", "diff", "--quiet", commit, "HEAD", "--", "regattn/csrc"], cwd=REPO_ROOT
+        ).returncode
+        == 0
+    )
+    if kernels and same_sources:
+        for kernel in kernels:
+            shutil.copy2(kernel, tree / "regattn" / kernel.name)
+    else:
+        subprocess.run(
+            [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True
+        )
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    print(f"[rerun] {label} at {commit[:10]} in {tree}", flush=True)
+    done = subprocess.run([sys.executable, *command], cwd=tree, env=env)
+    if done.returncode != 0:
+        raise ReproError(f"the re-run failed ({done.returncode}); worktree {tree}")
 
 
 def rerun(
@@ -330,33 +456,23 @@ def rerun(
     scratch = Path(tempfile.mkdtemp(prefix=f"rerun-{run_id}-"))
     plan = plan_rerun(rows, scratch / "work", data_dir)
     tree = scratch / "tree"
-    git("worktree", "add", "--detach", str(tree), plan["commit"])
+    # the commit's run writes the job's rows itself, into the re-run's own results folder
+    outputs = Outputs(OmegaConf.create({"table": plan["table"]}), plan["results_dir"], False)
+
+    def train_at_commit(job: Job) -> bool:
+        run_at_commit(plan["commit"], plan["command"], tree, job.label)
+        return True
+
+    def rows_of_commit(job: Job, _trained) -> list[ResultRow]:
+        return [r for r in outputs.rows() if r["experiment"] == plan["experiment"]]
+
     try:
-        kernels = list((REPO_ROOT / "regattn").glob("_C*.so"))
-        same_sources = (
-            subprocess.run(
-                ["git", "diff", "--quiet", plan["commit"], "HEAD", "--", "regattn/csrc"],
-                cwd=REPO_ROOT,
-            ).returncode
-            == 0
-        )
-        if kernels and same_sources:
-            for kernel in kernels:
-                shutil.copy2(kernel, tree / "regattn" / kernel.name)
-        else:
-            subprocess.run(
-                [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True
-            )
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        print(f"[rerun] {run_id} at {plan['commit'][:10]} in {tree}", flush=True)
-        done = subprocess.run([sys.executable, *plan["command"]], cwd=tree, env=env)
-        if done.returncode != 0:
-            raise ReproError(f"the re-run failed ({done.returncode}); worktree {tree}")
-        new_rows = read_rows(plan["results_file"])
+        new_rows = run_job(plan["job"], outputs, train_at_commit, rows_of_commit, writes_rows=False)
         report = compare(plan["expected"], new_rows, plan["experiment"], spread)
     finally:
         if not keep:
-            git("worktree", "remove", "--force", str(tree))
+            if tree.exists():
+                git("worktree", "remove", "--force", str(tree))
             shutil.rmtree(scratch, ignore_errors=True)
     if record_dir is not None:
         print(f"[rerun] recorded in {record_rerun(record_dir, results_file, rows, report)}")

@@ -24,6 +24,7 @@ from regattn_fairseq.experiments.pipelines.plan import TableRun
 from regattn_fairseq.experiments.rows import baselines
 from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.keys import job_key
+from regattn_fairseq.experiments.rows.schema import attention_stats
 from regattn_fairseq.experiments.train.train import (
     compose_settings,
     hydra_overrides,
@@ -186,7 +187,7 @@ def run_table_job(
     rows = run_job(job, table_outputs(table), train_step, score_step)
     if seed != table.seeds[0] or not rows:
         return None
-    export = (rows[0].get("attention") or {}).get("export")
+    export = attention_stats(rows[0]).get("export")
     return Path(export) if export else None
 
 

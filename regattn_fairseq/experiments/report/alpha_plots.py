@@ -12,21 +12,22 @@ import numpy as np
 
 from regattn_checkout.files import replacing
 from regattn_fairseq.experiments.rows.keys import split_current
+from regattn_fairseq.experiments.rows.schema import ResultRow, attention_stats
 
 # the range of a learned α (regattn.mappings.learned_alpha: 1.01 + 0.99 sigmoid)
 ALPHA_RANGE = (1.0, 2.0)
 
 
-def learned_alpha_rows(rows: list[dict]) -> list[dict]:
+def learned_alpha_rows(rows: list[ResultRow]) -> list[dict]:
     """The rows that record a learned α per layer and head, sorted by seed."""
-    found = [row for row in rows if (row.get("attention") or {}).get("alpha")]
+    found = [row for row in rows if attention_stats(row).get("alpha")]
     return sorted(found, key=lambda row: row["seed"])
 
 
-def alpha_summary(row: dict) -> str:
+def alpha_summary(row: ResultRow) -> str:
     """One line on a run's learned α: over all heads, its mean, range and spread, and how
     many heads ended sparser than 1.5-entmax (α > 1.5)."""
-    alpha = np.asarray(row["attention"]["alpha"], dtype=float)
+    alpha = np.asarray(attention_stats(row)["alpha"], dtype=float)
     return (
         f"seed {row['seed']}: α mean {alpha.mean():.2f}, range {alpha.min():.2f}–"
         f"{alpha.max():.2f}, sd over heads {alpha.std():.2f}; {int((alpha > 1.5).sum())} of "
@@ -39,7 +40,7 @@ def alpha_figure_name(table: str, experiment: str, scale: str) -> str:
     return f"{table}_{experiment}_{scale}_learned_alpha.png"
 
 
-def plot_learned_alpha(rows: list[dict], path: Path, title: str) -> Path | None:
+def plot_learned_alpha(rows: list[ResultRow], path: Path, title: str) -> Path | None:
     """One layer × head heat map of the learned α per run (seed), on one colour scale.
 
     Returns
@@ -60,7 +61,7 @@ def plot_learned_alpha(rows: list[dict], path: Path, title: str) -> Path | None:
     )
     image = None
     for ax, row in zip(axes[0], runs, strict=True):
-        alpha = np.asarray(row["attention"]["alpha"], dtype=float)
+        alpha = np.asarray(attention_stats(row)["alpha"], dtype=float)
         image = ax.imshow(alpha, vmin=ALPHA_RANGE[0], vmax=ALPHA_RANGE[1], cmap="viridis")
         ax.set_title(f"seed {row['seed']}", fontsize=9)
         ax.set_xlabel("head")
@@ -77,7 +78,7 @@ def plot_learned_alpha(rows: list[dict], path: Path, title: str) -> Path | None:
     return path
 
 
-def draw_alpha_figures(results_dir: Path, spec, rows: list[dict]) -> list[Path]:
+def draw_alpha_figures(results_dir: Path, spec, rows: list[ResultRow]) -> list[Path]:
     """One learned-α figure per experiment and scale whose current real rows record one."""
     current, _ = split_current(rows)
     groups = defaultdict(list)

@@ -66,6 +66,12 @@ from scipy import stats
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.rows.keys import cell_key, split_current
+from regattn_fairseq.experiments.rows.schema import (
+    ResultRow,
+    attention_stats,
+    gamma_selection,
+    train_record,
+)
 from regattn_fairseq.experiments.score.significance import p_against
 
 CONFIDENCE = 0.95
@@ -163,7 +169,7 @@ def welch_interval(
     return difference - half, difference + half
 
 
-def metric_value(row: dict, metric: str) -> float:
+def metric_value(row: ResultRow, metric: str) -> float:
     """A row's value of a claim's metric: a score (``bleu``), an attention statistic
     (``attention:mean_runs_per_row``), or the training's seconds per epoch.
 
@@ -173,23 +179,23 @@ def metric_value(row: dict, metric: str) -> float:
         the row does not record it.
     """
     if metric.startswith(ATTENTION_PREFIX):
-        value = (row.get("attention") or {})[metric[len(ATTENTION_PREFIX) :]]
+        value = attention_stats(row)[metric[len(ATTENTION_PREFIX) :]]
         if value is None:
             raise KeyError(metric)
         return float(value)
     if metric == SECONDS_PER_EPOCH:
-        train = row["train"]
+        train = train_record(row)
         return float(train["wall_s"]) / float(train["epochs"])
     return float(row["metrics"][metric])
 
 
-def cell_mean(rows: list[dict], metric: str) -> float:
+def cell_mean(rows: list[ResultRow], metric: str) -> float:
     """The mean of `metric` over a cell's rows (its seeds)."""
     return float(np.mean([metric_value(row, metric) for row in rows]))
 
 
 def representative_cells(
-    rows: list[dict], experiment: str, scale: str, evaluation: str, dry_run: bool = False
+    rows: list[ResultRow], experiment: str, scale: str, evaluation: str, dry_run: bool = False
 ) -> dict:
     """mapping name -> the rows (one per seed) of the cell that stands for it (module
     docstring), over the current rows of one experiment, scale and evaluation set: the real
@@ -206,7 +212,7 @@ def representative_cells(
     for cell_rows in cells.values():
         mapping = cell_rows[0]["mapping"]
         rank = (
-            any(r.get("gamma_selection") for r in cell_rows),
+            any(gamma_selection(r) for r in cell_rows),
             len({r["seed"] for r in cell_rows if stopped_early(r)}),
             len({r["seed"] for r in cell_rows}),
             max(r["date"] for r in cell_rows),
@@ -299,7 +305,7 @@ def _comparisons_of(test) -> list[tuple[str, str, str, float]]:
 
 def judge(
     claim,
-    rows: list[dict],
+    rows: list[ResultRow],
     experiment: str,
     scale: str,
     results_dir: Path | None,
@@ -598,7 +604,9 @@ def table_claims(spec, experiment: str) -> list:
     return [c for c in (spec.get("claims") or []) if c.get("experiment", experiment) == experiment]
 
 
-def judge_table(spec, rows: list[dict], experiment: str, scale: str, results_dir) -> list[Verdict]:
+def judge_table(
+    spec, rows: list[ResultRow], experiment: str, scale: str, results_dir
+) -> list[Verdict]:
     """Every claim of the table on one experiment and scale, by `judge` with the table's
     control and reference."""
     reference = spec.get("baseline") or "softmax"

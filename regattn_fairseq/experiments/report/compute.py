@@ -19,6 +19,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, split_current
+from regattn_fairseq.experiments.rows.schema import (
+    ResultRow,
+    decode_record,
+    gamma_selection,
+    train_record,
+)
 
 _SELECT_EPOCHS = re.compile(r"within the first (\d+) epochs")
 
@@ -39,31 +45,27 @@ class TableCost:
         return self.training_h + self.decoding_h + self.grid_h
 
 
-def table_cost(table: str, rows: list[dict], scale: str = "small") -> TableCost:
+def table_cost(table: str, rows: list[ResultRow], scale: str = "small") -> TableCost:
     """The CPU-hours of a table's current cells at `scale` (module docstring)."""
     current, _ = split_current(rows)
     runs: dict[str, list[dict]] = defaultdict(list)
     for row in current:
         if row["scale"] == scale and not is_baseline(row) and not row.get("dry_run"):
             runs[row["run_id"]].append(row)
-    training = sum(float(r[0]["train"].get("wall_s") or 0) for r in runs.values())
-    decoding = sum(
-        float((row.get("decode") or {}).get("wall_s") or 0) for r in runs.values() for row in r
-    )
+    training = sum(float(train_record(r[0]).get("wall_s") or 0) for r in runs.values())
+    decoding = sum(float(decode_record(row).get("wall_s") or 0) for r in runs.values() for row in r)
     cells: dict[tuple, list[dict]] = defaultdict(list)
     for run_rows in runs.values():
         cells[cell_key(run_rows[0])].append(run_rows[0])
     grids = 0.0
     for cell in cells.values():
-        selection = next((r["gamma_selection"] for r in cell if r.get("gamma_selection")), None)
-        timed = [r for r in cell if r["train"].get("wall_s") and r["train"].get("epochs")]
+        selection = next((s for s in map(gamma_selection, cell) if s), None)
+        timed = [t for t in map(train_record, cell) if t.get("wall_s") and t.get("epochs")]
         if selection is None or not timed:
             continue
-        per_epoch = statistics.median(r["train"]["wall_s"] / r["train"]["epochs"] for r in timed)
+        per_epoch = statistics.median(t["wall_s"] / t["epochs"] for t in timed)
         match = _SELECT_EPOCHS.search(selection.get("criterion", ""))
-        epochs = (
-            int(match.group(1)) if match else statistics.median(r["train"]["epochs"] for r in timed)
-        )
+        epochs = int(match.group(1)) if match else statistics.median(t["epochs"] for t in timed)
         tried = len(selection["grid"]) + len(selection.get("extended") or [])
         grids += tried * len(selection.get("seeds") or [1]) * epochs * per_epoch
     commits = ", ".join(sorted({r[0]["git_commit"][:10] for r in runs.values()}))

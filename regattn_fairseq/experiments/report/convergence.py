@@ -32,6 +32,7 @@ import numpy as np
 from scipy.stats import theilslopes
 
 from regattn_fairseq.experiments.report.learning_curves import row_curve, stopped_early
+from regattn_fairseq.experiments.rows.schema import ResultRow
 
 TAIL_PATIENCES = 2
 TAIL_CONFIDENCE = 0.95
@@ -81,7 +82,7 @@ def tail_still_falls(curve: dict) -> str:
     )
 
 
-def outlier_losses(rows: list[dict], pool: list[dict]) -> dict[str, str]:
+def outlier_losses(rows: list[ResultRow], pool: list[ResultRow]) -> dict[str, str]:
     """The runs of a cell whose best validation loss lies more than OUTLIER_MADS scaled MADs
     above the cell's median, the MAD taken over ``pool`` (every run of the experiment): run
     id -> words. Empty below MIN_RUNS_FOR_OUTLIERS runs in the pool, or when their losses do
@@ -112,7 +113,7 @@ def outlier_losses(rows: list[dict], pool: list[dict]) -> dict[str, str]:
     }
 
 
-def check_cell(rows: list[dict], pool: list[dict] | None = None) -> dict[str, str]:
+def check_cell(rows: list[ResultRow], pool: list[ResultRow] | None = None) -> dict[str, str]:
     """The runs of one cell (one row per seed) that do not count as converged, with why.
 
     Parameters
@@ -147,7 +148,9 @@ def check_cell(rows: list[dict], pool: list[dict] | None = None) -> dict[str, st
     return {run: "; ".join(reasons) for run, reasons in issues.items()}
 
 
-def converged(rows: list[dict], pool: list[dict] | None = None) -> tuple[list[dict], list[str]]:
+def converged(
+    rows: list[ResultRow], pool: list[ResultRow] | None = None
+) -> tuple[list[dict], list[str]]:
     """A cell's rows split into those that count, and the words for each one that does not
     ("seed 2 (run d4079701063b): ..."); ``pool`` as `check_cell`.
     """

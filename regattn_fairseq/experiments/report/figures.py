@@ -14,6 +14,13 @@ from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
 from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
 from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label, split_current
+from regattn_fairseq.experiments.rows.schema import (
+    ResultRow,
+    attention_stats,
+    gamma_selection,
+    model_settings,
+    training_commit,
+)
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
 FIGURE_SENTENCES = 25
@@ -209,11 +216,9 @@ def figure_panels(
     shown, _ = split_current(rows)
     panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
     for row in shown:
-        row_gamma = (
-            (row.get("train", {}).get("config") or {}).get("model", {}).get("attention_gamma")
-        )
+        row_gamma = model_settings(row).get("attention_gamma")
         same_setup = (
-            bool(row.get("gamma_selection")) == (gamma == "auto")
+            bool(gamma_selection(row)) == (gamma == "auto")
             and (fixed is None or row_gamma == fixed)
             and row["experiment"] == experiment.name
             and row["scale"] == scale
@@ -223,7 +228,7 @@ def figure_panels(
         )
         if not same_setup:
             continue
-        export = Path((row.get("attention") or {}).get("export") or "")
+        export = Path(attention_stats(row).get("export") or "")
         sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
         if export.name and export.is_file():
             keep_figure_sentences(export, sidecar)
@@ -236,7 +241,7 @@ def figure_panels(
     return [panel for _, panel in ordered]
 
 
-def figure_run(row: dict) -> dict:
+def figure_run(row: ResultRow) -> dict:
     """What a figure's manifest records of the run a panel shows."""
     return {
         "run_id": row["run_id"],
@@ -244,5 +249,5 @@ def figure_run(row: dict) -> dict:
         "seed": row["seed"],
         "config_sha256": row_config_sha256(row),
         "git_commit": row["git_commit"],
-        "trained_at": ((row.get("train") or {}).get("started") or {}).get("git_commit"),
+        "trained_at": training_commit(row),
     }

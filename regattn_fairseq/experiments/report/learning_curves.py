@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from regattn_checkout.files import replacing
+from regattn_fairseq.experiments.rows.schema import ResultRow, train_record
 
 STOP_WORDS = {
     "patience": "early-stopped",
@@ -32,20 +33,20 @@ STOP_WORDS = {
 }
 
 
-def row_curve(row: dict) -> dict:
+def row_curve(row: ResultRow) -> dict:
     """The validation curve a row records (`train.learning_curve`), {} for rows without one
     (a baseline, or a row trained before early stopping)."""
-    return (row.get("train") or {}).get("learning_curve") or {}
+    return train_record(row).get("learning_curve") or {}
 
 
-def stopped_early(row: dict) -> bool:
+def stopped_early(row: ResultRow) -> bool:
     """Whether the row's training stopped on its validation loss (fairseq's patience), the
     only stop this suite calls converged: not the epoch cap, not a fixed epoch budget (rows
     trained before early stopping record no curve), not an interruption."""
     return row_curve(row).get("stop") == "patience"
 
 
-def stopping_cell(rows: list[dict]) -> str:
+def stopping_cell(rows: list[ResultRow]) -> str:
     """A table cell saying how many of a cell's training runs (one per seed) stopped early, and
     the epochs of those that did not: "3/3", "1/3 (others: 12, 50 epochs)", "0/1 (5 epochs)";
     "–" for a baseline's rows (nothing trained: they carry `baseline`)."""
@@ -56,7 +57,7 @@ def stopping_cell(rows: list[dict]) -> str:
     text = f"{len(early)}/{len(runs)}"
     if len(early) < len(runs):
         epochs = ", ".join(
-            str(row["train"].get("epochs"))
+            str(train_record(row).get("epochs"))
             for seed, row in sorted(runs.items())
             if seed not in early
         )
@@ -64,7 +65,7 @@ def stopping_cell(rows: list[dict]) -> str:
     return text
 
 
-def _runs(rows: list[dict]) -> dict:
+def _runs(rows: list[ResultRow]) -> dict:
     """cell key -> {seed: curve} over the rows that record a curve (one per training run)."""
     runs = defaultdict(dict)
     for row in rows:
@@ -74,7 +75,7 @@ def _runs(rows: list[dict]) -> dict:
     return runs
 
 
-def convergence_lines(rows: list[dict]) -> list[str]:
+def convergence_lines(rows: list[ResultRow]) -> list[str]:
     """Markdown bullets, one per cell, saying where each seed's training stopped and why.
 
     Parameters
@@ -188,14 +189,14 @@ def _unlogged(curve: dict) -> str:
     )
 
 
-def stopping_value(rows: list[dict]) -> str:
+def stopping_value(rows: list[ResultRow]) -> str:
     """What the runs of `rows` stopped early on, in words: "validation loss", or the validation
     metric that chose their checkpoints (SNLI: "validation accuracy")."""
     metrics = {row_curve(row).get("metric", "loss") for row in rows}
     return f"validation {' and '.join(sorted(metrics))}"
 
 
-def overfitting(rows: list[dict]) -> str:
+def overfitting(rows: list[ResultRow]) -> str:
     """What the learning curves say of a converged cell that scores low: whether every run's
     training loss still fell after its kept epoch while its validation value (the loss, or the
     metric it was chosen on) no longer improved, i.e. more epochs fit the training set and not
@@ -254,7 +255,7 @@ def zoom_window(curves: list[dict]) -> tuple[int, float, float]:
     return first, low - pad, high + pad
 
 
-def plot_learning_curves(rows: list[dict], path: Path, title: str) -> Path | None:
+def plot_learning_curves(rows: list[ResultRow], path: Path, title: str) -> Path | None:
     """Draw the validation loss per epoch of every run in `rows` to `path` (PNG): the whole
     curves on the left with each run's training loss dashed (their gap shows overfitting), the
     converged tail of the validation curves (`zoom_window`) on the right, each run's kept
@@ -338,7 +339,7 @@ def learning_curve_figure(table: str, experiment: str, scale: str) -> str:
     return f"{table}_{experiment}_{scale}_learning_curves.png"
 
 
-def draw_learning_curves(results_dir: Path, spec, rows: list[dict]) -> list[Path]:
+def draw_learning_curves(results_dir: Path, spec, rows: list[ResultRow]) -> list[Path]:
     """One learning-curve figure per experiment and scale of the table's current real rows
     (dry runs left out), in results_dir/figures/.
 

@@ -33,6 +33,7 @@ from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
 from regattn_fairseq.experiments.rows.keys import is_baseline, row_config_sha256, row_label
+from regattn_fairseq.experiments.rows.schema import ResultRow, gamma_selection
 from regattn_fairseq.experiments.rows.store import load_rows
 
 START, END = "<!-- results-summary:start -->", "<!-- results-summary:end -->"
@@ -62,7 +63,7 @@ def summary_columns() -> dict[str, str]:
     return dict(load_config("report", "summary").columns)
 
 
-def _cell_text(rows: list[dict], metric: str) -> str:
+def _cell_text(rows: list[ResultRow], metric: str) -> str:
     """A cell's mean ± std with its seeds, its γ when tuned, and, for a trained cell not every
     run of which stopped early, how many did: a cell read beside a converged one must say
     that it is not comparable."""
@@ -73,7 +74,7 @@ def _cell_text(rows: list[dict], metric: str) -> str:
     text = f"{statistics.mean(values):.2f}"
     if len(values) > 1:
         text += f" ± {statistics.stdev(values):.2f}"
-    gamma = (rows[0].get("gamma_selection") or {}).get("chosen")
+    gamma = (gamma_selection(rows[0]) or {}).get("chosen")
     notes = [f"n={len(values)}"] + ([f"γ={gamma:g}"] if gamma is not None else [])
     early = sum(stopped_early(row) for row in scored)
     if not is_baseline(scored[0]) and early < len(scored):

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 from regattn_checkout.files import replacing
+from regattn_fairseq.experiments.rows.schema import ResultRow
 from regattn_fairseq.experiments.rows.store import load_rows
 
 
-def latest_per_run(rows: list[dict], key_fields: tuple[str, ...]) -> list[dict]:
+def latest_per_run(rows: list[ResultRow], key_fields: tuple[str, ...]) -> list[dict]:
     """Re-running a configuration appends a new row; tables show the most recent one."""
     latest = {}
     for row in rows:

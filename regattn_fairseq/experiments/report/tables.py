@@ -43,6 +43,15 @@ from regattn_fairseq.experiments.rows.keys import (
     row_label,
     split_current,
 )
+from regattn_fairseq.experiments.rows.schema import (
+    ResultRow,
+    attention_stats,
+    from_dirty_tree,
+    gamma_selection,
+    train_record,
+    training_commit,
+    training_start,
+)
 from regattn_fairseq.experiments.score.significance import p_against
 
 SCALE_ORDER = ("paper", "small", "smoke")
@@ -71,11 +80,7 @@ def baseline_of(spec) -> str:
 READING_GUIDE = ("How to read these tables", "../docs/reproduction.md#how-to-read-these-tables")
 
 
-def _is_dirty(row: dict) -> bool:
-    return bool(row.get("git_dirty") or (row["train"].get("started") or {}).get("git_dirty"))
-
-
-def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str:
+def render_table(spec, rows: list[ResultRow], results_dir: Path | None = None) -> str:
     """Markdown for one paper table: per scale, our mean ± std next to the paper's numbers.
 
     Parameters
@@ -137,7 +142,7 @@ def render_table(spec, rows: list[dict], results_dir: Path | None = None) -> str
     return "\n".join(lines) + "\n"
 
 
-def _notes_and_history(spec, rows: list[dict], history_cells: list[str]) -> list[str]:
+def _notes_and_history(spec, rows: list[ResultRow], history_cells: list[str]) -> list[str]:
     """A table's end: its notes, the cells not shown above (`history_cells`) and every run,
     oldest first."""
     lines = []
@@ -173,14 +178,14 @@ def _notes_and_history(spec, rows: list[dict], history_cells: list[str]) -> list
     return lines
 
 
-def _section(row: dict) -> tuple[str, str]:
+def _section(row: ResultRow) -> tuple[str, str]:
     """The table section a row is shown in: its scale and its dry-run caps (as JSON)."""
     return row["scale"], json.dumps(row.get("dry_run"), sort_keys=True)
 
 
-def _gamma_tuning(row: dict) -> tuple | None:
+def _gamma_tuning(row: ResultRow) -> tuple | None:
     """How a row's γ was chosen (GAMMA=auto: grid, criterion, selection seeds), or None."""
-    selection = row.get("gamma_selection")
+    selection = gamma_selection(row)
     if not selection:
         return None
     return (tuple(selection["grid"]), selection["criterion"], tuple(selection["seeds"]))
@@ -247,7 +252,7 @@ def _p_cell(results_dir, key, rows, baseline_rows, metric, baseline: str) -> str
 def _experiment_table(
     spec,
     experiment: str,
-    rows: list[dict],
+    rows: list[ResultRow],
     superseded: list[dict],
     results_dir: Path | None,
     history_cells: list[str],
@@ -311,11 +316,11 @@ def _experiment_table(
     if convergence and not rows[0].get("dry_run"):
         figure = learning_curve_figure(spec.table, experiment, scale)
         lines += convergence + [f"![learning curves](figures/{figure})", ""]
-    gamma_rows = [r for r in shown_rows if r.get("gamma_selection")]
+    gamma_rows = [r for r in shown_rows if gamma_selection(r)]
     if gamma_rows:
         lines += ["γ chosen on validation (GAMMA=auto; validation score of each γ):", ""]
         for row in {cell_key(r): r for r in gamma_rows}.values():
-            selection = row["gamma_selection"]
+            selection = gamma_selection(row)
             scores = ", ".join(f"γ={g}: {v}" for g, v in selection["validation"].items())
             lines.append(
                 f"- {row['mapping']}: γ = {selection['chosen']}{_gamma_edge_note(selection)} "
@@ -325,7 +330,9 @@ def _experiment_table(
     return lines
 
 
-def _learned_alpha_lines(table: str, experiment: str, scale: str, rows: list[dict]) -> list[str]:
+def _learned_alpha_lines(
+    table: str, experiment: str, scale: str, rows: list[ResultRow]
+) -> list[str]:
     """What each head learned, for rows with a learned α per head (`alpha_plots`)."""
     learned = learned_alpha_rows(rows)
     if not learned:
@@ -448,7 +455,7 @@ def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
         cells_out = [row_label(mapping_rows[0])]
         for evaluation in evaluations:
             eval_rows = [r for r in mapping_rows if r["evaluation"] == evaluation]
-            dirty = "†" if any(_is_dirty(r) for r in eval_rows) else ""
+            dirty = "†" if any(from_dirty_tree(r) for r in eval_rows) else ""
             for metric in metric_names[evaluation]:
                 cells_out.append(
                     _mean_std([r["metrics"][metric] for r in eval_rows if metric in r["metrics"]])
@@ -496,7 +503,7 @@ def _provenance_table(kind, cells) -> list[str]:
     for mapping_rows in cells.values():
         seeds = sorted({r["seed"] for r in mapping_rows})
         first = mapping_rows[0]
-        gamma = first.get("gamma_selection")
+        gamma = gamma_selection(first)
         body.append(
             [
                 row_label(first),
@@ -504,9 +511,9 @@ def _provenance_table(kind, cells) -> list[str]:
                 ",".join(map(str, seeds)),
                 (row_config_sha256(first) or "–")
                 + (f" (γ auto: {gamma['chosen']})" if gamma else ""),
-                _mean(r["train"]["epochs"] for r in mapping_rows),
-                _mean(r["train"]["wall_s"] for r in mapping_rows),
-                _mean(r["train"]["tokens_per_s"] for r in mapping_rows),
+                _mean(train_record(r)["epochs"] for r in mapping_rows),
+                _mean(train_record(r)["wall_s"] for r in mapping_rows),
+                _mean(train_record(r)["tokens_per_s"] for r in mapping_rows),
                 first["data"]["description"],
                 row_commits(mapping_rows),
             ]
@@ -525,26 +532,23 @@ ATTENTION_LEGEND = (
 )
 
 
-def row_commits(rows: list[dict]) -> str:
+def row_commits(rows: list[ResultRow]) -> str:
     """The commit(s) that scored the rows, and the one that trained them where it differs;
     rows of a model with no training record say "training commit unknown" (none is invented);
     baseline rows (`rows.baselines`) train nothing and say so."""
     scored = sorted({r["git_commit"][:10] for r in rows})
-    trained = sorted(
-        {r["train"]["started"]["git_commit"][:10] for r in rows if r["train"].get("started")}
-        - set(scored)
-    )
+    trained = sorted({commit[:10] for r in rows if (commit := training_commit(r))} - set(scored))
     text = ",".join(scored) + (f" (trained {','.join(trained)})" if trained else "")
     if all(is_baseline(r) for r in rows):
         text += " (a baseline: nothing trained)"
-    elif any(not r["train"].get("started") for r in rows):
+    elif any(training_start(r) is None for r in rows):
         text += " (training commit unknown)"
     return text
 
 
-def _attention_cells(rows: list[dict]) -> list[str]:
+def _attention_cells(rows: list[ResultRow]) -> list[str]:
     """Attention statistics averaged over seeds; '–' when no row carries them."""
-    stats = [r["attention"] for r in rows if r.get("attention")]
+    stats = [s for s in map(attention_stats, rows) if s]
     if not stats:
         return ["–"] * len(ATTENTION_COLUMNS)
 
@@ -588,15 +592,11 @@ TAG_MARGINAL_LEGEND = (
 )
 
 
-def _tag_marginal_cells(rows: list[dict]) -> list[str]:
+def _tag_marginal_cells(rows: list[ResultRow]) -> list[str]:
     """Tag-marginal statistics (`tagging.evaluate`) averaged over seeds; '–' when no row
     carries them."""
 
-    stats = [
-        r["attention"]
-        for r in rows
-        if (r.get("attention") or {}).get("mean_log10_tag_sequences") is not None
-    ]
+    stats = [s for s in map(attention_stats, rows) if s.get("mean_log10_tag_sequences") is not None]
     if not stats:
         return ["–"] * len(TAG_MARGINAL_COLUMNS)
 

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.keys import config_sha256
-from regattn_fairseq.experiments.rows.schema import ROW_VERSION, ResultRow
+from regattn_fairseq.experiments.rows.schema import (
+    ROW_VERSION,
+    AttentionStats,
+    BaselineRecord,
+    DataRecord,
+    DecodeRecord,
+    ResultRow,
+    TrainRecord,
+)
 from regattn_fairseq.experiments.train.train import TrainedModel
 from regattn_fairseq.pretrained_embeddings import row_fields as pretrained_embedding_fields
 
@@ -44,12 +52,12 @@ class Scored:
     metrics: dict
     signature: str | None
     items: dict | None
-    decode: dict
-    attention: dict | None
-    baseline: dict | None = None
+    decode: DecodeRecord
+    attention: AttentionStats | None
+    baseline: BaselineRecord | None = None
 
 
-def data_record(prepared: PreparedData, fingerprint: str) -> dict:
+def data_record(prepared: PreparedData, fingerprint: str) -> DataRecord:
     """A row's ``data``: the manifest's variant, description and inputs, and the fingerprint
     of the files scored."""
     return {
@@ -62,7 +70,7 @@ def job_rows(
     job: Job,
     table: str,
     run_id: str,
-    train: dict,
+    train: TrainRecord,
     scored: list[Scored],
     fingerprint: str,
     context: dict,
@@ -77,7 +85,7 @@ def job_rows(
         the result table.
     run_id : str
         the rows' run id.
-    train : dict
+    train : TrainRecord
         the rows' ``train`` record; its ``config`` is hashed into ``config_sha256``.
     scored : list of Scored
         each evaluation set's scores.
@@ -122,7 +130,7 @@ def job_rows(
     return rows
 
 
-def model_train_record(model: TrainedModel, config: dict) -> dict:
+def model_train_record(model: TrainedModel, config: dict) -> TrainRecord:
     """A fairseq model's ``train`` record: its training's wall time, speed, epochs, learning
     curve, checkpoint, start, overrides and composed config."""
     return {

@@ -4,7 +4,8 @@ mapping and seed, and scored on the experiment's evaluation sets, one row each.
 A job is known in full before it runs: its run folder and the key of the rows it will write
 (`keys.job_key`, from the config the training will compose), so that a finished job is found
 from the rows alone (`Job.finished`). The table runs (`pipelines.reproduce`), the sweeps
-(`pipelines.sweep`) and γ selection build jobs; `pipelines.jobs.run_job` is their lifecycle.
+(`pipelines.sweep`), γ selection and the re-run of a committed row (`pipelines.rerun`) build
+jobs; `pipelines.jobs.run_job` is their lifecycle.
 """
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ import hashlib
 import json
 
 from regattn_fairseq.experiments.core.labels import MAPPING_PARAMS, mapping_label
-from regattn_fairseq.experiments.rows.schema import swept_values
+from regattn_fairseq.experiments.rows.schema import (
+    ResultRow,
+    model_settings,
+    swept_values,
+    train_settings,
+)
 
 
 def config_sha256(settings: dict) -> str:
@@ -40,7 +45,7 @@ def config_sha256(settings: dict) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def row_config_sha256(row: dict) -> str:
+def row_config_sha256(row: ResultRow) -> str:
     """A row's config hash: the recorded one, else computed from its ``train.config``.
 
     Parameters
@@ -53,10 +58,10 @@ def row_config_sha256(row: dict) -> str:
     str
         12 hex digits (``""`` when the row has no config).
     """
-    return row.get("config_sha256") or config_sha256(row.get("train", {}).get("config"))
+    return row.get("config_sha256") or config_sha256(train_settings(row))
 
 
-def mapping_params(row: dict) -> dict:
+def mapping_params(row: ResultRow) -> dict:
     """The attention parameters a row's model was trained with (the ones that are set).
 
     Parameters
@@ -69,7 +74,7 @@ def mapping_params(row: dict) -> dict:
     dict
         e.g. ``{"attention_gamma": 4.0}``; empty for the mapping's defaults.
     """
-    model = (row.get("train", {}).get("config") or {}).get("model") or {}
+    model = model_settings(row)
     return {k: model[k] for k in MAPPING_PARAMS if model.get(k) is not None}
 
 
@@ -97,7 +102,7 @@ def mapping_key(mapping: str, sweep_params: dict | None = None) -> str:
     return " ".join([mapping, *(f"{k.split('.')[-1]}={v}" for k, v in swept.items())])
 
 
-def is_baseline(row: dict) -> bool:
+def is_baseline(row: ResultRow) -> bool:
     """Whether a row is a trivial baseline's (`rows.baselines`: nothing trained), read off its
     ``baseline`` record; its mapping name ("baseline: lead") is a label for the tables.
 
@@ -113,7 +118,7 @@ def is_baseline(row: dict) -> bool:
     return bool(row.get("baseline"))
 
 
-def row_label(row: dict) -> str:
+def row_label(row: ResultRow) -> str:
     """A row's mapping with its parameters (`labels.mapping_label`).
 
     Parameters
@@ -136,7 +141,7 @@ def row_label(row: dict) -> str:
     return mapping_label(row["mapping"], {**params, **swept})
 
 
-def cell_key(row: dict) -> tuple:
+def cell_key(row: ResultRow) -> tuple:
     """The table cell a row belongs to: its key without the evaluation, seed and config.
 
     Parameters
@@ -160,7 +165,7 @@ def cell_key(row: dict) -> tuple:
     )
 
 
-def row_key(row: dict) -> tuple:
+def row_key(row: ResultRow) -> tuple:
     """A row's key (see the module docstring).
 
     Parameters
@@ -174,6 +179,22 @@ def row_key(row: dict) -> tuple:
         `cell_key` plus (evaluation, seed, config hash).
     """
     return (*cell_key(row), row["evaluation"], row["seed"], row_config_sha256(row))
+
+
+def row_job_key(row: ResultRow) -> tuple:
+    """The key of the job that wrote a row: `row_key` less the evaluation.
+
+    Parameters
+    ----------
+    row : ResultRow
+        a result row.
+
+    Returns
+    -------
+    tuple
+        `cell_key` plus (seed, config hash): the `job_key` the job had before it ran.
+    """
+    return (*cell_key(row), row["seed"], row_config_sha256(row))
 
 
 def job_key(
@@ -204,7 +225,7 @@ def job_key(
     Returns
     -------
     tuple
-        comparable with ``row_key(row)`` minus its evaluation.
+        that of its rows (`row_job_key`).
     """
     model = settings.get("model") or {}
     params = {k: model[k] for k in MAPPING_PARAMS if model.get(k) is not None}
@@ -239,8 +260,7 @@ def finished_rows(rows: list[dict], key: tuple, evaluations: list[str]) -> list[
     """
     found = {}
     for row in rows:
-        job = (*cell_key(row), row["seed"], row_config_sha256(row))
-        if job == key and row["evaluation"] in evaluations:
+        if row_job_key(row) == key and row["evaluation"] in evaluations:
             found[row["evaluation"]] = row
     return [found[e] for e in evaluations] if len(found) == len(evaluations) else []
 

@@ -40,6 +40,7 @@ from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.decode.decode import validate_accuracy
 from regattn_fairseq.experiments.report.claims import cell_mean, representative_cells
 from regattn_fairseq.experiments.rows.keys import is_baseline, row_label
+from regattn_fairseq.experiments.rows.schema import ResultRow, train_record
 from regattn_fairseq.experiments.rows.store import load_rows
 from regattn_fairseq.experiments.train.train import TrainedModel
 
@@ -80,15 +81,15 @@ def permute_premises(bin_dir: Path, out_dir: Path, seed: int) -> float:
     return same / len(premises)
 
 
-def _data_root(row: dict) -> Path:
+def _data_root(row: ResultRow) -> Path:
     """The prepared data a row's model was trained on (its `task.data=` override's parent)."""
-    for override in row["train"].get("overrides") or []:
+    for override in train_record(row).get("overrides") or []:
         if override.startswith("task.data="):
             return Path(override.split("=", 1)[1]).parent
     raise ReproError(f"row {row['run_id']}: its training overrides name no task.data")
 
 
-def measure(rows: list[dict], permutations: int, work: Path) -> list[dict]:
+def measure(rows: list[ResultRow], permutations: int, work: Path) -> list[dict]:
     """Accuracy of each row's model on the test set as it is and with permuted premises.
 
     Parameters
@@ -109,7 +110,7 @@ def measure(rows: list[dict], permutations: int, work: Path) -> list[dict]:
     """
     records, copies = [], {}
     for row in rows:
-        checkpoint = Path(row["train"]["checkpoint"])
+        checkpoint = Path(train_record(row)["checkpoint"])
         if not checkpoint.is_file():
             raise ReproError(f"row {row['run_id']}: checkpoint {checkpoint} is not on this machine")
         model = TrainedModel(checkpoint, {}, None, None, None, Path())

@@ -8,12 +8,14 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
 
 import children
 import pytest
 from omegaconf import OmegaConf
 
 from regattn_checkout.errors import ReproError
+from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core import provenance
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.pipelines import rerun
@@ -21,7 +23,7 @@ from regattn_fairseq.experiments.pipelines.reproduce import parse_args
 from regattn_fairseq.experiments.report.tables import _gamma_edge_note, render_table
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows import keys as rowkeys
-from regattn_fairseq.experiments.rows.store import load_rows
+from regattn_fairseq.experiments.rows.store import load_rows, read_rows
 from regattn_fairseq.experiments.score import significance
 
 SETTINGS = {"model": {"_name": "regattn_lstm", "attention": "sparsemax"}, "max_epoch": 3}
@@ -378,6 +380,56 @@ def test_rerun_is_judged_against_its_cells_std_and_recorded(tmp_path):
     assert "| 30.00 | 31.90 | +1.90 | 2.00 (3) | yes (0.9 std) |" in text
     assert "| 30.00 | 27.50 | -2.50 | 2.00 (3) | no (1.2 std) |" in text
     assert f"Trained at {'a' * 10} on unknown; re-run on " in text  # the row names no hardware
+
+
+def committed_runs() -> list[list[dict]]:
+    """Every committed run's rows (one per evaluation set), from results/raw."""
+    runs: dict[tuple, list[dict]] = {}
+    for raw in sorted((RESULTS_DIR / "raw").glob("*.jsonl")):
+        for row in read_rows(raw):
+            runs.setdefault((raw.name, row["run_id"]), []).append(row)
+    return list(runs.values())
+
+
+def test_the_job_of_every_committed_run_has_its_rows_key(tmp_path):
+    """The job a re-run builds from a committed run (`rerun.recorded_job`) has the key of its
+    rows (`keys.row_job_key`), so the lifecycle (`jobs.run_job`) finds their job as the
+    table run that wrote them did."""
+    runs = committed_runs()
+    assert len(runs) > 100
+    for rows in runs:
+        job = rerun.recorded_job(rows, tmp_path / "work")
+        assert {rowkeys.row_job_key(row) for row in rows} == {job.key}, rows[0]["run_id"]
+        assert job.evaluations == tuple(row["evaluation"] for row in rows)
+        assert (job.experiment.name, job.mapping, job.seed) == (
+            rows[0]["experiment"],
+            rows[0]["mapping"],
+            rows[0]["seed"],
+        )
+        assert job.finished(rows) == rows
+
+
+def test_rerun_runs_the_recorded_job_through_the_job_lifecycle(tmp_path, monkeypatch):
+    """`rerun` runs the recorded job (`jobs.run_job`): its training step is the commit's own
+    run (here a stand-in that writes the re-run's rows where the command says), whose rows are
+    collected, not appended a second time, and compared with the recorded ones."""
+    recorded = make_row(run_id="old")
+    recorded["train"]["overrides"].append("model.attention_gamma=4.0")
+    results_file = tmp_path / "nmt.jsonl"
+    results_file.write_text(json.dumps(recorded) + "\n")
+    commands = []
+
+    def commit_run(commit, command, tree, label):
+        commands.append((commit, command, label))
+        results = command[command.index("--results-dir") + 1]
+        write_outputs(Path(results), SPEC, [make_row(run_id="new", metrics={"bleu": 30.0})])
+
+    monkeypatch.setattr(rerun, "run_at_commit", commit_run)
+    report = rerun.rerun(results_file, "old", data_dir="/data", record_dir=None)
+    [(commit, command, label)] = commands
+    assert commit == "a" * 40 and label == "multi30k_en_de sparsemax seed 1 (run old)"
+    assert command[command.index("--override") + 1] == "model.attention_gamma=4.0"
+    assert report[0]["rerun"] == 30.0 and report[0]["within_std"]  # identical: passes
 
 
 @pytest.mark.slow

@@ -90,6 +90,90 @@ def read_snli_jsonl(path: Path) -> tuple[list, list, list]:
     return premises, hypotheses, labels
 
 
+def _split(inputs: Inputs, split: str, opts: DictConfig) -> tuple[list, list, list]:
+    """Premises, hypotheses and labels of one split, capped (max_train, max_eval) and
+    Moses-tokenized unless distributed tokenized.
+
+    Raises
+    ------
+    ReproError
+        a label outside the task's LABELS or the hub's codes, or a malformed line.
+    """
+    spec = inputs.spec
+    limit = opts.max_train if split == "train" else opts.max_eval
+    source = inputs.split_source(split)
+    # raw text (hub, local jsonl, offline train subset) is Moses-tokenized after the
+    # limit; the offline dev/test sets are distributed tokenized
+    raw = True
+    if source == "online":
+        columns = inputs.hub_columns(split)
+        unknown = sorted(set(columns["label"]) - set(HUB_SNLI_LABELS), key=str)
+        if unknown:
+            raise ReproError(f"snli {split}: hub labels {unknown} are none of {HUB_SNLI_LABELS}")
+        data = (
+            columns["premise"],
+            columns["hypothesis"],
+            [HUB_SNLI_LABELS[label] for label in columns["label"]],
+        )
+    elif source == "local":
+        data = read_snli_jsonl(inputs.local_path(inputs.local[split]))
+    elif split == "train":
+        data = _offline_train(inputs, spec.offline.train, opts.max_train)
+    else:
+        files = spec.offline[split]
+        data = (
+            inputs.lines(files.premise),
+            inputs.lines(files.hypothesis),
+            inputs.lines(files.label),
+        )
+        raw = False
+    premises, hypotheses, labels = (head([x.strip() for x in column], limit) for column in data)
+    if raw:
+        premises = [moses_tokenize(x, "en") for x in premises]
+        hypotheses = [moses_tokenize(x, "en") for x in hypotheses]
+    bad = sorted(set(labels) - set(LABELS))
+    if bad:
+        raise ReproError(f"snli {split}: unexpected labels {bad}")
+    return premises, hypotheses, labels
+
+
+def _binarize(root: Path, vocab_size: int) -> None:
+    """bin/input0 and bin/input1 from raw/<split>.premise and .hypothesis, with one dictionary
+    for both built from both training sides (raw/train.both)."""
+    fairseq_preprocess(
+        [
+            "--only-source",
+            "--dict-only",
+            "--trainpref",
+            str(root / "raw" / "train.both"),
+            "--destdir",
+            str(root / "raw" / "dict"),
+            "--nwordssrc",
+            str(vocab_size),
+        ],
+        root,
+    )
+    for column, side in (("input0", "premise"), ("input1", "hypothesis")):
+        fairseq_preprocess(
+            [
+                "--only-source",
+                "--srcdict",
+                str(root / "raw" / "dict" / "dict.txt"),
+                *[
+                    arg
+                    for split in ("train", "valid", "test")
+                    for arg in (
+                        f"--{'trainpref' if split == 'train' else split + 'pref'}",
+                        str(root / "raw" / f"{split}.{side}"),
+                    )
+                ],
+                "--destdir",
+                str(root / "bin" / column),
+            ],
+            root,
+        )
+
+
 def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     """Build SNLI in `root`: bin/input0 (premises), bin/input1 (hypotheses, same dictionary),
     bin/label/<split>.label (one of the task's LABELS per line).
@@ -114,83 +198,15 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     ReproError
         a label outside the task's LABELS, a malformed line, or an input is missing.
     """
-    spec = inputs.spec
     splits = {}
     for split in ("train", "valid", "test"):
-        limit = opts.max_train if split == "train" else opts.max_eval
-        source = inputs.split_source(split)
-        # raw text (hub, local jsonl, offline train subset) is Moses-tokenized after the
-        # limit; the offline dev/test sets are distributed tokenized
-        raw = True
-        if source == "online":
-            columns = inputs.hub_columns(split)
-            unknown = sorted(set(columns["label"]) - set(HUB_SNLI_LABELS), key=str)
-            if unknown:
-                raise ReproError(
-                    f"snli {split}: hub labels {unknown} are none of {HUB_SNLI_LABELS}"
-                )
-            data = (
-                columns["premise"],
-                columns["hypothesis"],
-                [HUB_SNLI_LABELS[label] for label in columns["label"]],
-            )
-        elif source == "local":
-            data = read_snli_jsonl(inputs.local_path(inputs.local[split]))
-        elif split == "train":
-            data = _offline_train(inputs, spec.offline.train, opts.max_train)
-        else:
-            files = spec.offline[split]
-            data = (
-                inputs.lines(files.premise),
-                inputs.lines(files.hypothesis),
-                inputs.lines(files.label),
-            )
-            raw = False
-        premises, hypotheses, labels = (head([x.strip() for x in column], limit) for column in data)
-        if raw:
-            premises = [moses_tokenize(x, "en") for x in premises]
-            hypotheses = [moses_tokenize(x, "en") for x in hypotheses]
-        bad = sorted(set(labels) - set(LABELS))
-        if bad:
-            raise ReproError(f"snli {split}: unexpected labels {bad}")
-        splits[split] = (premises, hypotheses, labels)
+        premises, hypotheses, labels = splits[split] = _split(inputs, split, opts)
         write_lines(root / "raw" / f"{split}.premise", premises)
         write_lines(root / "raw" / f"{split}.hypothesis", hypotheses)
         write_lines(root / "bin" / "label" / f"{split}.label", labels)
     # One dictionary for premise and hypothesis, built from both training sides.
     write_lines(root / "raw" / "train.both", splits["train"][0] + splits["train"][1])
-    fairseq_preprocess(
-        [
-            "--only-source",
-            "--dict-only",
-            "--trainpref",
-            str(root / "raw" / "train.both"),
-            "--destdir",
-            str(root / "raw" / "dict"),
-            "--nwordssrc",
-            str(opts.vocab_size),
-        ],
-        root,
-    )
-    for column, side in (("input0", "premise"), ("input1", "hypothesis")):
-        fairseq_preprocess(
-            [
-                "--only-source",
-                "--srcdict",
-                str(root / "raw" / "dict" / "dict.txt"),
-                *[
-                    arg
-                    for split in ("train", "valid", "test")
-                    for arg in (
-                        f"--{'trainpref' if split == 'train' else split + 'pref'}",
-                        str(root / "raw" / f"{split}.{side}"),
-                    )
-                ],
-                "--destdir",
-                str(root / "bin" / column),
-            ],
-            root,
-        )
+    _binarize(root, opts.vocab_size)
     return {"test": {"subset": "test", "refs": [str(root / "bin" / "label" / "test.label")]}}
 
 

@@ -46,6 +46,73 @@ def _evaluation(inputs: Inputs, name: str) -> tuple[list[str], list[list[str]]]:
     return inputs.lines(files.src), [inputs.lines(ref_file) for ref_file in files.refs]
 
 
+def _training_pool(inputs: Inputs, n_valid: int) -> tuple[tuple[list, list], tuple[list, list]]:
+    """The training pairs and the validation pairs (articles, titles) before the scale's caps:
+    the local layout's own validation split (its first n_valid pairs), else n_valid pairs held
+    out from the end of the training pool.
+
+    Raises
+    ------
+    ReproError
+        too few training pairs for the held-out validation set.
+    """
+    spec = inputs.spec
+    source = inputs.split_source("train")
+    if source == "local":
+        # the distribution has its own validation split: its first n_valid pairs
+        articles, titles = _local_pair(inputs, inputs.local.train)
+        valid = tuple(head(side, n_valid) for side in _local_pair(inputs, inputs.local.valid))
+        return (articles, titles), valid
+    if source == "online":
+        columns = inputs.hub_columns("train")
+        articles, titles = columns["article"], columns["title"]
+    else:
+        articles, titles, seen = [], [], set()
+        # The offline Gigaword samples overlap partly; keep the first copy of each pair.
+        for files in spec.offline.train:
+            for article, title in zip(
+                inputs.lines(files.src), inputs.lines(files.tgt), strict=False
+            ):
+                if (article, title) not in seen:
+                    seen.add((article, title))
+                    articles.append(article)
+                    titles.append(title)
+    # The validation pairs are held out from the end of the training pool.
+    if len(articles) <= n_valid:
+        raise ReproError(
+            f"{spec.name}: only {len(articles)} training pairs, need more than n_valid={n_valid}"
+        )
+    return (articles[:-n_valid], titles[:-n_valid]), (articles[-n_valid:], titles[-n_valid:])
+
+
+def _write_evaluation(
+    inputs: Inputs, name: str, max_eval, root: Path
+) -> tuple[tuple[list, list], dict]:
+    """Write evaluation set `name`'s references (refs/<name>.ref<i>) and, for a digit-masked
+    set, its articles as distributed; return its (articles, first reference) for fairseq and
+    its entry of the evaluation sets (less its subset)."""
+    options = inputs.spec.evaluations[name]
+    sources, references = _evaluation(inputs, name)
+    sources = head(sources, max_eval)
+    digits_kept = {}
+    if options.get("replace_digits"):
+        # the articles as distributed, for the lead baseline as DUC scores it (its
+        # references keep their digits; `rows.baselines.lead_digits_kept_outputs`)
+        kept = root / "raw" / f"{name}{DIGITS_KEPT_SUFFIX}"
+        write_lines(kept, sources)
+        digits_kept = {"digits_kept_articles": kept.name}
+        # Rush et al. replace digits by '#' in the training data; do the same to DUC inputs.
+        sources = ["".join("#" if c.isdigit() else c for c in line) for line in sources]
+    refs = []
+    for ref_index, lines in enumerate(references):
+        ref_path = root / "refs" / f"{name}.ref{ref_index}"
+        write_lines(ref_path, head(lines, max_eval))
+        refs.append(str(ref_path))
+    # fairseq-generate needs a target side; the first reference serves (scoring uses refs/).
+    pair = (sources, head(references[0], max_eval))
+    return pair, {"refs": refs, "truncate_bytes": options.get("truncate_bytes"), **digits_kept}
+
+
 def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     """Build a summarization dataset in `root` (see the package docstring).
 
@@ -70,36 +137,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
         too few training pairs for the held-out validation set, a malformed input or an
         input is missing.
     """
-    spec = inputs.spec
-    n_valid = int(opts.n_valid)
-    source = inputs.split_source("train")
-    if source == "local":
-        # the distribution has its own validation split: its first n_valid pairs
-        articles, titles = _local_pair(inputs, inputs.local.train)
-        valid = tuple(head(side, n_valid) for side in _local_pair(inputs, inputs.local.valid))
-    else:
-        if source == "online":
-            columns = inputs.hub_columns("train")
-            articles, titles = columns["article"], columns["title"]
-        else:
-            articles, titles, seen = [], [], set()
-            # The offline Gigaword samples overlap partly; keep the first copy of each pair.
-            for files in spec.offline.train:
-                for article, title in zip(
-                    inputs.lines(files.src), inputs.lines(files.tgt), strict=False
-                ):
-                    if (article, title) not in seen:
-                        seen.add((article, title))
-                        articles.append(article)
-                        titles.append(title)
-        # The validation pairs are held out from the end of the training pool.
-        if len(articles) <= n_valid:
-            raise ReproError(
-                f"{spec.name}: only {len(articles)} training pairs, need more than "
-                f"n_valid={n_valid}"
-            )
-        valid = (articles[-n_valid:], titles[-n_valid:])
-        articles, titles = articles[:-n_valid], titles[:-n_valid]
+    (articles, titles), valid = _training_pool(inputs, int(opts.n_valid))
     splits = {
         "train": (head(articles, opts.max_train), head(titles, opts.max_train)),
         "valid": (head(valid[0], opts.max_eval), head(valid[1], opts.max_eval)),
@@ -107,33 +145,10 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     evaluations = {}
     test_prefixes = []
     for index, name in enumerate(inputs.evaluation_names()):
-        options = spec.evaluations[name]
-        sources, references = _evaluation(inputs, name)
-        sources = head(sources, opts.max_eval)
-        digits_kept = {}
-        if options.get("replace_digits"):
-            # the articles as distributed, for the lead baseline as DUC scores it (its
-            # references keep their digits; `rows.baselines.lead_digits_kept_outputs`)
-            kept = root / "raw" / f"{name}{DIGITS_KEPT_SUFFIX}"
-            write_lines(kept, sources)
-            digits_kept = {"digits_kept_articles": kept.name}
-            # Rush et al. replace digits by '#' in the training data; do the same to DUC inputs.
-            sources = ["".join("#" if c.isdigit() else c for c in line) for line in sources]
-        refs = []
-        for ref_index, lines in enumerate(references):
-            ref_path = root / "refs" / f"{name}.ref{ref_index}"
-            write_lines(ref_path, head(lines, opts.max_eval))
-            refs.append(str(ref_path))
-        # fairseq-generate needs a target side; the first reference serves (scoring uses refs/).
-        splits[name] = (sources, head(references[0], opts.max_eval))
+        splits[name], entry = _write_evaluation(inputs, name, opts.max_eval, root)
         subset = "test" if index == 0 else f"test{index}"
         test_prefixes.append(str(root / "raw" / name))
-        evaluations[name] = {
-            "subset": subset,
-            "refs": refs,
-            "truncate_bytes": options.get("truncate_bytes"),
-            **digits_kept,
-        }
+        evaluations[name] = {"subset": subset, **entry}
     for split, (sources, targets) in splits.items():
         write_lines(root / "raw" / f"{split}.article", sources)
         write_lines(root / "raw" / f"{split}.title", [t.lower() for t in targets])

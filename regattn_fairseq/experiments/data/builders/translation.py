@@ -55,6 +55,34 @@ def bleu_references(lines: list[str], tokenized: bool, spec: DictConfig) -> list
     return [x.lower() for x in lines] if spec.lowercase else lines
 
 
+def _read_pairs(
+    inputs: Inputs, opts: DictConfig, splits: tuple[str, ...]
+) -> tuple[dict[str, tuple[list[str], list[str]]], set[str]]:
+    """The two sides of each split, capped (max_train, max_eval), and the splits distributed
+    tokenized.
+
+    Raises
+    ------
+    ReproError
+        a split's two sides differ in length.
+    """
+    spec = inputs.spec
+    pairs: dict[str, tuple[list[str], list[str]]] = {}
+    tokenized_splits = set()
+    for split in splits:
+        pair, tokenized = _read_pair(inputs, split)
+        if tokenized:
+            tokenized_splits.add(split)
+        limit = opts.max_train if split == "train" else opts.max_eval
+        pairs[split] = (head(pair[0], limit), head(pair[1], limit))
+        if len(pairs[split][0]) != len(pairs[split][1]):
+            raise ReproError(
+                f"{spec.name} {split}: {len(pair[0])} {spec.src} lines but {len(pair[1])} "
+                f"{spec.tgt} lines"
+            )
+    return pairs, tokenized_splits
+
+
 def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     """Build a translation dataset in `root` (see the package docstring).
 
@@ -81,19 +109,7 @@ def build(inputs: Inputs, opts: DictConfig, root: Path) -> dict:
     spec = inputs.spec
     src, tgt = spec.src, spec.tgt
     evaluation_names = inputs.evaluation_names()
-    pairs: dict[str, tuple[list[str], list[str]]] = {}
-    tokenized_splits = set()
-    for split in ("train", "valid", *evaluation_names):
-        pair, tokenized = _read_pair(inputs, split)
-        if tokenized:
-            tokenized_splits.add(split)
-        limit = opts.max_train if split == "train" else opts.max_eval
-        pairs[split] = (head(pair[0], limit), head(pair[1], limit))
-        if len(pairs[split][0]) != len(pairs[split][1]):
-            raise ReproError(
-                f"{spec.name} {split}: {len(pair[0])} {src} lines but {len(pair[1])} {tgt} lines"
-            )
-
+    pairs, tokenized_splits = _read_pairs(inputs, opts, ("train", "valid", *evaluation_names))
     print(f"[prepare] {spec.name}: Moses tokenization", flush=True)
     tokenized = {}
     for split, (src_lines, tgt_lines) in pairs.items():

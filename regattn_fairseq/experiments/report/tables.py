@@ -303,6 +303,7 @@ def _experiment_table(
     verdicts = judge_table(spec, rows, experiment, scale, results_dir)
     lines = [f"### {experiment}", ""]
     lines += _headline(spec, experiment, evaluations, standing, verdicts, results_dir)
+    lines += _uniform_attention_lines(spec, shown_cells)
     lines += claims_section(spec, verdicts)
     lines += ["#### Details", ""]
     lines += _metrics_table(spec, kind, evaluations, shown_cells, results_dir)
@@ -328,6 +329,42 @@ def _experiment_table(
             )
         lines.append("")
     return lines
+
+
+def attends_uniformly(row: ResultRow) -> bool:
+    """Whether a row's model spread its attention evenly over every position of every row of
+    the evaluation set: no zero weight, one equal-weight cluster per row, as long as the row.
+    False for a row without attention statistics."""
+    stats = attention_stats(row)
+    if not stats.get("rows") or stats.get("mean_cluster_size") is None:
+        return False
+    return (
+        stats["mean_zero_fraction"] == 0.0
+        and stats["mean_clusters_per_row"] == 1.0
+        and abs(stats["mean_cluster_size"] - stats["mean_row_length"]) < 1e-9
+    )
+
+
+def _uniform_attention_lines(spec, cells: dict) -> list[str]:
+    """A warning under the headline for each mapping (not the control, nor a baseline) whose
+    every run attends uniformly (`attends_uniformly`): at its settings it computes the
+    attention-free control, and its claims compare the control, not the mapping."""
+    control = spec.get("control")
+    found = sorted(
+        {
+            row_label(cell[0])
+            for cell in cells.values()
+            if cell[0]["mapping"] != control
+            and not is_baseline(cell[0])
+            and all(attends_uniformly(row) for row in cell)
+        }
+    )
+    return [
+        f"**{label} attends uniformly**: in every run, every attention row is one equal-weight "
+        f"cluster over the whole source (no zero weight). At these settings it computes the "
+        f"attention-free control ({control}), so its claims measure that control."
+        for label in found
+    ] + ([""] if found else [])
 
 
 def _learned_alpha_lines(

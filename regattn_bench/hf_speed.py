@@ -55,10 +55,10 @@ BATCH, MAX_LENGTH, MIN_LENGTH = 16, 128, 90
 MINILM_VOCAB, MINILM_BATCH, MINILM_LENGTHS = 30522, 32, (30, 50)
 BASELINES = ("eager", "sdpa")
 # label -> (attn_implementation, configure's parameters or None for the backend's defaults)
-# (configs/bench/hf.yaml)
+# (configs/bench/hf_speed.yaml)
 ATTENTIONS = {
     label: (spec["implementation"], spec.get("params"))
-    for label, spec in bench_config("hf")["attentions"].items()
+    for label, spec in bench_config("hf_speed")["attentions"].items()
 }
 
 

@@ -65,8 +65,8 @@ def require_device(device: str) -> torch.device:
 
 
 # the regattn mappings timed, the CPU targets and the other libraries' counterparts
-# (configs/bench/mappings.yaml)
-_CONFIG = bench_config("mappings")
+# (configs/bench/mapping_speed.yaml)
+_CONFIG = bench_config("mapping_speed")
 
 
 def regattn_methods():

@@ -127,7 +127,7 @@ def _targets(scores, target, ignore_index, label_smoothing):
 def fenchel_young_loss(
     scores: torch.Tensor,
     target: torch.Tensor,
-    mapping: str = "softmax",
+    mapping: str = mappings.REFERENCE_MAPPING,
     ignore_index: int = -100,
     reduction: str = "mean",
     label_smoothing: float = 0.0,
@@ -218,7 +218,7 @@ class FenchelYoungLoss(nn.Module):
 
     def __init__(
         self,
-        mapping: str = "softmax",
+        mapping: str = mappings.REFERENCE_MAPPING,
         ignore_index: int = -100,
         reduction: str = "mean",
         label_smoothing: float = 0.0,

@@ -91,7 +91,8 @@ def _version(package):
 
 
 def methods(heads: int, device):
-    """{name: (fn(q, k, v, causal), exact mapping alpha or "softmax")}, and notes."""
+    """{name: (fn(q, k, v, causal), the alpha of the alpha-entmax it computes (1: softmax))},
+    and notes."""
     learned = torch.full((heads,), 1.5, device=device, requires_grad=True)
     table = {
         "regattn fused: sparsemax": (
@@ -114,7 +115,7 @@ def methods(heads: int, device):
             lambda q, k, v, c: sparse_attention(q, k, v, alpha=1.5, causal=c, impl="reference"),
             1.5,
         ),
-        BASELINE: (_sdpa_flash, "softmax"),
+        BASELINE: (_sdpa_flash, 1.0),
     }
     ada, note = _adasplash()
     if ada is not None:
@@ -134,10 +135,11 @@ def _sdpa_flash(q, k, v, causal):
 
 
 def exact(q, k, v, alpha, causal):
-    """The exact output of the first EXACT_ROWS queries, in float64."""
+    """The exact output of the first EXACT_ROWS queries, in float64, of alpha-entmax attention
+    (alpha = 1: softmax's)."""
     q64, k64, v64 = (x.detach().double() for x in (q[:, :, :EXACT_ROWS], k, v))
     scale = 1.0 / math.sqrt(q.shape[-1])
-    if alpha == "softmax":
+    if alpha == 1:
         scores = q64 @ k64.transpose(-1, -2) * scale
         if causal:
             rows, keys = scores.shape[-2:]

@@ -37,6 +37,7 @@ import transformers
 from transformers import BertConfig, BertForSequenceClassification
 
 from regattn.integrations import transformers as rt
+from regattn_bench.bench_configs import bench_config
 from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_checkout.paths import BENCH_RESULTS_DIR
 
@@ -54,17 +55,10 @@ BATCH, MAX_LENGTH, MIN_LENGTH = 16, 128, 90
 MINILM_VOCAB, MINILM_BATCH, MINILM_LENGTHS = 30522, 32, (30, 50)
 BASELINES = ("eager", "sdpa")
 # label -> (attn_implementation, configure's parameters or None for the backend's defaults)
+# (configs/bench/hf_speed.yaml)
 ATTENTIONS = {
-    "eager (transformers softmax)": ("eager", None),
-    "sdpa (transformers softmax)": ("sdpa", None),
-    "regattn softmax": ("regattn_softmax", None),
-    "sparsemax": ("regattn_sparsemax", None),
-    "fusedmax (λ=0.1)": ("regattn_fusedmax", {"lam": 0.1}),
-    "oscarmax (λ=0.01)": ("regattn_oscarmax", {"lam": 0.01}),
-    "sq-pnorm-max (p=1.5)": ("regattn_sq_pnorm_max", {"p": 1.5}),
-    "1.5-entmax": ("regattn_entmax15", None),
-    "α-entmax (learned α)": ("regattn_entmax", {"alpha": "learned"}),
-    "uniform (attention-free control)": ("regattn_uniform", None),
+    label: (spec["implementation"], spec.get("params"))
+    for label, spec in bench_config("hf_speed")["attentions"].items()
 }
 
 

@@ -41,6 +41,7 @@ import torch
 
 from regattn_checkout.paths import BENCH_RESULTS_DIR, REPO_ROOT
 
+from .bench_configs import bench_config
 from .run_record import _version, append_run, commit_label, environment
 
 # a reduction or scan is a pass over the row when it runs along the last axis (the row's
@@ -186,20 +187,12 @@ def _wide_inputs(d_values):
     return [(torch.randn(2, d, generator=g, dtype=torch.float64).mul(2), None) for d in d_values]
 
 
-# (label, mapping, params, per-row alpha or None); the grouped mappings' prox loops are slow
-# in the interpreter, hence their shorter wide rows
-MAPPINGS = (
-    ("softmax", "softmax", {"gamma": 0.7}),
-    ("sparsemax", "sparsemax", {"gamma": 0.7}),
-    ("1.5-entmax", "entmax", {"alpha": 1.5}),
-    ("alpha-entmax 1.3", "entmax", {"alpha": 1.3}),
-    ("alpha-entmax per row 1.2-2.5", "entmax", {"alpha": "per-row"}),
-    ("sq-pnorm-max p=1.5", "sq_pnorm_max", {"gamma": 0.8, "p": 1.5}),
-    ("sq-pnorm-max p=1.2", "sq_pnorm_max", {"gamma": 2.0, "p": 1.2}),
-    ("fusedmax", "fusedmax", {"gamma": 0.8, "lam": 0.3}),
-    ("oscarmax", "oscarmax", {"gamma": 0.8, "lam": 0.1}),
+# (label, mapping, params), params["alpha"] "per-row" for an alpha per row
+# (configs/bench/kernel_passes.yaml)
+MAPPINGS = tuple(
+    (label, spec["mapping"], spec["params"])
+    for label, spec in bench_config("kernel_passes")["mappings"].items()
 )
-GROUPED = ("fusedmax", "oscarmax")
 
 
 def _params(params, rows, dtype):
@@ -258,10 +251,15 @@ _COLUMNS = (
 
 
 def measure(wide_d=(32, 128, 512, 2048, 4096), grouped_wide_d=(32, 128)) -> dict:
-    """The pass table's data: {mapping label: {"tests": summary, "wide": summary}}, float32."""
+    """The pass table's data: {mapping label: {"tests": summary, "wide": summary}}, float32.
+    The grouped mappings' (those whose regularizer ties positions, `Declaration.ties`) prox
+    loops are slow in the interpreter, hence their shorter wide rows."""
+    from regattn import mappings
+
     data = {}
     for label, name, params in MAPPINGS:
-        wide = _wide_inputs(grouped_wide_d if name in GROUPED else wide_d)
+        grouped = mappings.declaration(name).ties is not None
+        wide = _wide_inputs(grouped_wide_d if grouped else wide_d)
         data[label] = {
             "tests": summarize(count_mapping(name, params, _test_inputs())),
             "wide": summarize(count_mapping(name, params, wide)),

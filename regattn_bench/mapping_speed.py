@@ -28,6 +28,7 @@ exits with a message.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -39,6 +40,7 @@ from torch.utils.benchmark import Timer
 from regattn import mappings
 from regattn_checkout.paths import BENCH_RESULTS_DIR
 
+from .bench_configs import bench_config
 from .run_record import append_run, commit_label, environment
 
 DEFAULT_SHAPES = "4096x50,16384x30,1024x400"
@@ -62,30 +64,22 @@ def require_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+# the regattn mappings timed, the CPU targets and the other libraries' counterparts
+# (configs/bench/mapping_speed.yaml)
+_CONFIG = bench_config("mapping_speed")
+
+
 def regattn_methods():
-    m = mappings
+    """label -> x -> the mapping of x over its last dim, at the label's parameters."""
     return {
-        "softmax": lambda x: m.softmax(x),
-        "sparsemax": lambda x: m.sparsemax(x),
-        "sq_pnorm_max (p=1.5)": lambda x: m.sq_pnorm_max(x, p=1.5),
-        "fusedmax (lam=0.1)": lambda x: m.fusedmax(x, lam=0.1),
-        "oscarmax (lam=0.01)": lambda x: m.oscarmax(x, lam=0.01),
-        "entmax (alpha=1.5)": lambda x: m.entmax(x, alpha=1.5),
-        "entmax (alpha=1.3)": lambda x: m.entmax(x, alpha=1.3),
+        label: functools.partial(getattr(mappings, spec["mapping"]), **spec.get("params", {}))
+        for label, spec in _CONFIG["regattn"].items()
     }
 
 
 # The CPU targets (issue #28): forward+backward at most this multiple of torch.softmax's, at
 # every shape of a quiet-machine run.
-CPU_TARGETS = {
-    "softmax": 1.1,
-    "sparsemax": 1.5,
-    "sq_pnorm_max (p=1.5)": 3.0,
-    "fusedmax (lam=0.1)": 3.0,
-    "oscarmax (lam=0.01)": 3.0,
-    "entmax (alpha=1.5)": 3.0,
-    "entmax (alpha=1.3)": 5.0,
-}
+CPU_TARGETS = _CONFIG["cpu_targets"]
 
 
 def _entmax_pkg_methods():
@@ -117,14 +111,7 @@ def _adasplash_methods():
 
 
 # each other library's method and the regattn method that computes the same mapping
-SAME_MAPPING = {
-    "entmax pkg: sparsemax": "sparsemax",
-    "entmax pkg: entmax15": "entmax (alpha=1.5)",
-    "entmax pkg: entmax_bisect (alpha=1.3)": "entmax (alpha=1.3)",
-    "adasplash: triton_sparsemax": "sparsemax",
-    "adasplash: triton_entmax15": "entmax (alpha=1.5)",
-    "adasplash: triton_entmax (alpha=1.3)": "entmax (alpha=1.3)",
-}
+SAME_MAPPING = _CONFIG["same_mapping"]
 
 
 def _version(package):

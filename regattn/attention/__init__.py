@@ -248,10 +248,12 @@ def fused_alpha(mapping: str, params: dict) -> float | torch.Tensor | None:
     """The alpha with which `sparse_attention` computes the mapping `mapping` of
     `regattn.mappings` with parameters `params`, or None when it computes another mapping.
 
-    sparsemax is alpha = 2; entmax with a number alpha in (1, 2], or a tensor of alphas (one
-    per query head, e.g. learned), is itself. A temperature gamma is no alpha: entmax(s; alpha,
-    gamma) = entmax(s / gamma; alpha) (sparsemax too), so a caller folds 1 / params["gamma"]
-    into `sparse_attention`'s scale.
+    A mapping's declaration says which α-entmax it is (`Declaration.entmax_alpha`: sparsemax
+    is alpha = 2, softmax alpha = 1); entmax, whose parameter is alpha, is the α-entmax of
+    that alpha. The fused attention computes alpha in (1, 2], or a tensor of alphas (one per
+    query head, e.g. learned). A temperature gamma is no alpha: entmax(s; alpha, gamma) =
+    entmax(s / gamma; alpha) (sparsemax too), so a caller folds 1 / params["gamma"] into
+    `sparse_attention`'s scale.
 
     Parameters
     ----------
@@ -266,12 +268,19 @@ def fused_alpha(mapping: str, params: dict) -> float | torch.Tensor | None:
     float or torch.Tensor or None
         The alpha, or None (softmax, alpha = 1, is flash attention's; the structured mappings
         and the controls are not entmax).
+
+    Raises
+    ------
+    ValueError
+        on an unknown mapping.
     """
-    if mapping == "sparsemax":
-        return 2.0
-    if mapping != "entmax":
+    declared = mappings.declaration(mapping)
+    if "alpha" in declared.defaults:
+        alpha = params.get("alpha", declared.defaults["alpha"])
+    else:
+        alpha = declared.entmax_alpha
+    if alpha is None:
         return None
-    alpha = params.get("alpha", mappings.defaults_of("entmax")["alpha"])
     if isinstance(alpha, torch.Tensor) or 1 < alpha <= 2:
         return alpha
     return None

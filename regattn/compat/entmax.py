@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .. import mappings
-from ..losses import fenchel_young_loss
+from ..losses import NORMMAX, fenchel_young_loss
 
 __all__ = [
     "sparsemax",
@@ -345,7 +345,7 @@ def normmax_bisect_loss(X, target, alpha=2, n_iter=50):
         The losses, one per row.
     """
     _check_count("n_iter", n_iter)
-    return _row_loss(X, target, "normmax", alpha=alpha)
+    return _row_loss(X, target, NORMMAX, alpha=alpha)
 
 
 class _Loss(nn.Module):
@@ -446,4 +446,4 @@ class NormmaxBisectLoss(_Loss):
 
     def loss_options(self) -> dict:
         """alpha-normmax."""
-        return {"mapping": "normmax", "alpha": self.alpha}
+        return {"mapping": NORMMAX, "alpha": self.alpha}

@@ -149,7 +149,7 @@ class AttentionMapping(nn.Module):
             )
         learned = params.get("alpha") == LEARNED
         if learned:
-            if self.backend != "entmax":
+            if "alpha" not in mappings.parameters_of(name):
                 raise ValueError(
                     f"alpha='learned' is for {PREFIX}entmax, not {PREFIX}{self.backend}"
                 )

@@ -22,9 +22,12 @@ torch; `with mappings.backend("triton" | "cpu" | "reference"):` forces one, and
 `mappings.sync_checks()` makes the Triton path's validation errors synchronous ValueErrors.
 
 One declaration per mapping (`Declaration`, registered with `declare` in DECLARATIONS): its
-name, module (whose constructor gives its parameters and defaults), regularizer Omega and
-attention configs. NAMES, the fairseq plugin's --attention choices, the model options
-(OPTION_TO_PARAM), the Hugging Face backends and the suite's γ mappings derive from it.
+name, module (whose constructor gives its parameters and defaults), regularizer Omega,
+attention configs, the α-entmax it is and the configs it offers as an output layer. NAMES,
+the fairseq plugin's --attention and --output-mapping choices, the model options
+(OPTION_TO_PARAM), the fused attention's α, the Hugging Face backends and the suite's γ
+mappings derive from it. REFERENCE_MAPPING (softmax) is the default wherever a mapping is
+optional and the baseline the others are compared with.
 """
 
 from __future__ import annotations
@@ -99,7 +102,14 @@ class Declaration:
     ties : str or None
         the equal nonzero weights its regularizer promotes, which figures mark: ``"runs"``
         (adjacent positions, fused lasso), ``"clusters"`` (positions anywhere in the row,
-        OSCAR); None for none.
+        OSCAR); None for none. Its kernels are then the grouped ones (they return the groups).
+    entmax_alpha : float or None
+        the α of the α-entmax it is, a number (softmax 1, sparsemax 2) for a mapping without
+        a parameter `alpha` (a mapping with one, entmax, is the α-entmax of that α); None for
+        one that is no α-entmax. `regattn.attention.fused_alpha` reads it.
+    outputs : tuple of str
+        its configs offered as the decoder's output mapping (the plugin's
+        `--output-mapping`, trained with its Fenchel-Young loss); none by default.
     """
 
     name: str
@@ -108,6 +118,8 @@ class Declaration:
     configs: dict = field(default_factory=dict)
     control: bool = False
     ties: str | None = None
+    entmax_alpha: float | None = None
+    outputs: tuple = ()
 
     def __post_init__(self):
         """By default, one config named after the mapping."""
@@ -148,7 +160,8 @@ def declare(declaration: Declaration) -> None:
     ------
     ValueError
         on a name declared twice, a parameter that is not one of PARAMETERS, a config
-        fixing a parameter the mapping does not take, or `ties` not one of TIES.
+        fixing a parameter the mapping does not take, `ties` not one of TIES, an
+        `entmax_alpha` beside a parameter `alpha`, or an output that is none of its configs.
     """
     global NAMES, CONTROL_NAMES
     name = declaration.name
@@ -168,14 +181,23 @@ def declare(declaration: Declaration) -> None:
             )
     if declaration.ties not in TIES:
         raise ValueError(f"{name!r} declares ties={declaration.ties!r}, none of {TIES}")
+    if declaration.entmax_alpha is not None and "alpha" in declaration.defaults:
+        raise ValueError(f"{name!r} takes alpha, so it declares no fixed entmax_alpha")
+    if set(declaration.outputs) - set(declaration.configs):
+        raise ValueError(
+            f"{name!r} offers outputs {list(declaration.outputs)}, but its configs are "
+            f"{list(declaration.configs)}"
+        )
     DECLARATIONS[name] = declaration
     (CONTROLS if declaration.control else MODULES)[name] = declaration.module
     NAMES, CONTROL_NAMES = tuple(MODULES), tuple(CONTROLS)
 
 
 for _declaration in (
-    Declaration("softmax", Softmax, omega="shannon"),
-    Declaration("sparsemax", Sparsemax, omega="squared_l2"),
+    Declaration("softmax", Softmax, omega="shannon", entmax_alpha=1.0, outputs=("softmax",)),
+    Declaration(
+        "sparsemax", Sparsemax, omega="squared_l2", entmax_alpha=2.0, outputs=("sparsemax",)
+    ),
     Declaration("sq_pnorm_max", SqPnormMax, omega="squared_p_norm"),
     Declaration("fusedmax", Fusedmax, omega="fused_lasso", ties="runs"),
     Declaration("oscarmax", Oscarmax, omega="oscar", ties="clusters"),
@@ -184,6 +206,7 @@ for _declaration in (
         Entmax,
         omega="tsallis",
         configs={"entmax15": {"alpha": 1.5}, "entmax_learned": {"alpha": LEARNED}},
+        outputs=("entmax15",),
     ),
     # uniform is the attention-free control of the tables' claims (1/n, whatever the scores):
     # built and checked like the mappings, kept out of NAMES (what the library's mapping tests
@@ -191,6 +214,11 @@ for _declaration in (
     Declaration("uniform", Uniform, omega=None, control=True),
 ):
     declare(_declaration)
+
+# softmax: the default wherever a mapping is optional (the plugin's --attention and
+# --output-mapping, the Fenchel-Young loss) and the baseline the other mappings are compared
+# with (the tables' p-values and claims, the benchmarks' ratios)
+REFERENCE_MAPPING = "softmax"
 
 
 def declaration(name: str) -> Declaration:
@@ -225,6 +253,17 @@ def gamma_configs() -> tuple[str, ...]:
         for config, fixed in d.configs.items()
         if _fixes_numbers(fixed)
     )
+
+
+def output_mappings() -> dict[str, tuple[str, dict]]:
+    """The decoder's output mappings (the fairseq plugin's --output-mapping choices): config
+    -> (mapping, the parameters it fixes), each config a mapping offers (its `outputs`).
+    """
+    return {
+        config: (d.name, dict(d.configs[config]))
+        for d in DECLARATIONS.values()
+        for config in d.outputs
+    }
 
 
 def transformers_backends() -> dict[str, tuple[str, dict]]:
@@ -339,8 +378,10 @@ __all__ = [
     "PARAMETERS",
     "Parameter",
     "OPTION_TO_PARAM",
+    "REFERENCE_MAPPING",
     "attention_configs",
     "gamma_configs",
+    "output_mappings",
     "transformers_backends",
     "build",
     "defaults_of",

@@ -37,10 +37,9 @@ from regattn_bench.mapping_speed import require_device
 from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_checkout.paths import BENCH_RESULTS_DIR
 
-from .model_throughput import VOCAB, _scale_options, build
+from .model_throughput import BASELINE, MAPPINGS, VOCAB, _scale_options, build
 from .model_throughput import run as run_training
 
-BASELINE = "softmax"
 DENSITY_VARIANTS = {  # label -> options, without the basis size
     "continuous softmax": ["--continuous-density", "gaussian"],
     "continuous sparsemax": ["--continuous-density", "truncated_parabola"],
@@ -60,8 +59,9 @@ LAYER_SHAPE = {"batch": 64, "src": 14}
 
 
 def variants(basis_sizes: list[int]) -> dict:
-    """label -> fairseq options: discrete softmax, then each density at each N."""
-    out = {BASELINE: ["--attention", "softmax"]}
+    """label -> fairseq options: discrete softmax (make bench-model's baseline), then each
+    density at each N."""
+    out = {BASELINE: list(MAPPINGS[BASELINE])}
     for n in basis_sizes:
         for label, options in DENSITY_VARIANTS.items():
             out[f"{label} (N={n})"] = [

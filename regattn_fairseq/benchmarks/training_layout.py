@@ -39,7 +39,7 @@ from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.train.fairseq_logs import json_records
 from regattn_fairseq.experiments.train.train import HYDRA_TRAIN
 
-from .model_throughput import _scale_options
+from .model_throughput import BASELINE, MAPPINGS, _scale_options
 
 LOG_INTERVAL = 25
 
@@ -136,7 +136,7 @@ def step_profile(data_bin: Path) -> dict:
     try:
         arch, flags = _scale_options("lstm_seq2seq", "small")
         argv = [str(data_bin), "--task", "translation", "-s", "en", "-t", "de"]
-        argv += ["--user-dir", str(USER_DIR), "--arch", arch, *flags, "--attention", "softmax"]
+        argv += ["--user-dir", str(USER_DIR), "--arch", arch, *flags, *MAPPINGS[BASELINE]]
         parser = options.get_training_parser()
         cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv))
         task = tasks.setup_task(cfg.task)

@@ -10,6 +10,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder, LSTMModel
 from omegaconf import II
 
+from regattn import mappings
 from regattn_fairseq import fairseq_adapter, pretrained_embeddings
 from regattn_fairseq.modules import (
     AttentionConfig,
@@ -176,9 +177,10 @@ class RegattnLSTMModel(OutputMappingMixin, LSTMModel):
         # checkpoints older than the option have no such key
         surrogate = getattr(cfg, "attention_grad_surrogate", None)
         if surrogate is not None:
-            if surrogate != "softmax":
+            if surrogate != mappings.REFERENCE_MAPPING:
                 raise ValueError(
-                    f"--attention-grad-surrogate must be softmax (or unset), got {surrogate!r}"
+                    f"--attention-grad-surrogate must be {mappings.REFERENCE_MAPPING} (or "
+                    f"unset), got {surrogate!r}"
                 )
             if continuous is not None:
                 raise ValueError("--attention-grad-surrogate needs discrete attention")

@@ -16,6 +16,7 @@ from fairseq.models.transformer import (
 )
 from omegaconf import OmegaConf
 
+from regattn import mappings
 from regattn_fairseq.fairseq_adapter import wrap_transformer_layer
 from regattn_fairseq.modules import (
     AttentionConfig,
@@ -63,7 +64,7 @@ def _check_config(cfg):
     cfg = RegattnTransformerConfig.from_namespace(cfg)
     attention_spec_from_cfg(cfg, MODEL_NAME, allow_learned_alpha=True)
     attention_impl_from_cfg(cfg)
-    if output_mapping_of(cfg) != "softmax" and cfg.adaptive_softmax_cutoff:
+    if output_mapping_of(cfg) != mappings.REFERENCE_MAPPING and cfg.adaptive_softmax_cutoff:
         raise ValueError("--output-mapping cannot be combined with --adaptive-softmax-cutoff")
     for side in ("encoder", "decoder"):
         if getattr(cfg, side).xformers_att_config is not None:

@@ -38,7 +38,7 @@ def cli_name(option: str) -> str:
 @dataclass
 class AttentionConfig(FairseqDataclass):
     attention: ChoiceEnum(list(mappings.NAMES + mappings.CONTROL_NAMES)) = field(
-        default="softmax",
+        default=mappings.REFERENCE_MAPPING,
         metadata={"help": "mapping that normalizes attention scores into probabilities"},
     )
     attention_gamma: Optional[float] = field(
@@ -289,7 +289,7 @@ class ContinuousSpec:
 
 def _given_discrete_options(cfg):
     given = [o for o in OPTION_TO_PARAM if _read(cfg, o) is not None]
-    if str(_read(cfg, "attention")) != "softmax":
+    if str(_read(cfg, "attention")) != mappings.REFERENCE_MAPPING:
         given.insert(0, "attention")
     if str(_read(cfg, "attention_device")) != "same":
         given.append("attention_device")

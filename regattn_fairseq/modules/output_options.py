@@ -15,18 +15,15 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from regattn import mappings
 
-# --output-mapping choice -> (regattn mapping, its parameters)
-OUTPUT_MAPPINGS = {
-    "softmax": ("softmax", {}),
-    "sparsemax": ("sparsemax", {}),
-    "entmax15": ("entmax", {"alpha": 1.5}),
-}
+# --output-mapping choice -> (regattn mapping, its parameters): the configs the mappings'
+# declarations offer as outputs
+OUTPUT_MAPPINGS = mappings.output_mappings()
 
 
 @dataclass
 class OutputConfig(FairseqDataclass):
     output_mapping: ChoiceEnum(list(OUTPUT_MAPPINGS)) = field(
-        default="softmax",
+        default=mappings.REFERENCE_MAPPING,
         metadata={
             "help": "mapping from the decoder's output scores to the next token's "
             "probabilities (sparse for sparsemax and entmax15: exact zeros, -inf "
@@ -43,7 +40,7 @@ def output_mapping_of(cfg) -> str:
     ValueError
         on a name that is not in OUTPUT_MAPPINGS.
     """
-    name = str(getattr(cfg, "output_mapping", None) or "softmax")
+    name = str(getattr(cfg, "output_mapping", None) or mappings.REFERENCE_MAPPING)
     if name not in OUTPUT_MAPPINGS:
         raise ValueError(
             f"--output-mapping must be one of {', '.join(OUTPUT_MAPPINGS)}, got {name!r}"
@@ -55,7 +52,7 @@ def output_probabilities(scores: torch.Tensor, name: str, log_probs: bool) -> to
     """The next-token distribution mapping(scores) over the last dim, in float32 or float64,
     or its log (log 0 = -inf for the tokens the mapping rules out)."""
     mapping, params = OUTPUT_MAPPINGS[name]
-    probs = getattr(mappings, mapping)(scores.float(), dim=-1, **params)
+    probs = mappings.build(mapping, **params)(scores.float(), dim=-1)
     return torch.log(probs) if log_probs else probs
 
 
@@ -63,9 +60,9 @@ class OutputMappingMixin:
     """For fairseq encoder-decoder models: `get_normalized_probs` by the model's
     `output_mapping` (set by build_model from the config); softmax keeps fairseq's own."""
 
-    output_mapping = "softmax"
+    output_mapping = mappings.REFERENCE_MAPPING
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
-        if self.output_mapping == "softmax":
+        if self.output_mapping == mappings.REFERENCE_MAPPING:
             return super().get_normalized_probs(net_output, log_probs, sample)
         return output_probabilities(net_output[0], self.output_mapping, log_probs)

@@ -61,7 +61,7 @@ class RegattnLSTMAttentionLayer(AttentionLayer):
         if self.continuous is None or self.continuous.needs_discrete_attention:
             scores = torch.einsum("sbd,bd->bs", source_hids, self.input_proj(input))
             probs = self.normalizer(scores, mask).type_as(scores)  # bsz x srclen
-            if self.grad_surrogate == "softmax":
+            if self.grad_surrogate == mappings.REFERENCE_MAPPING:  # softmax: dense
                 gamma = self.normalizer.spec.params.get("gamma") or 1.0
                 dense = mappings.softmax(scores, dim=-1, mask=mask, gamma=gamma)
                 probs = probs.detach() + (dense - dense.detach())

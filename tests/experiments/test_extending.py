@@ -31,7 +31,12 @@ class Mymax(mappings.Sparsemax):
 
 mappings.declare(
     mappings.Declaration(
-        "mymax", Mymax, omega="squared_l2", configs={"mymax": {}, "mymax_hot": {"gamma": 2.0}}
+        "mymax",
+        Mymax,
+        omega="squared_l2",
+        configs={"mymax": {}, "mymax_hot": {"gamma": 2.0}},
+        entmax_alpha=2.0,
+        outputs=("mymax_hot",),
     )
 )
 
@@ -40,16 +45,21 @@ import argparse
 import torch
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
+from regattn import attention
 from regattn.integrations import transformers as rt
 from regattn.mappings.smoothed_max import max_omega
 from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.pipelines import gamma_select, pretrained
 from regattn_fairseq.experiments.train.hf_finetune import backend_and_params
 from regattn_fairseq.modules.attention_options import AttentionConfig, attention_spec_from_cfg
+from regattn_fairseq.modules.output_options import OutputConfig, output_mapping_of
 
 parser = argparse.ArgumentParser()
 gen_parser_from_dataclass(parser, AttentionConfig())
 cfg = parser.parse_args(["--attention", "mymax", "--attention-gamma", "2"])
+output_parser = argparse.ArgumentParser()
+gen_parser_from_dataclass(output_parser, OutputConfig())
+output_cfg = output_parser.parse_args(["--output-mapping", "mymax_hot"])
 x = torch.tensor([[0.5, -1.0, 2.0, 1.9]], dtype=torch.float64, requires_grad=True)
 (grad,) = torch.autograd.grad(max_omega("mymax", x, gamma=2.0).sum(), x)
 print(json.dumps({
@@ -64,6 +74,8 @@ print(json.dumps({
         backend_and_params({"attention": "mymax", "attention_gamma": 2.0})
     ),
     "label": mapping_label("mymax", {"attention_gamma": 2.0}),
+    "output_mapping": output_mapping_of(output_cfg),
+    "fused_alpha": attention.fused_alpha("mymax", {"gamma": 2.0}),
     "smoothed_max_grad_is_sparsemax": torch.allclose(
         grad, mappings.sparsemax(x.detach(), gamma=2.0), atol=1e-8
     ),
@@ -127,6 +139,8 @@ def test_a_declared_mapping_appears_in_every_derived_place(monkeypatch, tmp_path
     # the parameters its config fixes are that config's backend (as 1.5-entmax is entmax15's)
     assert seen["hf_params_of_a_config"] == ["mymax_hot", {}]
     assert seen["label"] == "mymax (γ=2)"
+    assert seen["output_mapping"] == "mymax_hot"
+    assert seen["fused_alpha"] == 2.0
     assert seen["smoothed_max_grad_is_sparsemax"] is True
     # step 3: the configs/attention files; the suite offers them, and the check above sees
     # one that is missing
@@ -170,6 +184,20 @@ def test_a_declaration_with_unknown_ties_is_refused():
     toy = mappings.Declaration("toymax", mappings.Sparsemax, omega="squared_l2", ties="blocks")
     with pytest.raises(ValueError, match="ties='blocks'"):
         mappings.declare(toy)
+    assert "toymax" not in mappings.DECLARATIONS
+
+
+def test_a_declaration_whose_alpha_or_outputs_contradict_it_is_refused():
+    with pytest.raises(ValueError, match="takes alpha"):
+        mappings.declare(
+            mappings.Declaration("toymax", mappings.Entmax, omega="tsallis", entmax_alpha=1.5)
+        )
+    with pytest.raises(ValueError, match="outputs.*configs"):
+        mappings.declare(
+            mappings.Declaration(
+                "toymax", mappings.Sparsemax, omega="squared_l2", outputs=("toymax_hot",)
+            )
+        )
     assert "toymax" not in mappings.DECLARATIONS
 
 

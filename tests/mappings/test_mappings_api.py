@@ -1,8 +1,10 @@
 """The public API: NAMES and build()."""
 
+import numpy as np
 import pytest
 import torch
 from mapping_helpers import NAMES, apply
+from mapping_oracles import oracle
 
 from regattn import mappings
 
@@ -64,3 +66,34 @@ def test_softmax_on_plain_rows_equals_the_general_path(shape, dtype):
         mappings.softmax(x, empty="nothing")
     with pytest.raises(ValueError, match="NaN"):
         mappings.softmax(torch.full(shape, float("nan"), dtype=dtype))
+
+
+ENTMAX_ALPHAS = [
+    (name, d.entmax_alpha)
+    for name, d in mappings.DECLARATIONS.items()
+    if d.entmax_alpha is not None
+]
+
+
+def test_the_declared_entmax_alphas():
+    assert ENTMAX_ALPHAS == [("softmax", 1.0), ("sparsemax", 2.0)]
+
+
+@pytest.mark.parametrize("name,alpha", ENTMAX_ALPHAS)
+@pytest.mark.parametrize("gamma", [1.0, 0.5])
+def test_a_declared_entmax_alpha_is_that_alpha_entmax(name, alpha, gamma):
+    """`Declaration.entmax_alpha` (what the fused attention computes a mapping as) is true:
+    the mapping is alpha-entmax's oracle at that alpha (a convex solver; numpy's softmax for
+    alpha = 1)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 7, generator=g, dtype=torch.float64) * 3
+    mask = torch.rand(4, 7, generator=g) > 0.3
+    mask[:, 0] = True
+    got = mappings.build(name, gamma=gamma)(x, mask=mask)
+    expected = np.stack(
+        [
+            oracle("entmax", s, mask=m, alpha=alpha, gamma=gamma)
+            for s, m in zip(x.numpy(), mask.numpy(), strict=True)
+        ]
+    )
+    np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=1e-6)

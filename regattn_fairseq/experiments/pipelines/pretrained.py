@@ -67,7 +67,7 @@ def _say(line: str) -> None:
 # learned α's entmax are trained at their configs' values) but softmax: the pretrained weights
 # were trained under softmax at γ = 1, the scores' own scale, so softmax is the model as it
 # was pretrained, the baseline the other mappings are compared with
-GAMMA_MAPPINGS = tuple(m for m in mappings.gamma_configs() if m != "softmax")
+GAMMA_MAPPINGS = tuple(m for m in mappings.gamma_configs() if m != mappings.REFERENCE_MAPPING)
 CRITERION = "validation loss"
 STARTED_FILE = "started.json"
 

@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from regattn import mappings
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.rows.keys import cell_key, split_current
@@ -310,7 +311,7 @@ def judge(
     scale: str,
     results_dir: Path | None,
     control: str | None = None,
-    reference: str = "softmax",
+    reference: str = mappings.REFERENCE_MAPPING,
 ) -> Verdict:
     """The verdict on one claim (a ``claims:`` entry) from a table's rows.
 
@@ -599,6 +600,13 @@ def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
     return verdict
 
 
+def baseline_of(spec) -> str:
+    """The mapping a table's p-values and claims test against: its spec's `baseline:`, the
+    reference mapping (softmax) when absent (NER has no softmax: its baseline is the entropy,
+    the CRF)."""
+    return str(spec.get("baseline") or mappings.REFERENCE_MAPPING)
+
+
 def table_claims(spec, experiment: str) -> list:
     """The claims of a table's config that concern `experiment`."""
     return [c for c in (spec.get("claims") or []) if c.get("experiment", experiment) == experiment]
@@ -609,7 +617,7 @@ def judge_table(
 ) -> list[Verdict]:
     """Every claim of the table on one experiment and scale, by `judge` with the table's
     control and reference."""
-    reference = spec.get("baseline") or "softmax"
+    reference = baseline_of(spec)
     return [
         judge(
             claim,
@@ -648,7 +656,7 @@ def claims_section(spec, verdicts: list[Verdict]) -> list[str]:
         return []
     control = spec.get("control")
     gate = (
-        f"a comparison of mappings is gated on {spec.get('baseline') or 'softmax'} beating "
+        f"a comparison of mappings is gated on {baseline_of(spec)} beating "
         f"the attention-free control ({control})"
         if control
         else "no gate: this table compares no attention mappings"

@@ -24,6 +24,7 @@ from regattn_fairseq.experiments.report.alpha_plots import (
     learned_alpha_rows,
 )
 from regattn_fairseq.experiments.report.claims import (
+    baseline_of,
     claims_section,
     compare,
     judge_table,
@@ -68,12 +69,6 @@ def _mean_std(values: list[float]) -> str:
 def _mean(values) -> str:
     values = [v for v in values if v is not None]
     return f"{statistics.mean(values):.0f}" if values else "–"
-
-
-def baseline_of(spec) -> str:
-    """The mapping a table's p-values test against: its spec's `baseline:`, softmax when
-    absent (NER has no softmax: its baseline is the entropy, the CRF)."""
-    return str(spec.get("baseline") or "softmax")
 
 
 # where the rules behind every table's columns and verdicts are written once

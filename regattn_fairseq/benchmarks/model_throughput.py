@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from regattn_bench.bench_configs import bench_config
 from regattn_bench.mapping_speed import require_device
 from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_checkout.paths import BENCH_RESULTS_DIR
@@ -40,7 +41,7 @@ from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 
 VOCAB = 8000
 # the variants timed: label -> the plugin's attention options (configs/bench/model_throughput.yaml)
-_VARIANTS = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "bench" / "model_throughput.yaml"))
+_VARIANTS = bench_config("model_throughput")
 MAPPINGS: dict[str, list[str]] = _VARIANTS["mappings"]
 # every ratio is to the first variant's median step
 BASELINE = next(iter(MAPPINGS))

@@ -49,7 +49,7 @@ def check_fairseq_version(version: str) -> None:
 check_fairseq_version(fairseq.__version__)
 
 import torch  # noqa: E402  (after the version check, so an untested fairseq fails here first)
-from fairseq import checkpoint_utils  # noqa: E402
+from fairseq import checkpoint_utils, search  # noqa: E402
 from fairseq.distributed import fsdp_wrap  # noqa: E402
 from fairseq.logging import progress_bar  # noqa: E402
 from fairseq.models import distributed_fairseq_model  # noqa: E402
@@ -76,6 +76,69 @@ def allow_namespace_in_checkpoints() -> None:
     """
     if argparse.Namespace not in torch.serialization.get_safe_globals():
         torch.serialization.add_safe_globals([argparse.Namespace])
+
+
+# The log-probability given to the EOS that ends a hypothesis at the maximum length where the
+# model gives EOS probability 0 (log 0 = -inf, which fairseq would drop): a penalty of 1e5 nats.
+# It ranks such a truncated hypothesis below one that ended by the model's own EOS unless that
+# one's tokens average under -1e5/max_len nats (-500 at fairseq's max_len_b = 200), and it is
+# small enough that float32 scores still separate truncated hypotheses by their tokens' scores
+# (the float32 spacing at 1e5 is 0.008 nats).
+TRUNCATED_EOS_LOG_PROB = -1e5
+
+
+class _SparseOutputBeamSearch(search.BeamSearch):
+    """fairseq's beam search, able to end hypotheses at the maximum length when the output
+    mapping gives EOS an exact zero.
+
+    At the last step (`step >= max_len`) fairseq's generator rules out every token but EOS and
+    keeps only the candidates whose score is finite. Under a sparse output mapping (sparsemax,
+    entmax) EOS can have probability 0 in every hypothesis still open, so no candidate is kept,
+    and the generator fails with `AssertionError: <max_len> < <max_len>`. This search sees that
+    step as the one where every non-EOS token of every hypothesis is -inf (the generator forces
+    it, and it needs step > 0) and there gives EOS, where the model gave it -inf,
+    TRUNCATED_EOS_LOG_PROB: such a sentence ends, truncated, and ranks below any hypothesis
+    that ended naturally. Any other step, and any model whose EOS is never exactly 0 (softmax),
+    gets fairseq's search unchanged (tests/plugin/test_fenchel_young_criterion.py).
+    """
+
+    def step(
+        self,
+        step,
+        lprobs,
+        scores,
+        prev_output_tokens=None,
+        original_batch_idxs=None,
+        candidate_multiple: int = 2,
+    ):
+        if step > 0:
+            others_ruled_out = (
+                torch.cat([lprobs[..., : self.eos], lprobs[..., self.eos + 1 :]], dim=-1)
+                .isneginf()
+                .all()
+            )
+            if others_ruled_out and lprobs[..., self.eos].isneginf().any():
+                lprobs = lprobs.clone()
+                eos = lprobs[..., self.eos]
+                lprobs[..., self.eos] = eos.masked_fill(eos.isneginf(), TRUNCATED_EOS_LOG_PROB)
+        return super().step(
+            step, lprobs, scores, prev_output_tokens, original_batch_idxs, candidate_multiple
+        )
+
+
+def end_sparse_output_hypotheses_at_max_len() -> None:
+    """Makes fairseq's default beam search (fairseq-generate, `task.build_generator`) the
+    `_SparseOutputBeamSearch`, so that models with a sparse output mapping decode to the end.
+
+    `FairseqTask.build_generator` builds `fairseq.search.BeamSearch(tgt_dict)` when no other
+    strategy (sampling, diverse beam, constraints, prefixes) is asked for, and fairseq-generate
+    gives us no argument to choose another class: the name is replaced in fairseq's `search`
+    module, which build_generator reads at each call. The subclass behaves as fairseq's search
+    unless EOS has probability 0 at the maximum length, where fairseq fails. If fairseq built
+    its beam search elsewhere, sparse-output decoding would fail again with fairseq's
+    AssertionError (tests/plugin/test_fenchel_young_criterion.py). Idempotent.
+    """
+    search.BeamSearch = _SparseOutputBeamSearch
 
 
 def use_python_attention_path(attention: MultiheadAttention) -> None:

@@ -3,6 +3,7 @@ decoder's next-token distribution the mapping of its scores (exact zeros: -inf
 log-probabilities), `--criterion regattn_fy` trains it with the mapping's Fenchel-Young loss,
 and beam search decodes with the zeros. Softmax with regattn_fy is the cross-entropy."""
 
+import argparse
 import math
 
 import pytest
@@ -23,8 +24,11 @@ from fairseq_helpers import (
 )
 
 from regattn import losses, mappings
+from regattn_fairseq import fairseq_adapter
 from regattn_fairseq.criterions.regattn_fenchel_young import RegattnFenchelYoungCriterion
 
+# fairseq's own beam search, which the plugin replaces (fairseq_adapter)
+STOCK_BEAM_SEARCH = fairseq_adapter._SparseOutputBeamSearch.__base__
 OUTPUTS = {"sparsemax": ("sparsemax", {}), "entmax15": ("entmax", {"alpha": 1.5})}
 
 
@@ -159,6 +163,86 @@ def _assert_beam_search_scores_are_the_teacher_forced_ones(checkpoint):
                     positional, hypo["positional_scores"], rtol=1e-4, atol=1e-4
                 )
     assert zeros > 0, total  # a sparse output: some tokens ruled out
+
+
+def _never_ending_model(translation_data, output):
+    """An untrained model whose output mapping gives EOS probability 0 at every step: it
+    never ends a sentence by itself."""
+    torch.manual_seed(0)
+    task, model = build_model(
+        translation_data, MODEL_ARGS["regattn_lstm"], ["--output-mapping", output]
+    )
+    with torch.no_grad():
+        model.decoder.fc_out.bias[task.target_dictionary.eos()] = -1e4
+    return task, model.eval()
+
+
+@pytest.mark.parametrize("output", list(OUTPUTS))
+def test_beam_search_ends_at_max_len_where_eos_has_probability_zero(output, translation_data):
+    """fairseq forces EOS at the maximum length and keeps only finite-scored candidates: with
+    p(EOS) = 0 in every hypothesis, stock fairseq fails (`AssertionError: 6 < 6`). The
+    plugin's beam search (the one `task.build_generator` and fairseq-generate build) ends the
+    hypotheses there, truncated, ranked by their tokens' scores."""
+    task, model = _never_ending_model(translation_data, output)
+    sample = translation_batch(task)
+    with torch.no_grad():
+        lprobs = model.get_normalized_probs(model(**sample["net_input"]), log_probs=True)
+    assert (lprobs[..., task.target_dictionary.eos()] == -math.inf).all()
+
+    args = argparse.Namespace(beam=3, max_len_a=0, max_len_b=6, nbest=3)
+    stock = SequenceGenerator(
+        [model],
+        task.target_dictionary,
+        beam_size=3,
+        max_len_a=0,
+        max_len_b=6,
+        search_strategy=STOCK_BEAM_SEARCH(task.target_dictionary),
+    )
+    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
+        stock.generate([model], sample)
+
+    generator = task.build_generator([model], args)
+    assert isinstance(generator.search, fairseq_adapter._SparseOutputBeamSearch)
+    with torch.no_grad():
+        hypos = generator.generate([model], sample)
+    assert len(hypos) == sample["nsentences"]
+    for sentence_hypos in hypos:
+        assert len(sentence_hypos) == 3
+        for hypo in sentence_hypos:
+            # 6 tokens, then the forced EOS with the stand-in for log 0
+            assert hypo["tokens"].tolist()[-1] == task.target_dictionary.eos()
+            assert len(hypo["tokens"]) == 7
+            positional = hypo["positional_scores"]
+            assert positional[-1] == fairseq_adapter.TRUNCATED_EOS_LOG_PROB
+            assert torch.isfinite(positional[:-1]).all()
+        # ranked by the scores of the tokens they hold
+        token_scores = [float(h["positional_scores"][:-1].sum()) for h in sentence_hypos]
+        assert token_scores == sorted(token_scores, reverse=True)
+
+
+def test_beam_search_is_fairseqs_where_eos_can_end_a_sentence(translation_data):
+    """With softmax (no exact zeros) the plugin's beam search finds exactly stock fairseq's
+    hypotheses and scores."""
+    torch.manual_seed(0)
+    task, model = build_model(translation_data, MODEL_ARGS["regattn_lstm"])
+    model.eval()
+    sample = translation_batch(task)
+    kwargs = dict(beam_size=4, max_len_a=0, max_len_b=5)
+    ours = SequenceGenerator([model], task.target_dictionary, **kwargs)
+    assert isinstance(ours.search, fairseq_adapter._SparseOutputBeamSearch)
+    stock = SequenceGenerator(
+        [model],
+        task.target_dictionary,
+        **kwargs,
+        search_strategy=STOCK_BEAM_SEARCH(task.target_dictionary),
+    )
+    with torch.no_grad():
+        for a, b in zip(
+            ours.generate([model], sample), stock.generate([model], sample), strict=True
+        ):
+            assert [h["tokens"].tolist() for h in a] == [h["tokens"].tolist() for h in b]
+            for ha, hb in zip(a, b, strict=True):
+                torch.testing.assert_close(ha["positional_scores"], hb["positional_scores"])
 
 
 def test_bad_output_mapping_is_an_argparse_error(translation_data):

@@ -88,19 +88,31 @@ TRUNCATED_EOS_LOG_PROB = -1e5
 
 
 class _SparseOutputBeamSearch(search.BeamSearch):
-    """fairseq's beam search, able to end hypotheses at the maximum length when the output
-    mapping gives EOS an exact zero.
+    """fairseq's beam search, able to end every sentence at the maximum length when the output
+    mapping gives tokens exact zeros.
 
-    At the last step (`step >= max_len`) fairseq's generator rules out every token but EOS and
-    keeps only the candidates whose score is finite. Under a sparse output mapping (sparsemax,
-    entmax) EOS can have probability 0 in every hypothesis still open, so no candidate is kept,
-    and the generator fails with `AssertionError: <max_len> < <max_len>`. This search sees that
-    step as the one where every non-EOS token of every hypothesis is -inf (the generator forces
-    it, and it needs step > 0) and there gives EOS, where the model gave it -inf,
-    TRUNCATED_EOS_LOG_PROB: such a sentence ends, truncated, and ranks below any hypothesis
-    that ended naturally. Any other step, and any model whose EOS is never exactly 0 (softmax),
-    gets fairseq's search unchanged (tests/plugin/test_fenchel_young_criterion.py).
+    fairseq's generator keeps only candidates with a finite score, and at the last step
+    (`step >= max_len`) rules out every token but EOS; it asserts that every sentence has then
+    ended. Under a sparse output mapping (sparsemax, entmax) that fails in two ways, both seen
+    as `AssertionError: <max_len> < <max_len>`:
+
+    - EOS has probability 0 in the hypotheses still open: none can end. At that step (the one
+      where every non-EOS token of every hypothesis is -inf, which the generator forces, and
+      step > 0) EOS gets TRUNCATED_EOS_LOG_PROB where the model gave it -inf, so the sentence
+      ends, truncated, ranked below any hypothesis that ended by the model's own EOS.
+    - A sentence has no open hypothesis with a finite score: its few tokens of nonzero
+      probability were all EOS, so its hypotheses ended early (fewer than the beam), and the
+      beam was filled with -inf candidates that can never end. `stop_on_max_len` (fairseq's own
+      flag, set by its prefix-constrained search) lets the generator stop at the maximum length
+      with the hypotheses it has instead of asserting.
+
+    Any model whose tokens never get exactly 0 (softmax) gets fairseq's search unchanged
+    (tests/plugin/test_fenchel_young_criterion.py).
     """
+
+    def __init__(self, tgt_dict):
+        super().__init__(tgt_dict)
+        self.stop_on_max_len = True
 
     def step(
         self,

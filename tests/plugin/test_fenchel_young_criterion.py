@@ -220,6 +220,45 @@ def test_beam_search_ends_at_max_len_where_eos_has_probability_zero(output, tran
         assert token_scores == sorted(token_scores, reverse=True)
 
 
+def test_beam_search_stops_at_max_len_when_a_sentence_has_only_dead_hypotheses(
+    translation_data,
+):
+    """A sparse distribution with fewer nonzero tokens than the beam fills the beam with -inf
+    candidates. Here step 0 allows one word and step 1 only EOS: one hypothesis ends, the
+    other two are -inf and can never end, and stock fairseq fails at the maximum length. The
+    plugin's search stops there with the hypothesis that ended."""
+    task, model = build_model(
+        translation_data, MODEL_ARGS["regattn_lstm"], ["--output-mapping", "sparsemax"]
+    )
+    model.eval()
+    dictionary = task.target_dictionary
+    word = dictionary.index("w3")
+    steps = []
+
+    def one_word_then_eos(net_output, log_probs, sample=None):
+        scores = net_output[0]
+        lprobs = torch.full_like(scores, -math.inf)
+        lprobs[..., dictionary.eos() if steps else word] = 0.0
+        steps.append(len(steps))
+        return lprobs
+
+    model.get_normalized_probs = one_word_then_eos
+    sample = translation_batch(task)
+    kwargs = dict(beam_size=3, max_len_a=0, max_len_b=6)
+    stock = SequenceGenerator(
+        [model], dictionary, **kwargs, search_strategy=STOCK_BEAM_SEARCH(dictionary)
+    )
+    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
+        stock.generate([model], sample)
+    steps.clear()
+    with torch.no_grad():
+        hypos = SequenceGenerator([model], dictionary, **kwargs).generate([model], sample)
+    assert len(hypos) == sample["nsentences"]
+    for sentence_hypos in hypos:
+        assert [h["tokens"].tolist() for h in sentence_hypos] == [[word, dictionary.eos()]]
+        assert sentence_hypos[0]["score"] == 0.0
+
+
 def test_beam_search_is_fairseqs_where_eos_can_end_a_sentence(translation_data):
     """With softmax (no exact zeros) the plugin's beam search finds exactly stock fairseq's
     hypotheses and scores."""

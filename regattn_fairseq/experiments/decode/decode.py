@@ -51,7 +51,7 @@ def decode(
     Raises
     ------
     ReproError
-        fairseq-generate is missing or failed.
+        fairseq-generate is missing or failed, or gave a sentence no hypothesis.
     """
     cmd = [
         tool_path("fairseq-generate"),
@@ -75,11 +75,20 @@ def decode(
     start = time.time()
     run_logged(cmd, out_dir / f"generate-{subset}.log", echo=False)
     elapsed = time.time() - start
-    hypotheses = {}
+    sources, hypotheses = set(), {}
     for line in (out_dir / f"generate-{subset}.txt").read_text(encoding="utf-8").splitlines():
-        if line.startswith("H-"):
+        if line.startswith("S-"):
+            sources.add(int(line.split("\t", 1)[0][2:]))
+        elif line.startswith("H-"):
             key, _score, *text = line.split("\t")
             hypotheses[int(key[2:])] = text[0] if text else ""
+    missing = sorted(sources - hypotheses.keys())
+    if missing:  # the outputs would no longer line up with the references
+        raise ReproError(
+            f"fairseq-generate gave no hypothesis for {len(missing)} of the {len(sources)} "
+            f"sentences of {subset} (ids {missing[:10]}{' ...' if len(missing) > 10 else ''}): "
+            f"see {out_dir / f'generate-{subset}.txt'}"
+        )
     return [hypotheses[i] for i in sorted(hypotheses)], elapsed
 
 

@@ -91,6 +91,10 @@ def _seq2seq_records(task, model, generator, sample, device, recorder):
     hypos = task.inference_step(generator, [model], sample)
     for i, sample_id in enumerate(sample["id"].tolist()):
         src = _strip_pad(sample["net_input"]["src_tokens"][i], src_dict.pad()).unsqueeze(0)
+        if not hypos[i]:
+            raise SystemExit(
+                f"export_attention: beam search gave sentence {sample_id} no hypothesis"
+            )
         tgt = hypos[i][0]["tokens"].unsqueeze(0)
         prev = torch.cat([tgt.new_full((1, 1), tgt_dict.eos()), tgt[:, :-1]], dim=1)
         recorder.clear()

@@ -59,10 +59,14 @@ from torch import nn
 
 __all__ = [
     "BASIS_WIDTHS",
+    "COMPACT_DENSITY",
     "DENSITIES",
+    "DENSITY_DECLARATIONS",
+    "REFERENCE_DENSITY",
     "SIGMA_SQ_FLOOR",
     "ContinuousAttention",
     "ContinuousAttentionOutput",
+    "DensityDeclaration",
     "GaussianBasis",
     "LearnedDensityHead",
     "continuous_attention",
@@ -76,7 +80,42 @@ __all__ = [
     "token_masses",
 ]
 
-DENSITIES = ("gaussian", "truncated_parabola")
+
+@dataclass(frozen=True)
+class DensityDeclaration:
+    """One density family of continuous attention, the one place its name is written.
+
+    name : the value of `density=` (and of fairseq's --continuous-density).
+    label : the continuous mapping it gives (Martins et al. 2020): the benchmark's row name.
+    title : its name in figures.
+    compact_support : whether it is zero outside an interval (`density_support` is finite).
+    """
+
+    name: str
+    label: str
+    title: str
+    compact_support: bool
+
+
+DENSITY_DECLARATIONS = {
+    d.name: d
+    for d in (
+        DensityDeclaration(
+            "gaussian", "continuous softmax", "continuous softmax (Gaussian)", False
+        ),
+        DensityDeclaration(
+            "truncated_parabola",
+            "continuous sparsemax",
+            "continuous sparsemax (truncated parabola)",
+            True,
+        ),
+    )
+}
+DENSITIES = tuple(DENSITY_DECLARATIONS)
+# continuous softmax: the default where continuous attention is asked for without a density
+REFERENCE_DENSITY = DENSITIES[0]
+# the sparse one: zero outside [mu - a, mu + a]
+COMPACT_DENSITY = next(d.name for d in DENSITY_DECLARATIONS.values() if d.compact_support)
 # widths s_j of the basis functions, as in the authors' code (deep-spin/quati): half of the
 # basis functions are narrow (local detail), half wide (the overall trend)
 BASIS_WIDTHS = (0.1, 0.5)

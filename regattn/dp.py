@@ -78,9 +78,11 @@ import torch
 from .mappings import sparsemax
 from .mappings._kernels import kernels, use_kernels
 
-__all__ = ["dtw", "viterbi", "viterbi_decode"]
+__all__ = ["REFERENCE_REG", "REGS", "dtw", "viterbi", "viterbi_decode"]
 
 REGS = ("entropy", "l2")
+# the entropy: its DP is the CRF (its value the log-partition, its gradient the marginals)
+REFERENCE_REG = REGS[0]
 # the compiled sweeps take an empty tensor for "every sequence uses all T steps"
 _NO_LENGTHS = torch.empty(0, dtype=torch.long)
 

@@ -44,7 +44,6 @@ from .run_record import append_run, commit_label, environment
 
 DEFAULT_LENGTHS = "20,50,100"
 QUICK_LENGTHS = "5,10"
-REGS = ("entropy", "l2")
 
 
 def _paths(device):
@@ -65,12 +64,12 @@ def _autograd(reg):
     return f"autograd through the recursion ({reg})"
 
 
-def autograd_viterbi(theta: torch.Tensor, reg: str = "entropy", gamma: float = 1.0):
+def autograd_viterbi(theta: torch.Tensor, reg: str = dp.REFERENCE_REG, gamma: float = 1.0):
     """The smoothed Viterbi recursion in differentiable torch ops (autograd baseline)."""
     v = theta.new_zeros(theta.shape[0], theta.shape[-1])
 
     def smax(x):
-        if reg == "entropy":
+        if reg == dp.REFERENCE_REG:
             return gamma * torch.logsumexp(x / gamma, -1)
         p = sparsemax(x, gamma=gamma)
         return (p * x).sum(-1) - 0.5 * gamma * (p * p).sum(-1)
@@ -121,7 +120,7 @@ def run(lengths, states, batch, gamma, repeats, min_run_time, seed, device):
             (_hard(path), "fwd"): _timer(_on_path(dp.viterbi_decode, forced), x, False)
             for path, forced in paths.items()
         }
-        for reg in REGS:
+        for reg in dp.REGS:
             for name, fn in _methods(reg, gamma, paths).items():
                 for mode in ("fwd", "fwd+bwd"):
                     cases[(name, mode)] = _timer(fn, x, mode == "fwd+bwd")
@@ -192,7 +191,7 @@ def markdown(run_record):
         + " | autograd fwd+bwd / custom fwd+bwd |",
         "|---|---|---|---|" + "---|" * len(paths) + "---|",
     ]
-    for reg in REGS:
+    for reg in dp.REGS:
         for path in paths:
             ours = _ours(reg, path)
             for t in lengths:

@@ -13,7 +13,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from regattn import mappings
+from regattn import continuous, dp, mappings
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_MODULES = 3
@@ -22,6 +22,14 @@ MAX_MODULES = 3
 def declared_names() -> set[str]:
     """Every declared mapping and control, and every attention config of theirs."""
     return set(mappings.DECLARATIONS) | set(mappings.attention_configs())
+
+
+# the other declared names: continuous attention's densities and the DP's regularisers, each
+# declared in its own module
+OTHER_DECLARATIONS = {
+    "regattn/continuous.py": set(continuous.DENSITIES),
+    "regattn/dp.py": set(dp.REGS),
+}
 
 
 def non_test_modules() -> list[str]:
@@ -81,7 +89,8 @@ def modules_naming(names: set[str], paths: list[str]) -> dict[str, list[str]]:
 
 
 def test_a_mapping_name_is_a_string_in_at_most_three_modules():
-    found = modules_naming(declared_names(), non_test_modules())
+    names = declared_names().union(*OTHER_DECLARATIONS.values())
+    found = modules_naming(names, non_test_modules())
     over = {name: paths for name, paths in found.items() if len(paths) > MAX_MODULES}
     assert not over, "\n".join(
         f"{name!r} is a string in {len(paths)} non-test modules (at most {MAX_MODULES}): "
@@ -91,11 +100,23 @@ def test_a_mapping_name_is_a_string_in_at_most_three_modules():
 
 
 def test_each_name_is_found_in_its_declaration():
-    """The count can fail: it finds every name in regattn/mappings' declarations."""
-    found = modules_naming(declared_names(), non_test_modules())
+    """The count can fail: it finds every name in its declaration."""
+    found = modules_naming(declared_names().union(*OTHER_DECLARATIONS.values()), non_test_modules())
     assert {
         name for name, paths in found.items() if "regattn/mappings/__init__.py" in paths
     } == declared_names()
+    for declaration, names in OTHER_DECLARATIONS.items():
+        assert {n for n, paths in found.items() if declaration in paths} >= names
+
+
+def test_densities_and_regularisers_are_in_their_declarations_only():
+    """A density or a DP regulariser is a string only in the module that declares it: the
+    options, the NER criterion and decoder, the export, the figures and the benchmarks read
+    the declaration."""
+    paths = non_test_modules()
+    for declaration, names in OTHER_DECLARATIONS.items():
+        found = modules_naming(names, paths)
+        assert {n: p for n, p in found.items() if p != [declaration]} == {}
 
 
 def test_comments_docstrings_and_all_do_not_count():

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from regattn.continuous import COMPACT_DENSITY, DENSITY_DECLARATIONS
 from regattn_bench.mapping_speed import require_device
 from regattn_bench.run_record import append_run, commit_label, environment
 from regattn_checkout.paths import BENCH_RESULTS_DIR
@@ -41,11 +42,10 @@ from .model_throughput import BASELINE, MAPPINGS, VOCAB, _scale_options, build
 from .model_throughput import run as run_training
 
 DENSITY_VARIANTS = {  # label -> options, without the basis size
-    "continuous softmax": ["--continuous-density", "gaussian"],
-    "continuous sparsemax": ["--continuous-density", "truncated_parabola"],
-    "continuous sparsemax + discrete": [
+    **{d.label: ["--continuous-density", d.name] for d in DENSITY_DECLARATIONS.values()},
+    f"{DENSITY_DECLARATIONS[COMPACT_DENSITY].label} + discrete": [
         "--continuous-density",
-        "truncated_parabola",
+        COMPACT_DENSITY,
         "--continuous-combine",
         "sum",
     ],

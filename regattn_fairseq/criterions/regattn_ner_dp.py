@@ -15,14 +15,14 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from regattn.dp import viterbi, viterbi_decode
+from regattn.dp import REFERENCE_REG, REGS, viterbi, viterbi_decode
 from regattn_fairseq.models.regattn_ner import path_score
 
 
 @dataclass
 class RegattnNERDPConfig(FairseqDataclass):
-    dp_reg: ChoiceEnum(["entropy", "l2"]) = field(
-        default="entropy",
+    dp_reg: ChoiceEnum(list(REGS)) = field(
+        default=REFERENCE_REG,
         metadata={
             "help": "regulariser of the smoothed max in DP_Omega: entropy (the CRF loss) or "
             "l2 (squared l2 norm: sparse marginals)"
@@ -42,7 +42,7 @@ def dp_loss(theta, target, lengths, reg, gamma):
 
 @register_criterion("regattn_ner_dp", dataclass=RegattnNERDPConfig)
 class RegattnNERDPCriterion(FairseqCriterion):
-    def __init__(self, task, dp_reg="entropy", dp_gamma=1.0):
+    def __init__(self, task, dp_reg=REFERENCE_REG, dp_gamma=1.0):
         super().__init__(task)
         self.reg, self.gamma = str(dp_reg), float(dp_gamma)
 

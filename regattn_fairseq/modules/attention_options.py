@@ -210,7 +210,7 @@ CONTINUOUS_COMBINES = ("none", "sum")
 CONTINUOUS_PARAMS = ("attention_moments", "learned_head")
 # the value each continuous option takes when --attention-domain continuous leaves it unset
 CONTINUOUS_DEFAULTS = {
-    "continuous_density": "gaussian",
+    "continuous_density": continuous.REFERENCE_DENSITY,
     "continuous_basis": 64,
     "continuous_ridge": 0.01,
     "continuous_combine": "none",

@@ -26,7 +26,7 @@ import torch
 from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from regattn.continuous import ContinuousAttention, density_support
+from regattn.continuous import DENSITY_DECLARATIONS, ContinuousAttention, density_support
 from regattn_fairseq.experiments.decode.attention_format import export_writer
 from regattn_fairseq.fairseq_adapter import decoder_attention
 from regattn_fairseq.modules import AttentionNormalizer
@@ -67,7 +67,7 @@ class _ContinuousRecorder:
             return {}
         mu = torch.stack([m[index] for m in self.mu])
         sigma_sq = torch.stack([s[index] for s in self.sigma_sq])
-        if self.density == "gaussian":
+        if not DENSITY_DECLARATIONS[self.density].compact_support:
             support = [None] * len(mu)
         else:
             low, high = density_support(mu, sigma_sq, self.density)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from regattn.analysis import attention_statistics
-from regattn.dp import viterbi
+from regattn.dp import REFERENCE_REG, viterbi
 from regattn_fairseq.experiments.core.paths import USER_DIR
 from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
 from regattn_fairseq.experiments.decode.attention_format import (
@@ -311,7 +311,7 @@ def evaluate(model, prepared, name: str, out_dir: Path) -> dict:
 
     evaluation = prepared.evaluation(name)
     criterion = OmegaConf.load(model.config_file).criterion if model.config_file.is_file() else {}
-    reg, gamma = str(criterion.get("dp_reg", "entropy")), float(criterion.get("dp_gamma", 1.0))
+    reg, gamma = str(criterion.get("dp_reg", REFERENCE_REG)), float(criterion.get("dp_gamma", 1.0))
     out_dir.mkdir(parents=True, exist_ok=True)
     export = out_dir / f"marginals-{evaluation['subset']}.jsonl"
     start = time.time()

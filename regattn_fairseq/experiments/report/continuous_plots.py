@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from regattn.continuous import (  # noqa: E402
     DENSITIES,
+    DENSITY_DECLARATIONS,
     density_from_attention,
     density_pdf,
     density_support,
@@ -41,10 +42,6 @@ from regattn_checkout.files import replacing
 from regattn_checkout.paths import FIGURES_DIR
 
 FORMATS = ("png", "pdf")
-DENSITY_TITLES = {
-    "gaussian": "continuous softmax (Gaussian)",
-    "truncated_parabola": "continuous sparsemax (truncated parabola)",
-}
 # The stated input of --example: a Multi30k-style source sentence and attention scores set by
 # hand for an output step translating "guitar" (most weight there, some on the words around).
 EXAMPLE = {
@@ -68,7 +65,7 @@ def plot_panel(
     )
     curve = density_pdf(grid, mu_, sigma_sq_, density) / length
     ax.plot(grid, curve, color="C0", lw=2, label=f"density p(t) / L ({density})")
-    if density == "truncated_parabola":
+    if DENSITY_DECLARATIONS[density].compact_support:
         low, high = density_support(mu_, sigma_sq_, density)
         ax.axvspan(float(low), float(high), color="C0", alpha=0.08, label="support μ ± (3σ²/2)^⅓")
     ax.axvline(mu, color="C0", ls=":", lw=1)
@@ -94,7 +91,7 @@ def example_figure(out_dir: Path) -> list[Path]:
             float(mu),
             float(sigma_sq),
             density,
-            DENSITY_TITLES[density],
+            DENSITY_DECLARATIONS[density].title,
         )
     fig.suptitle(
         "Continuous attention from the mean and variance of a discrete softmax "
@@ -126,7 +123,7 @@ def export_figure(export: Path, sentence_id: str, row: int, out_dir: Path) -> li
         record["density"]["mu"][row],
         record["density"]["sigma_sq"][row],
         density,
-        f"{DENSITY_TITLES[density]}, output step {row}"
+        f"{DENSITY_DECLARATIONS[density].title}, output step {row}"
         + (f" ({tgt[row]})" if row < len(tgt) else ""),
         discrete_label=f"discrete {record['mapping']['name']}"
         if "discrete_attention" in record

@@ -49,7 +49,7 @@ def check_fairseq_version(version: str) -> None:
 check_fairseq_version(fairseq.__version__)
 
 import torch  # noqa: E402  (after the version check, so an untested fairseq fails here first)
-from fairseq import checkpoint_utils, search  # noqa: E402
+from fairseq import checkpoint_utils, search, sequence_generator  # noqa: E402
 from fairseq.distributed import fsdp_wrap  # noqa: E402
 from fairseq.logging import progress_bar  # noqa: E402
 from fairseq.models import distributed_fairseq_model  # noqa: E402
@@ -88,31 +88,37 @@ TRUNCATED_EOS_LOG_PROB = -1e5
 
 
 class _SparseOutputBeamSearch(search.BeamSearch):
-    """fairseq's beam search, able to end every sentence at the maximum length when the output
-    mapping gives tokens exact zeros.
+    """fairseq's beam search, able to finish every sentence when the output mapping gives
+    tokens exact zeros (sparsemax, entmax: log-probability -inf).
 
-    fairseq's generator keeps only candidates with a finite score, and at the last step
-    (`step >= max_len`) rules out every token but EOS; it asserts that every sentence has then
-    ended. Under a sparse output mapping (sparsemax, entmax) that fails in two ways, both seen
-    as `AssertionError: <max_len> < <max_len>`:
+    fairseq's generator keeps only candidates with a finite score, ends a sentence once it has
+    `beam` hypotheses or at the maximum length (`step >= max_len`, where every token but EOS is
+    ruled out), and asserts that every sentence has then ended. Under a sparse output mapping
+    that fails (`AssertionError: <max_len> < <max_len>`), and this search mends it in three ways:
 
-    - EOS has probability 0 in the hypotheses still open: none can end. At that step (the one
-      where every non-EOS token of every hypothesis is -inf, which the generator forces, and
-      step > 0) EOS gets TRUNCATED_EOS_LOG_PROB where the model gave it -inf, so the sentence
-      ends, truncated, ranked below any hypothesis that ended by the model's own EOS.
-    - A sentence has no open hypothesis with a finite score: its few tokens of nonzero
-      probability were all EOS, so its hypotheses ended early (fewer than the beam), and the
-      beam was filled with -inf candidates that can never end. `stop_on_max_len` (fairseq's own
-      flag, set by its prefix-constrained search) lets the generator stop at the maximum length
-      with the hypotheses it has instead of asserting.
+    - A sentence with fewer tokens of nonzero probability than the beam gets its beam filled
+      with -inf candidates, which can never end; once its finite hypotheses have ended it would
+      never have `beam` of them. `exhausted` marks, at each step, the sentences left with no
+      finite continuation, and `_SparseOutputSequenceGenerator` ends them there: running them on
+      to the maximum length could only add -inf hypotheses (and cost up to max_len steps).
+    - EOS has probability 0 in the hypotheses still open at the maximum length: none could end.
+      At that step (the one where every non-EOS token of every hypothesis is -inf, which the
+      generator forces, and step > 0) EOS gets TRUNCATED_EOS_LOG_PROB where the model gave it
+      -inf, so the sentence ends, truncated, ranked below any hypothesis that ended by the
+      model's own EOS.
+    - `stop_on_max_len` (fairseq's own flag, set by its prefix-constrained search) lets the
+      generator stop at the maximum length with the hypotheses it has, for a sentence whose
+      open hypotheses all have probability 0 there, instead of asserting.
 
-    Any model whose tokens never get exactly 0 (softmax) gets fairseq's search unchanged
+    A model whose tokens never get exactly 0 (softmax) gets fairseq's search unchanged
     (tests/plugin/test_fenchel_young_criterion.py).
     """
 
     def __init__(self, tgt_dict):
         super().__init__(tgt_dict)
         self.stop_on_max_len = True
+        # (current batch,) bool after each step: the sentence has no finite non-EOS candidate
+        self.exhausted = None
 
     def step(
         self,
@@ -133,24 +139,44 @@ class _SparseOutputBeamSearch(search.BeamSearch):
                 lprobs = lprobs.clone()
                 eos = lprobs[..., self.eos]
                 lprobs[..., self.eos] = eos.masked_fill(eos.isneginf(), TRUNCATED_EOS_LOG_PROB)
-        return super().step(
+        cand_scores, cand_indices, cand_beams = super().step(
             step, lprobs, scores, prev_output_tokens, original_batch_idxs, candidate_multiple
         )
+        # a finite non-EOS continuation, if there is one, is among these candidates: the top
+        # 2 x beam hold at most one EOS per hypothesis
+        live = cand_scores.isfinite() & cand_indices.ne(self.eos)
+        self.exhausted = ~live.any(dim=1)
+        return cand_scores, cand_indices, cand_beams
 
 
-def end_sparse_output_hypotheses_at_max_len() -> None:
-    """Makes fairseq's default beam search (fairseq-generate, `task.build_generator`) the
-    `_SparseOutputBeamSearch`, so that models with a sparse output mapping decode to the end.
+class _SparseOutputSequenceGenerator(sequence_generator.SequenceGenerator):
+    """fairseq's generator, which also ends a sentence that its search marks `exhausted` (no
+    finite continuation left: `_SparseOutputBeamSearch`) when one of its hypotheses ends."""
+
+    def is_finished(self, step, unfin_idx, max_len, finalized_sent_len, beam_size):
+        exhausted = getattr(self.search, "exhausted", None)
+        if exhausted is not None and bool(exhausted[unfin_idx]):
+            return True
+        return super().is_finished(step, unfin_idx, max_len, finalized_sent_len, beam_size)
+
+
+def finish_sparse_output_beam_search() -> None:
+    """Makes fairseq's default beam search and generator (fairseq-generate,
+    `task.build_generator`, a `SequenceGenerator` built after this) the
+    `_SparseOutputBeamSearch` and `_SparseOutputSequenceGenerator`, so that models with a
+    sparse output mapping decode every sentence to its end.
 
     `FairseqTask.build_generator` builds `fairseq.search.BeamSearch(tgt_dict)` when no other
-    strategy (sampling, diverse beam, constraints, prefixes) is asked for, and fairseq-generate
-    gives us no argument to choose another class: the name is replaced in fairseq's `search`
-    module, which build_generator reads at each call. The subclass behaves as fairseq's search
-    unless EOS has probability 0 at the maximum length, where fairseq fails. If fairseq built
-    its beam search elsewhere, sparse-output decoding would fail again with fairseq's
-    AssertionError (tests/plugin/test_fenchel_young_criterion.py). Idempotent.
+    strategy (sampling, diverse beam, constraints, prefixes) is asked for, and the generator
+    from `fairseq.sequence_generator.SequenceGenerator`, reading both names in their modules at
+    each call; fairseq-generate gives us no argument to choose other classes, so the names are
+    replaced there. Both subclasses behave as fairseq's unless tokens have probability exactly 0.
+    If fairseq built its beam search elsewhere, sparse-output decoding would fail again with
+    fairseq's AssertionError, or run every batch to the maximum length
+    (tests/plugin/test_fenchel_young_criterion.py). Idempotent.
     """
     search.BeamSearch = _SparseOutputBeamSearch
+    sequence_generator.SequenceGenerator = _SparseOutputSequenceGenerator
 
 
 def use_python_attention_path(attention: MultiheadAttention) -> None:

@@ -11,8 +11,9 @@ fairseq_adapter.allow_namespace_in_checkpoints()
 # fairseq's trainer wraps these models in torch DDP for `distributed_world_size > 1`; on CPUs
 # (gloo) that needs the adapter's device-argument fix
 fairseq_adapter.allow_cpu_data_parallel()
-# a sparse output mapping can give EOS probability 0 where fairseq's beam search forces it
-fairseq_adapter.end_sparse_output_hypotheses_at_max_len()
+# a sparse output mapping gives tokens (EOS too) probability 0, which fairseq's beam search
+# cannot finish with
+fairseq_adapter.finish_sparse_output_beam_search()
 # the DDP consistency check: every rank writes its parameters at each checkpoint
 if os.environ.get(RANK_PARAMETERS_DIR_ENV):
     fairseq_adapter.save_parameters_on_every_rank(os.environ[RANK_PARAMETERS_DIR_ENV])

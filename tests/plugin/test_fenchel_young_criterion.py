@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 from fairseq import checkpoint_utils
-from fairseq.sequence_generator import SequenceGenerator
 from fairseq_helpers import (
     BATCH_ARGS,
     COMMON_ARGS,
@@ -29,6 +28,9 @@ from regattn_fairseq.criterions.regattn_fenchel_young import RegattnFenchelYoung
 
 # fairseq's own beam search, which the plugin replaces (fairseq_adapter)
 STOCK_BEAM_SEARCH = fairseq_adapter._SparseOutputBeamSearch.__base__
+STOCK_GENERATOR = fairseq_adapter._SparseOutputSequenceGenerator.__base__
+# the plugin's (what fairseq-generate and task.build_generator build once it is imported)
+GENERATOR = fairseq_adapter._SparseOutputSequenceGenerator
 OUTPUTS = {"sparsemax": ("sparsemax", {}), "entmax15": ("entmax", {"alpha": 1.5})}
 
 
@@ -141,7 +143,7 @@ def _assert_beam_search_scores_are_the_teacher_forced_ones(checkpoint):
     assert model.output_mapping == "sparsemax"
     model.eval()
     sample = translation_batch(task)
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=5, max_len_b=30)
+    generator = GENERATOR([model], task.target_dictionary, beam_size=5, max_len_b=30)
     zeros = total = 0
     with torch.no_grad():
         hypos = generator.generate([model], sample)
@@ -190,7 +192,7 @@ def test_beam_search_ends_at_max_len_where_eos_has_probability_zero(output, tran
     assert (lprobs[..., task.target_dictionary.eos()] == -math.inf).all()
 
     args = argparse.Namespace(beam=3, max_len_a=0, max_len_b=6, nbest=3)
-    stock = SequenceGenerator(
+    stock = STOCK_GENERATOR(
         [model],
         task.target_dictionary,
         beam_size=3,
@@ -220,43 +222,69 @@ def test_beam_search_ends_at_max_len_where_eos_has_probability_zero(output, tran
         assert token_scores == sorted(token_scores, reverse=True)
 
 
-def test_beam_search_stops_at_max_len_when_a_sentence_has_only_dead_hypotheses(
-    translation_data,
-):
-    """A sparse distribution with fewer nonzero tokens than the beam fills the beam with -inf
-    candidates. Here step 0 allows one word and step 1 only EOS: one hypothesis ends, the
-    other two are -inf and can never end, and stock fairseq fails at the maximum length. The
-    plugin's search stops there with the hypothesis that ended."""
+def _scripted_model(translation_data, script):
+    """(task, model, steps): a model whose next-token distribution at decoding step t puts all
+    its mass on the token script(t, dictionary); `steps` counts the decoder calls."""
     task, model = build_model(
         translation_data, MODEL_ARGS["regattn_lstm"], ["--output-mapping", "sparsemax"]
     )
     model.eval()
-    dictionary = task.target_dictionary
-    word = dictionary.index("w3")
-    steps = []
+    dictionary, steps = task.target_dictionary, []
 
-    def one_word_then_eos(net_output, log_probs, sample=None):
-        scores = net_output[0]
-        lprobs = torch.full_like(scores, -math.inf)
-        lprobs[..., dictionary.eos() if steps else word] = 0.0
+    def scripted(net_output, log_probs, sample=None):
+        lprobs = torch.full_like(net_output[0], -math.inf)
+        lprobs[..., script(len(steps), dictionary)] = 0.0
         steps.append(len(steps))
         return lprobs
 
-    model.get_normalized_probs = one_word_then_eos
-    sample = translation_batch(task)
+    model.get_normalized_probs = scripted
+    return task, model, steps
+
+
+def test_beam_search_ends_a_sentence_left_without_a_finite_continuation(translation_data):
+    """Fewer nonzero tokens than the beam fill the beam with -inf candidates, which can never
+    end. Here step 0 allows one word and step 1 only EOS: one hypothesis ends, the other two
+    are -inf. Stock fairseq waits for 3 hypotheses and fails at the maximum length; the
+    plugin's generator ends the sentence at step 1 with the one that ended."""
+    task, model, steps = _scripted_model(
+        translation_data, lambda t, d: d.index("w3") if t == 0 else d.eos()
+    )
+    dictionary, sample = task.target_dictionary, translation_batch(task)
     kwargs = dict(beam_size=3, max_len_a=0, max_len_b=6)
-    stock = SequenceGenerator(
+    stock = STOCK_GENERATOR(
         [model], dictionary, **kwargs, search_strategy=STOCK_BEAM_SEARCH(dictionary)
     )
     with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
         stock.generate([model], sample)
     steps.clear()
     with torch.no_grad():
-        hypos = SequenceGenerator([model], dictionary, **kwargs).generate([model], sample)
+        hypos = GENERATOR([model], dictionary, **kwargs).generate([model], sample)
+    assert len(steps) == 2  # steps 0 and 1, not on to the maximum length
     assert len(hypos) == sample["nsentences"]
     for sentence_hypos in hypos:
-        assert [h["tokens"].tolist() for h in sentence_hypos] == [[word, dictionary.eos()]]
+        tokens = [h["tokens"].tolist() for h in sentence_hypos]
+        assert tokens == [[dictionary.index("w3"), dictionary.eos()]]
         assert sentence_hypos[0]["score"] == 0.0
+
+
+def test_beam_search_stops_at_max_len_when_no_hypothesis_can_end(translation_data):
+    """A model that puts all its mass on padding (which fairseq rules out) after one word: no
+    hypothesis has a finite score left and none can end. Stock fairseq asserts at the maximum
+    length; the plugin's stops there, with no hypothesis for those sentences (decode() then
+    names them: tests/experiments/decode/test_decode.py)."""
+    task, model, _ = _scripted_model(
+        translation_data, lambda t, d: d.index("w3") if t == 0 else d.pad()
+    )
+    dictionary, sample = task.target_dictionary, translation_batch(task)
+    kwargs = dict(beam_size=3, max_len_a=0, max_len_b=6)
+    stock = STOCK_GENERATOR(
+        [model], dictionary, **kwargs, search_strategy=STOCK_BEAM_SEARCH(dictionary)
+    )
+    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
+        stock.generate([model], sample)
+    with torch.no_grad():
+        hypos = GENERATOR([model], dictionary, **kwargs).generate([model], sample)
+    assert hypos == [[] for _ in range(sample["nsentences"])]
 
 
 def test_beam_search_is_fairseqs_where_eos_can_end_a_sentence(translation_data):
@@ -267,9 +295,9 @@ def test_beam_search_is_fairseqs_where_eos_can_end_a_sentence(translation_data):
     model.eval()
     sample = translation_batch(task)
     kwargs = dict(beam_size=4, max_len_a=0, max_len_b=5)
-    ours = SequenceGenerator([model], task.target_dictionary, **kwargs)
+    ours = GENERATOR([model], task.target_dictionary, **kwargs)
     assert isinstance(ours.search, fairseq_adapter._SparseOutputBeamSearch)
-    stock = SequenceGenerator(
+    stock = STOCK_GENERATOR(
         [model],
         task.target_dictionary,
         **kwargs,

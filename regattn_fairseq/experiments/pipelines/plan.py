@@ -88,18 +88,28 @@ class PlannedJob:
     note: str = ""
 
 
-def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> float | None:
-    """The wall time one job of `mapping` should take: the median over its converged runs in
-    the table's rows of training plus decoding (each run once), else over every converged run
-    of the experiment; None without any."""
+# where an estimate is taken from, most specific first: (same experiment?, same mapping?); a
+# new experiment of a table (inflection's sparse-output cell) is estimated from the table's
+# other experiments, which train the same models on the same data
+ESTIMATE_SCOPES = ((True, True), (True, False), (False, True), (False, False))
 
-    def costs(of_mapping: str | None) -> list[float]:
+
+def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> float | None:
+    """The wall time one job of `mapping` should take: the median of training plus decoding
+    (each run once) over the converged runs of the first of ESTIMATE_SCOPES that has any (the
+    mapping in this experiment, the experiment, the mapping in the table, the table); None
+    when the table has none."""
+
+    def costs(same_experiment: bool, same_mapping: bool) -> list[float]:
         runs: dict[str, list[dict]] = {}
         for row in split_current(rows)[0]:
-            if row["experiment"] != experiment or is_baseline(row) or row.get("dry_run"):
+            if is_baseline(row) or row.get("dry_run"):
                 continue
-            if of_mapping is None or row["mapping"] == of_mapping:
-                runs.setdefault(row["run_id"], []).append(row)
+            if same_experiment and row["experiment"] != experiment:
+                continue
+            if same_mapping and row["mapping"] != mapping:
+                continue
+            runs.setdefault(row["run_id"], []).append(row)
         kept, _ = converged([run_rows[0] for run_rows in runs.values()])
         return [
             float(train_record(row)["wall_s"])
@@ -108,8 +118,8 @@ def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> fl
             if train_record(row).get("wall_s")
         ]
 
-    for scope in (mapping, None):
-        values = costs(scope)
+    for scope in ESTIMATE_SCOPES:
+        values = costs(*scope)
         if values:
             return statistics.median(values)
     return None
@@ -117,13 +127,13 @@ def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> fl
 
 def grid_seconds(rows: list[ResultRow], experiment: str, mapping: str, runs: int, epochs: int):
     """A γ grid's estimate: `runs` runs of `epochs` epochs at the median seconds per epoch of
-    the mapping's (else the experiment's) rows; None without any."""
-    for scope in (mapping, None):
+    the first of ESTIMATE_SCOPES with rows; None when the table has none."""
+    for same_experiment, same_mapping in ESTIMATE_SCOPES:
         per_epoch = [
             train["wall_s"] / train["epochs"]
             for row in split_current(rows)[0]
-            if row["experiment"] == experiment
-            and (scope is None or row["mapping"] == scope)
+            if (not same_experiment or row["experiment"] == experiment)
+            and (not same_mapping or row["mapping"] == mapping)
             and not is_baseline(row)
             and (train := train_record(row)).get("wall_s")
             and train.get("epochs")

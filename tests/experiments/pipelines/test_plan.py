@@ -111,7 +111,12 @@ def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(ca
     rows.append(row("a3", "softmax", 9000, 60, stop="max_epoch"))  # not converged: not used
     assert plan.estimate_seconds(rows, "e", "softmax") == pytest.approx(760)
     assert plan.estimate_seconds(rows, "e", "uniform") == pytest.approx(760)  # the experiment's
-    assert plan.estimate_seconds(rows, "other", "softmax") is None
+    rows.append({**row("b1", "uniform", 100, 20), "experiment": "f"})
+    # another experiment of the table: its mapping's runs there, else all its runs
+    assert plan.estimate_seconds(rows, "other", "softmax") == pytest.approx(760)
+    assert plan.estimate_seconds(rows, "other", "uniform") == pytest.approx(120)
+    assert plan.estimate_seconds(rows, "other", "fusedmax") == pytest.approx(660)
+    assert plan.estimate_seconds([], "e", "softmax") is None
     jobs = [
         plan.PlannedJob("e", "softmax", 1, True),
         plan.PlannedJob("e", "softmax", 2, False, 600.0),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from regattn import mappings
 from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.core.result_row import gamma_selection, train_record
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.pipelines import plan
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
@@ -26,7 +27,6 @@ from regattn_fairseq.experiments.pipelines.table_jobs import (
     gamma_overrides,
     train_fresh,
 )
-from regattn_fairseq.experiments.rows.schema import gamma_selection, train_record
 from regattn_fairseq.experiments.train.train import learning_curve
 
 # the table mappings that take a temperature γ (model.attention_gamma), from the mappings'

@@ -23,13 +23,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from regattn_fairseq.experiments.core import cli
 from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.core.result_row import ResultRow
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows.build import Scored, job_rows, model_train_record
 from regattn_fairseq.experiments.rows.job import Job
-from regattn_fairseq.experiments.rows.schema import ResultRow
 from regattn_fairseq.experiments.rows.store import load_rows
 from regattn_fairseq.experiments.score.evaluate import evaluate
 from regattn_fairseq.experiments.score.significance import write_items

@@ -26,8 +26,8 @@ from pathlib import Path
 from regattn_checkout.errors import ReproError
 from regattn_checkout.files import write_file
 from regattn_checkout.paths import RESULTS_DIR
+from regattn_fairseq.experiments.core.result_row import items_record, row_problem
 from regattn_fairseq.experiments.report.figures import figure_sidecar_name
-from regattn_fairseq.experiments.rows.schema import row_problem
 from regattn_fairseq.experiments.rows.store import (
     append_rows,
     check_row_kinds,
@@ -49,9 +49,9 @@ def _sidecars(source: Path, row: dict) -> list[tuple[Path, str | None]]:
     """A row's sidecar files relative to the results folder, each with the SHA-256 the row
     records (None where it records none)."""
     files = []
-    items = row.get("items") or {}
-    if items.get("file"):
-        files.append((Path(items["file"]), items.get("sha256")))
+    items = items_record(row)
+    if items is not None:
+        files.append((Path(items["file"]), items["sha256"]))
     figure = figure_sidecar_name(row["run_id"], row["evaluation"])
     if (source / figure).is_file():
         files.append((figure, None))

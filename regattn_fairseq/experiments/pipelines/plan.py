@@ -26,9 +26,9 @@ from omegaconf import DictConfig
 
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import experiment_mappings
+from regattn_fairseq.experiments.core.result_row import ResultRow, decode_record, train_record
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.rows.keys import is_baseline, split_current
-from regattn_fairseq.experiments.rows.schema import ResultRow, decode_record, train_record
 from regattn_fairseq.experiments.rows.store import load_rows
 
 RECIPE_KEYS = ("gamma", "gamma_seeds", "gamma_select_epochs", "threads")

@@ -29,6 +29,7 @@ from regattn.integrations import pretrained_models
 from regattn_fairseq.experiments.core.cli import UsageError
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats, gamma_selection
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
@@ -44,7 +45,6 @@ from regattn_fairseq.experiments.pipelines.table_jobs import table_outputs
 from regattn_fairseq.experiments.rows.build import Scored, job_rows
 from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.keys import job_key
-from regattn_fairseq.experiments.rows.schema import ResultRow, attention_stats, gamma_selection
 from regattn_fairseq.experiments.score.hf_classify import classify
 from regattn_fairseq.experiments.score.significance import write_items
 from regattn_fairseq.experiments.train.hf_finetune import (

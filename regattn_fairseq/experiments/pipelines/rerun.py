@@ -37,13 +37,7 @@ from regattn_checkout.paths import REPO_ROOT, RESULTS_DIR
 from regattn_checkout.provenance import git
 from regattn_fairseq.experiments.core.paths import DEFAULT_DATA_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
-from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.data.sources import SOURCES
-from regattn_fairseq.experiments.pipelines.jobs import Outputs, run_job
-from regattn_fairseq.experiments.report.reruns import draw_reruns
-from regattn_fairseq.experiments.rows.job import Job
-from regattn_fairseq.experiments.rows.keys import cell_key, job_key, row_config_sha256, row_label
-from regattn_fairseq.experiments.rows.schema import (
+from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
     from_dirty_tree,
     gamma_selection,
@@ -52,6 +46,12 @@ from regattn_fairseq.experiments.rows.schema import (
     training_commit,
     training_start,
 )
+from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.data.sources import SOURCES
+from regattn_fairseq.experiments.pipelines.jobs import Outputs, run_job
+from regattn_fairseq.experiments.report.reruns import draw_reruns
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.keys import cell_key, job_key, row_config_sha256, row_label
 from regattn_fairseq.experiments.rows.store import append_records, read_rows
 
 # overrides every run has (paths and the job's identity), passed again by reproduce.py

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.core.result_row import attention_stats
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import plan
@@ -24,7 +25,6 @@ from regattn_fairseq.experiments.pipelines.plan import TableRun
 from regattn_fairseq.experiments.rows import baselines
 from regattn_fairseq.experiments.rows.job import Job
 from regattn_fairseq.experiments.rows.keys import job_key
-from regattn_fairseq.experiments.rows.schema import attention_stats
 from regattn_fairseq.experiments.train.train import (
     compose_settings,
     hydra_overrides,

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from regattn_checkout.files import replacing
+from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats
 from regattn_fairseq.experiments.rows.keys import split_current
-from regattn_fairseq.experiments.rows.schema import ResultRow, attention_stats
 
 # the range of a learned α (regattn.mappings.learned_alpha: 1.01 + 0.99 sigmoid)
 ALPHA_RANGE = (1.0, 2.0)

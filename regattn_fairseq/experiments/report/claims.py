@@ -64,15 +64,15 @@ import numpy as np
 from scipy import stats
 
 from regattn import mappings
-from regattn_fairseq.experiments.report.convergence import converged
-from regattn_fairseq.experiments.report.learning_curves import stopped_early
-from regattn_fairseq.experiments.rows.keys import cell_key, split_current
-from regattn_fairseq.experiments.rows.schema import (
+from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
     attention_stats,
     gamma_selection,
     train_record,
 )
+from regattn_fairseq.experiments.report.convergence import converged
+from regattn_fairseq.experiments.report.learning_curves import stopped_early
+from regattn_fairseq.experiments.rows.keys import cell_key, split_current
 from regattn_fairseq.experiments.score.significance import p_against
 
 CONFIDENCE = 0.95

@@ -18,13 +18,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, split_current
-from regattn_fairseq.experiments.rows.schema import (
+from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
     decode_record,
     gamma_selection,
     train_record,
 )
+from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, split_current
 
 _SELECT_EPOCHS = re.compile(r"within the first (\d+) epochs")
 

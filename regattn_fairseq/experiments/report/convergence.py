@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import theilslopes
 
+from regattn_fairseq.experiments.core.result_row import ResultRow
 from regattn_fairseq.experiments.report.learning_curves import row_curve, stopped_early
-from regattn_fairseq.experiments.rows.schema import ResultRow
 
 TAIL_PATIENCES = 2
 TAIL_CONFIDENCE = 0.95

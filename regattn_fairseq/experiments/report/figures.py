@@ -10,17 +10,17 @@ from pathlib import Path
 
 from regattn_checkout.files import replacing, write_file
 from regattn_fairseq.experiments.core.labels import mapping_label
-from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
-from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
-from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label, split_current
-from regattn_fairseq.experiments.rows.schema import (
+from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
     attention_stats,
     gamma_selection,
     model_settings,
     training_commit,
 )
+from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
+from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
+from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
+from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label, split_current
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
 FIGURE_SENTENCES = 25

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from regattn_checkout.files import replacing
-from regattn_fairseq.experiments.rows.schema import ResultRow, train_record
+from regattn_fairseq.experiments.core.result_row import ResultRow, train_record
 
 STOP_WORDS = {
     "patience": "early-stopped",

@@ -20,6 +20,7 @@ from regattn_checkout.files import write_file
 from regattn_checkout.paths import REPO_ROOT, RESULTS_DIR
 from regattn_fairseq.experiments.core.cli import run_main
 from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.result_row import ResultRow, gamma_selection
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.claims import (
     cell_mean,
@@ -33,7 +34,6 @@ from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
 from regattn_fairseq.experiments.rows.keys import is_baseline, row_config_sha256, row_label
-from regattn_fairseq.experiments.rows.schema import ResultRow, gamma_selection
 from regattn_fairseq.experiments.rows.store import load_rows
 
 START, END = "<!-- results-summary:start -->", "<!-- results-summary:end -->"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from regattn_checkout.files import replacing
-from regattn_fairseq.experiments.rows.schema import ResultRow
+from regattn_fairseq.experiments.core.result_row import ResultRow
 from regattn_fairseq.experiments.rows.store import load_rows
 
 

@@ -17,6 +17,15 @@ from typing import NamedTuple
 
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.dry_run import describe as describe_dry_run
+from regattn_fairseq.experiments.core.result_row import (
+    ResultRow,
+    attention_stats,
+    from_dirty_tree,
+    gamma_selection,
+    train_record,
+    training_commit,
+    training_start,
+)
 from regattn_fairseq.experiments.decode.tagging import format_count
 from regattn_fairseq.experiments.report.alpha_plots import (
     alpha_figure_name,
@@ -43,15 +52,6 @@ from regattn_fairseq.experiments.rows.keys import (
     row_config_sha256,
     row_label,
     split_current,
-)
-from regattn_fairseq.experiments.rows.schema import (
-    ResultRow,
-    attention_stats,
-    from_dirty_tree,
-    gamma_selection,
-    train_record,
-    training_commit,
-    training_start,
 )
 from regattn_fairseq.experiments.score.significance import p_against
 

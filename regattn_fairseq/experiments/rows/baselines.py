@@ -42,6 +42,7 @@ from pathlib import Path
 
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.result_row import ResultRow
 from regattn_fairseq.experiments.data.builders.inflection import decode_target
 from regattn_fairseq.experiments.data.builders.ner import iobes_to_iob2
 from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
@@ -51,7 +52,6 @@ from regattn_fairseq.experiments.data.test_sets import experiment_test_sets, pre
 from regattn_fairseq.experiments.data.text_processing import moses_detokenize
 from regattn_fairseq.experiments.rows.build import Scored, job_rows
 from regattn_fairseq.experiments.rows.job import Job
-from regattn_fairseq.experiments.rows.schema import ResultRow
 from regattn_fairseq.experiments.score import scorers
 from regattn_fairseq.experiments.score.metrics import metric
 from regattn_fairseq.experiments.score.significance import write_items

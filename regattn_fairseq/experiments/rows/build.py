@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.rows.job import Job
-from regattn_fairseq.experiments.rows.keys import config_sha256
-from regattn_fairseq.experiments.rows.schema import (
+from regattn_fairseq.experiments.core.result_row import (
     ROW_VERSION,
     AttentionStats,
     BaselineRecord,
@@ -22,6 +19,9 @@ from regattn_fairseq.experiments.rows.schema import (
     ResultRow,
     TrainRecord,
 )
+from regattn_fairseq.experiments.data.prepare import PreparedData
+from regattn_fairseq.experiments.rows.job import Job
+from regattn_fairseq.experiments.rows.keys import config_sha256
 from regattn_fairseq.experiments.train.train import TrainedModel
 from regattn_fairseq.pretrained_embeddings import row_fields as pretrained_embedding_fields
 

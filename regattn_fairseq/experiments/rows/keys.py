@@ -15,7 +15,7 @@ import hashlib
 import json
 
 from regattn_fairseq.experiments.core.labels import MAPPING_PARAMS, mapping_label
-from regattn_fairseq.experiments.rows.schema import (
+from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
     model_settings,
     swept_values,

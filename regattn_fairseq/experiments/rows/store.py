@@ -17,8 +17,8 @@ from pathlib import Path
 from regattn_checkout.errors import ReproError
 from regattn_checkout.files import fsync_folder, write_file
 from regattn_checkout.paths import RESULTS_DIR
+from regattn_fairseq.experiments.core.result_row import ResultRow, row_problem, upgrade
 from regattn_fairseq.experiments.rows.keys import row_key
-from regattn_fairseq.experiments.rows.schema import ResultRow, row_problem, upgrade
 
 
 @contextmanager

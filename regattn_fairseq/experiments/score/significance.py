@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from regattn_checkout.files import write_file
+from regattn_fairseq.experiments.core.result_row import ResultRow, items_record
 
 N_RESAMPLES = 1000
 SEED = 12345
@@ -146,14 +147,14 @@ def write_items(results_dir: Path, run_id: str, evaluation: str, items: dict) ->
     return {"file": str(relative), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def read_items(results_dir: Path, row: dict) -> dict | None:
+def read_items(results_dir: Path, row: ResultRow) -> dict | None:
     """A row's per-item data, or None when it has none (rows older than the sidecars).
 
     Parameters
     ----------
     results_dir : Path
         the results folder.
-    row : dict
+    row : ResultRow
         a result row.
 
     Returns
@@ -166,8 +167,8 @@ def read_items(results_dir: Path, row: dict) -> dict | None:
     ValueError
         the sidecar's SHA-256 differs from the one the row recorded.
     """
-    record = row.get("items")
-    if not record:
+    record = items_record(row)
+    if record is None:
         return None
     path = results_dir / record["file"]
     if not path.is_file():

@@ -36,11 +36,11 @@ from regattn_checkout.errors import ReproError
 from regattn_checkout.files import write_file
 from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.provenance import provenance
+from regattn_fairseq.experiments.core.result_row import ResultRow, train_record
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.decode.decode import validate_accuracy
 from regattn_fairseq.experiments.report.claims import cell_mean, representative_cells
 from regattn_fairseq.experiments.rows.keys import is_baseline, row_label
-from regattn_fairseq.experiments.rows.schema import ResultRow, train_record
 from regattn_fairseq.experiments.rows.store import load_rows
 from regattn_fairseq.experiments.train.train import TrainedModel
 

@@ -37,6 +37,7 @@ from omegaconf import DictConfig
 
 from regattn_checkout.provenance import git_state
 from regattn_fairseq.experiments.core.labels import MAPPING_PARAMS, mapping_label
+from regattn_fairseq.experiments.core.result_row import attention_stats
 from regattn_fairseq.experiments.data.fingerprint import data_fingerprint
 
 RUN_RECORD = "wandb_run.json"
@@ -222,7 +223,7 @@ def log_results(save_dir: Path, rows: list[dict]) -> None:
         summary.update(
             {
                 f"{evaluation}/attention/{k}": v
-                for k, v in (row.get("attention") or {}).items()
+                for k, v in attention_stats(row).items()
                 if isinstance(v, (int, float))
             }
         )

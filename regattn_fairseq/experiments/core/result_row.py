@@ -217,6 +217,11 @@ def attention_stats(row: ResultRow) -> AttentionStats:
     return row.get("attention") or {}
 
 
+def items_record(row: ResultRow) -> ItemsRecord | None:
+    """Where a row's per-item scores are; None for a row without (written before them)."""
+    return row.get("items") or None
+
+
 def gamma_selection(row: ResultRow) -> GammaSelection | None:
     """How GAMMA=auto chose the γ a row was trained at; None when γ was not chosen so."""
     return row.get("gamma_selection") or None

@@ -8,7 +8,9 @@ plugin's models compute what stock fairseq's `lstm` and `transformer` compute (e
 training mode, beam search), and each function below is exercised there, except the two of
 data-parallel training (`allow_cpu_data_parallel`, `save_parameters_on_every_rank`), which
 tests/experiments/train/test_distributed.py exercises, and the wandb one
-(`log_progress_into_active_wandb_run`), tests/experiments/train/test_tracking.py's. Run those
+(`log_progress_into_active_wandb_run`), tests/experiments/train/test_tracking.py's, and the
+sparse-output beam search (`finish_sparse_output_beam_search`),
+tests/plugin/test_fenchel_young_criterion.py's. Run those
 tests before adding a fairseq version to TESTED_FAIRSEQ_VERSIONS.
 
 Behaviour relied on without a call to route here: fairseq's `TransformerConfig.from_namespace`

@@ -131,16 +131,10 @@ class _SparseOutputBeamSearch(search.BeamSearch):
         original_batch_idxs=None,
         candidate_multiple: int = 2,
     ):
-        if step > 0:
-            others_ruled_out = (
-                torch.cat([lprobs[..., : self.eos], lprobs[..., self.eos + 1 :]], dim=-1)
-                .isneginf()
-                .all()
-            )
-            if others_ruled_out and lprobs[..., self.eos].isneginf().any():
-                lprobs = lprobs.clone()
-                eos = lprobs[..., self.eos]
-                lprobs[..., self.eos] = eos.masked_fill(eos.isneginf(), TRUNCATED_EOS_LOG_PROB)
+        eos = lprobs[..., self.eos]
+        if step > 0 and eos.isneginf().any() and self._only_eos_left(lprobs):
+            lprobs = lprobs.clone()
+            lprobs[..., self.eos] = eos.masked_fill(eos.isneginf(), TRUNCATED_EOS_LOG_PROB)
         cand_scores, cand_indices, cand_beams = super().step(
             step, lprobs, scores, prev_output_tokens, original_batch_idxs, candidate_multiple
         )
@@ -149,6 +143,19 @@ class _SparseOutputBeamSearch(search.BeamSearch):
         live = cand_scores.isfinite() & cand_indices.ne(self.eos)
         self.exhausted = ~live.any(dim=1)
         return cand_scores, cand_indices, cand_beams
+
+    def _only_eos_left(self, lprobs) -> bool:
+        """Whether every non-EOS token of every hypothesis is -inf: the maximum-length step,
+        where the generator forces it. Called on every decoding step of a sparse model, so the
+        first hypothesis is looked at alone first: at any other step it has a finite token."""
+        rows = lprobs.reshape(-1, lprobs.size(-1))
+        for checked in (rows[:1], rows):
+            if (
+                checked[:, : self.eos].isfinite().any()
+                or checked[:, self.eos + 1 :].isfinite().any()
+            ):
+                return False
+        return True
 
 
 class _SparseOutputSequenceGenerator(sequence_generator.SequenceGenerator):

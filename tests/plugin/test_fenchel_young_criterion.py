@@ -34,6 +34,20 @@ GENERATOR = fairseq_adapter._SparseOutputSequenceGenerator
 OUTPUTS = {"sparsemax": ("sparsemax", {}), "entmax15": ("entmax", {"alpha": 1.5})}
 
 
+# a beam of 3 and a maximum length of 6 tokens: stock fairseq's failure reads `6 < 6`
+MAX_LEN_6 = dict(beam_size=3, max_len_a=0, max_len_b=6)
+
+
+def _assert_stock_fairseq_fails(model, dictionary, sample):
+    """fairseq's own generator and search, at MAX_LEN_6, fail on `model` at the maximum
+    length."""
+    stock = STOCK_GENERATOR(
+        [model], dictionary, **MAX_LEN_6, search_strategy=STOCK_BEAM_SEARCH(dictionary)
+    )
+    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
+        stock.generate([model], sample)
+
+
 @pytest.mark.parametrize("model_name", ["regattn_lstm", "regattn_transformer"])
 @pytest.mark.parametrize("output", list(OUTPUTS))
 def test_criterion_is_the_fenchel_young_loss_of_the_output_mapping(
@@ -192,16 +206,7 @@ def test_beam_search_ends_at_max_len_where_eos_has_probability_zero(output, tran
     assert (lprobs[..., task.target_dictionary.eos()] == -math.inf).all()
 
     args = argparse.Namespace(beam=3, max_len_a=0, max_len_b=6, nbest=3)
-    stock = STOCK_GENERATOR(
-        [model],
-        task.target_dictionary,
-        beam_size=3,
-        max_len_a=0,
-        max_len_b=6,
-        search_strategy=STOCK_BEAM_SEARCH(task.target_dictionary),
-    )
-    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
-        stock.generate([model], sample)
+    _assert_stock_fairseq_fails(model, task.target_dictionary, sample)
 
     generator = task.build_generator([model], args)
     assert isinstance(generator.search, fairseq_adapter._SparseOutputBeamSearch)
@@ -250,15 +255,10 @@ def test_beam_search_ends_a_sentence_left_without_a_finite_continuation(translat
         translation_data, lambda t, d: d.index("w3") if t == 0 else d.eos()
     )
     dictionary, sample = task.target_dictionary, translation_batch(task)
-    kwargs = dict(beam_size=3, max_len_a=0, max_len_b=6)
-    stock = STOCK_GENERATOR(
-        [model], dictionary, **kwargs, search_strategy=STOCK_BEAM_SEARCH(dictionary)
-    )
-    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
-        stock.generate([model], sample)
+    _assert_stock_fairseq_fails(model, dictionary, sample)
     steps.clear()
     with torch.no_grad():
-        hypos = GENERATOR([model], dictionary, **kwargs).generate([model], sample)
+        hypos = GENERATOR([model], dictionary, **MAX_LEN_6).generate([model], sample)
     assert len(steps) == 2  # steps 0 and 1, not on to the maximum length
     assert len(hypos) == sample["nsentences"]
     for sentence_hypos in hypos:
@@ -276,14 +276,9 @@ def test_beam_search_stops_at_max_len_when_no_hypothesis_can_end(translation_dat
         translation_data, lambda t, d: d.index("w3") if t == 0 else d.pad()
     )
     dictionary, sample = task.target_dictionary, translation_batch(task)
-    kwargs = dict(beam_size=3, max_len_a=0, max_len_b=6)
-    stock = STOCK_GENERATOR(
-        [model], dictionary, **kwargs, search_strategy=STOCK_BEAM_SEARCH(dictionary)
-    )
-    with torch.no_grad(), pytest.raises(AssertionError, match="6 < 6"):
-        stock.generate([model], sample)
+    _assert_stock_fairseq_fails(model, dictionary, sample)
     with torch.no_grad():
-        hypos = GENERATOR([model], dictionary, **kwargs).generate([model], sample)
+        hypos = GENERATOR([model], dictionary, **MAX_LEN_6).generate([model], sample)
     assert hypos == [[] for _ in range(sample["nsentences"])]
 
 

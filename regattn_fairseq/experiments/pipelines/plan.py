@@ -12,6 +12,8 @@ which of its jobs are done and which are left, how long the rest should take, an
 - **Progress.** `Progress` prints one line per job: k of N, elapsed, ETA.
 - **Table run.** `TableRun` is what one invocation's steps share: the table, the checked
   arguments, the seeds and mappings, the folders; `run_dir` is where each job's run lives.
+- **Trainer.** `ExperimentTrainer` is how one kind of experiment (its config's ``trainer:``) is
+  checked, planned, tuned and run; `pipelines.trainers` holds one per kind.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -285,3 +288,38 @@ class TableRun:
     def mappings_of(self, experiment) -> list[str]:
         """The run's mappings that `experiment` trains (`config.experiment_mappings`)."""
         return experiment_mappings(experiment, self.mappings)
+
+
+@dataclass(frozen=True)
+class ExperimentTrainer:
+    """How a table's experiments of one kind are checked, planned, tuned and run: the one place
+    `reproduce` learns what kind an experiment is (its config's ``trainer:``,
+    `pipelines.trainers.trainer_of`).
+
+    Attributes
+    ----------
+    name : str
+        the ``trainer:`` value of the experiments it runs.
+    gamma_mappings : tuple of str
+        the mappings a γ (``--gamma``) applies to.
+    check_mapping : callable
+        ``(experiment, args, mapping, gamma)``: refuse, before any data is read, a mapping's
+        options that its jobs would refuse (`UsageError`); ``gamma`` stands for the run's γ
+        grid, and applies only to ``gamma_mappings``.
+    plan_jobs : callable
+        ``(table, experiment, data) -> (list of PlannedJob, float)``: each job, done or to do,
+        without training anything, and the estimated seconds of the γ grids left.
+    choose_gammas : callable
+        ``(table, experiment, data)``: run the γ grids of the mappings that have no recorded
+        choice (``--gamma-select-only``).
+    run : callable
+        ``(table, experiment, data, progress) -> list of Path``: train and score every job whose
+        rows are missing; the attention exports of the first seed (the figure's panels).
+    """
+
+    name: str
+    gamma_mappings: tuple[str, ...]
+    check_mapping: Callable[..., None]
+    plan_jobs: Callable[..., tuple[list[PlannedJob], float]]
+    choose_gammas: Callable[..., None]
+    run: Callable[..., list[Path]]

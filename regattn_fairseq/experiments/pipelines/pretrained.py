@@ -37,6 +37,7 @@ from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid
 from regattn_fairseq.experiments.pipelines.jobs import run_job
 from regattn_fairseq.experiments.pipelines.plan import (
+    ExperimentTrainer,
     PlannedJob,
     estimate_seconds,
     grid_seconds,
@@ -56,8 +57,6 @@ from regattn_fairseq.experiments.train.hf_finetune import (
 )
 from regattn_fairseq.experiments.train.train import record_training_start
 
-TRAINER = "huggingface"
-
 
 def _say(line: str) -> None:
     print(line, flush=True)
@@ -70,11 +69,6 @@ def _say(line: str) -> None:
 GAMMA_MAPPINGS = tuple(m for m in mappings.gamma_configs() if m != mappings.REFERENCE_MAPPING)
 CRITERION = "validation loss"
 STARTED_FILE = "started.json"
-
-
-def is_pretrained(experiment) -> bool:
-    """Whether a table's experiment fine-tunes a pretrained Hugging Face model."""
-    return experiment.get("trainer") == TRAINER
 
 
 def pinned_model(experiment) -> pretrained_models.PinnedModel:
@@ -138,6 +132,10 @@ def check_mapping(experiment, scale: str, mapping: str, gamma) -> None:
         AttentionMapping(settings.backend, num_heads=heads, **params)
     except (TypeError, ValueError) as error:
         raise UsageError(f"{experiment.name} {mapping}: {error}") from None
+
+
+def _check_run_mapping(experiment, args, mapping: str, gamma) -> None:
+    check_mapping(experiment, args.scale, mapping, gamma)
 
 
 def _job(table, experiment, data: PreparedData, mapping, seed, gamma, selection=None, select=False):
@@ -266,6 +264,13 @@ def gamma_of(table, experiment, data, mapping: str, choose: bool):
     return (selection["chosen"], selection) if selection else (None, None)
 
 
+def choose_gammas(table, experiment, data: PreparedData) -> None:
+    """--gamma-select-only: each mapping's γ chosen on its short runs where no choice is
+    recorded (`gamma_of`)."""
+    for mapping in table.mappings_of(experiment):
+        gamma_of(table, experiment, data, mapping, choose=True)
+
+
 @functools.cache
 def _train_size_of(root: Path) -> int:
     return len((root / "raw" / "train.premise").read_text(encoding="utf-8").splitlines())
@@ -276,7 +281,7 @@ def _train_size(data: PreparedData) -> int:
 
 
 def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
-    """Each job of the experiment, done or to do (`reproduce._plan_jobs`' counterpart), and
+    """Each job of the experiment, done or to do (`fairseq_trainer.plan_jobs`' counterpart), and
     the estimated seconds of the γ grids left."""
     rows = table.rows()
     jobs, grids = [], 0.0
@@ -389,3 +394,13 @@ def finetuned_rows(job: Job, table: str, results_dir: Path, run, started: dict) 
     rows = job_rows(job, table, run_id, train, scored, fingerprint, context)
     checksums.verify(job.data)
     return rows
+
+
+TRAINER = ExperimentTrainer(
+    name="huggingface",
+    gamma_mappings=GAMMA_MAPPINGS,
+    check_mapping=_check_run_mapping,
+    plan_jobs=plan_jobs,
+    choose_gammas=choose_gammas,
+    run=run_experiment,
+)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Reproduce one paper table end to end: prepare the data, train one model per attention
-mapping (and seed) with fairseq-hydra-train, decode with fairseq-generate (or classify with
-fairseq-validate), score, and append the rows to results/raw/<table>.jsonl, regenerating
-results/<table>.md next to the paper's numbers.
+mapping (and seed), score it, and append the rows to results/raw/<table>.jsonl, regenerating
+results/<table>.md next to the paper's numbers. How an experiment trains and scores is its
+trainer's (`trainers`): fairseq-hydra-train, then fairseq-generate or fairseq-validate
+(`fairseq_trainer`), or a pretrained Hugging Face encoder fine-tuned (`pretrained`).
 
     python scripts/reproduce.py table2 --scale small
     python scripts/reproduce.py nmt --scale smoke --mappings softmax sparsemax
@@ -22,30 +23,14 @@ from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
-from regattn_fairseq.experiments.pipelines import pretrained
 from regattn_fairseq.experiments.pipelines.arguments import (
     add_table_arguments,
     settle_table_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
-from regattn_fairseq.experiments.pipelines.gamma_select import (
-    GAMMA_MAPPINGS,
-    choose_gamma,
-    planned_gamma,
-)
-from regattn_fairseq.experiments.pipelines.plan import (
-    PlannedJob,
-    Progress,
-    TableRun,
-    estimate_seconds,
-    print_plan,
-)
-from regattn_fairseq.experiments.pipelines.table_jobs import (
-    MappingSetup,
-    run_baselines,
-    run_table_job,
-    table_job,
-)
+from regattn_fairseq.experiments.pipelines.plan import Progress, TableRun, print_plan
+from regattn_fairseq.experiments.pipelines.table_jobs import run_baselines
+from regattn_fairseq.experiments.pipelines.trainers import trainer_of
 from regattn_fairseq.experiments.pipelines.validation import check_table
 from regattn_fairseq.experiments.report.figures import (
     figure_panels,
@@ -83,7 +68,8 @@ def run(argv: list[str] | None = None) -> None:
     # before any training: every job, done or to do, and the CPU-hours left
     jobs, grids = [], 0.0
     for experiment in experiments:
-        planned, grid = _plan_jobs(table, experiment, prepared[experiment.name])
+        trainer = trainer_of(experiment)
+        planned, grid = trainer.plan_jobs(table, experiment, prepared[experiment.name])
         jobs, grids = jobs + planned, grids + grid
     print_plan(args.table, table.scale, jobs, grids)
     if args.plan_only:
@@ -108,14 +94,12 @@ def run(argv: list[str] | None = None) -> None:
     if args.baselines_only:
         return
     for experiment in experiments:
-        if args.gamma_select_only and pretrained.is_pretrained(experiment):
-            for mapping in table.mappings_of(experiment):
-                pretrained.gamma_of(table, experiment, prepared[experiment.name], mapping, True)
-        elif args.gamma_select_only:
-            for mapping in table.mappings_of(experiment):
-                _mapping_setup(table, experiment, prepared[experiment.name], mapping)
+        trainer, data = trainer_of(experiment), prepared[experiment.name]
+        if args.gamma_select_only:
+            trainer.choose_gammas(table, experiment, data)
         else:
-            _run_experiment(table, experiment, prepared[experiment.name], progress)
+            exports = trainer.run(table, experiment, data, progress)
+            _draw_attention_figure(table, experiment, exports)
 
 
 def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace) -> TableRun:
@@ -130,7 +114,7 @@ def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace
     """
     scale = args.scale
     # every argument, the mappings' parameters included, before any data is read (issue #26)
-    check_table(spec, experiments, args, GAMMA_MAPPINGS)
+    check_table(spec, experiments, args)
     # the first line says where the data comes from (hub stand-in included) and its sizes
     datasets = [(e.dataset, e.get("dataset_options")) for e in experiments]
     print(
@@ -187,85 +171,6 @@ def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
     experiment.test_sets = [t.name for name, t in test_sets.items() if name not in left_out]
     if left_out:
         print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
-
-
-def _plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, float]:
-    """Each job of the experiment, done (its rows exist) or to do with its estimated wall
-    time, without training anything: a mapping whose γ has no recorded choice
-    (`gamma_select.planned_gamma`) has its seeds to do after its grid, whose estimate is
-    returned apart.
-
-    Returns
-    -------
-    tuple
-        (list of `plan.PlannedJob`, the estimated seconds of the γ grids left).
-    """
-    if pretrained.is_pretrained(experiment):
-        return pretrained.plan_jobs(table, experiment, data)
-    args, rows = table.args, table.rows()
-    jobs, grids = [], 0.0
-    for mapping in table.mappings_of(experiment):
-        gamma, note, grid = planned_gamma(table, experiment, data, mapping, rows)
-        grids += grid
-        estimate = estimate_seconds(rows, experiment.name, mapping)
-        setup = MappingSetup(mapping, gamma, None)
-        for seed in table.seeds:
-            done = False
-            tuned_without_choice = (
-                gamma is None and args.gamma == "auto" and mapping in GAMMA_MAPPINGS
-            )
-            if not tuned_without_choice:
-                job = table_job(table, experiment, data, setup, seed)
-                done = bool(job.finished(rows)) and not (args.rescore or args.retrain)
-            jobs.append(
-                PlannedJob(experiment.name, mapping, seed, done, None if done else estimate, note)
-            )
-    return jobs, grids
-
-
-def _run_experiment(table: TableRun, experiment, data: PreparedData, progress=None) -> None:
-    """Train and score every mapping and seed of an experiment, then draw its attention
-    figure; `progress` (`plan.Progress`) prints a line as each job to do starts."""
-    if pretrained.is_pretrained(experiment):
-        _draw_attention_figure(
-            table, experiment, pretrained.run_experiment(table, experiment, data, progress)
-        )
-        return
-    exports = []  # first evaluation set, first seed: one panel per mapping in the figure
-    for mapping in table.mappings_of(experiment):
-        setup = _mapping_setup(table, experiment, data, mapping)
-        for seed in table.seeds:
-            if progress is not None:
-                progress.start(experiment.name, mapping, seed)
-            export = run_table_job(table, experiment, data, setup, seed)
-            if export is not None:
-                exports.append(export)
-    _draw_attention_figure(table, experiment, exports)
-
-
-def _mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str) -> MappingSetup:
-    """How `mapping` is trained: at the γ chosen on validation (--gamma auto), at a fixed γ
-    (--gamma <number>), or at its config's (no --gamma, or a mapping with no temperature)."""
-    args = table.args
-    selection, gamma = None, None
-    if args.gamma and mapping not in GAMMA_MAPPINGS:
-        print(f"[gamma] {mapping} has no temperature γ: trained at its default")
-    elif args.gamma == "auto":
-        selection = choose_gamma(
-            table.spec,
-            experiment,
-            table.scale,
-            mapping,
-            table.seeds,
-            data,
-            table.work_dir,
-            args,
-            table.rows(),
-        )
-        gamma = selection["chosen"]
-    elif args.gamma:
-        gamma = float(args.gamma)
-    return MappingSetup(mapping, gamma, selection)
 
 
 def _draw_attention_figure(table: TableRun, experiment, exports: list[Path]) -> None:

@@ -16,6 +16,7 @@ from regattn_fairseq.experiments.core.config import (
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import pretrained
+from regattn_fairseq.experiments.pipelines.trainers import trainer_of
 from regattn_fairseq.experiments.report.tables import STATISTICS_VIEWS
 from regattn_fairseq.experiments.train.train import compose_settings
 
@@ -175,7 +176,7 @@ def test_orchestration_specs_point_at_existing_configs(spec_file):
     experiments = spec.experiments if "experiments" in spec else [spec.experiment]
     for experiment in experiments:
         assert (CONFIG_DIR / "prepare" / f"{experiment.dataset}.yaml").is_file()
-        if pretrained.is_pretrained(experiment):
+        if trainer_of(experiment) is pretrained.TRAINER:
             # a fine-tuned pretrained model: its settings compose for every mapping and scale
             for scale in experiment.scales:
                 for mapping in spec.mappings:

@@ -12,6 +12,7 @@ from regattn import mappings
 from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import (
+    fairseq_trainer,
     gamma_edge,
     gamma_select,
     plan,
@@ -265,7 +266,7 @@ def test_gamma_select_only_trains_the_grid_and_nothing_else(tmp_path, monkeypatc
     monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
     monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
     monkeypatch.setattr(reproduce, "run_baselines", never)
-    monkeypatch.setattr(reproduce, "run_table_job", never)
+    monkeypatch.setattr(fairseq_trainer, "run_table_job", never)
     argv = ["inflection", "--scale", "smoke", "--mappings", "sparsemax", "entmax15"]
     argv += ["--seeds", "1,2", "--gamma", "auto", "--gamma-grid", "1,4", "--gamma-seeds"]
     argv += ["first", "--gamma-select-epochs", "1", "--gamma-select-only"]

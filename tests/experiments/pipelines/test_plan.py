@@ -9,7 +9,7 @@ import pytest
 
 from regattn_checkout.errors import ReproError
 from regattn_checkout.paths import RESULTS_DIR
-from regattn_fairseq.experiments.pipelines import plan, reproduce, table_jobs
+from regattn_fairseq.experiments.pipelines import fairseq_trainer, plan, reproduce, table_jobs
 
 
 def test_the_recipe_fills_what_the_command_line_leaves_unset():
@@ -68,8 +68,8 @@ def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatc
     monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
     monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
     monkeypatch.setattr(table_jobs, "train", never)
-    for name in ("run_baselines", "run_table_job"):
-        monkeypatch.setattr(reproduce, name, never)
+    monkeypatch.setattr(reproduce, "run_baselines", never)
+    monkeypatch.setattr(fairseq_trainer, "run_table_job", never)
     argv = ["table2", "--plan-only", "--allow-dirty", "--work-dir", str(tmp_path)]
     reproduce.run([*argv, "--results-dir", str(results)])
     out = capsys.readouterr().out

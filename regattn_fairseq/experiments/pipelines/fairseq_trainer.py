@@ -130,17 +130,7 @@ def mapping_setup(table: TableRun, experiment, data: PreparedData, mapping: str)
     if args.gamma and mapping not in GAMMA_MAPPINGS:
         print(f"[gamma] {mapping} has no temperature γ: trained at its default")
     elif args.gamma == "auto":
-        selection = choose_gamma(
-            table.spec,
-            experiment,
-            table.scale,
-            mapping,
-            table.seeds,
-            data,
-            table.work_dir,
-            args,
-            table.rows(),
-        )
+        selection = choose_gamma(table, experiment, data, mapping, table.rows())
         gamma = selection["chosen"]
     elif args.gamma:
         gamma = float(args.gamma)

@@ -19,7 +19,6 @@ from regattn import mappings
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.result_row import gamma_selection, train_record
 from regattn_fairseq.experiments.core.run_lock import run_lock
-from regattn_fairseq.experiments.pipelines import plan
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
 from regattn_fairseq.experiments.pipelines.plan import TableRun, grid_seconds
 from regattn_fairseq.experiments.pipelines.table_jobs import (
@@ -67,7 +66,7 @@ class SelectionHow:
         return {"grid": self.grid, "criterion": self.criterion, "seeds": self.seeds}
 
 
-def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, rows=()) -> dict:
+def choose_gamma(table: TableRun, experiment, data, mapping: str, rows=()) -> dict:
     """GAMMA=auto: train every γ of the grid and pick the best validation loss.
 
     The grid is trained for every seed (``--gamma-seeds all``, the mean loss decides) or for
@@ -88,6 +87,8 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
 
     Parameters
     ----------
+    table : TableRun
+        the table run: its spec, arguments, seeds (``seeds`` above) and folders.
     rows : list of dict, optional
         the table's raw rows (`store.load_rows`), searched for a recorded choice.
 
@@ -97,11 +98,10 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         ``{"grid", "extend", "extended", "criterion", "seeds", "validation": {γ: mean best
         validation loss}, "chosen"}``.
     """
-    how = _selection_how(spec, args, seeds)
+    args = table.args
+    how = _selection_how(table.spec, args, table.seeds)
     if not args.retrain:
-        recorded = _recorded_gamma_choice(
-            rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how
-        )
+        recorded = _recorded_gamma_choice(table, experiment, data, mapping, rows, how)
         if recorded is not None:
             selection, run_id = recorded
             print(
@@ -116,12 +116,11 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
         """The selection seeds' mean best validation loss at γ, trained where it is not."""
         losses = []
         for seed in how.seeds:
-            run_dir = plan.run_dir(
-                work_dir, spec, experiment, scale, data, mapping, seed, gamma, args.dry_run
+            run_dir = _selection_dir(
+                table.run_dir(experiment, data, mapping, seed, gamma), how.epochs
             )
-            run_dir = _selection_dir(run_dir, how.epochs)
             losses.append(
-                _selection_loss(experiment, scale, mapping, seed, gamma, data, run_dir, args, how)
+                _selection_loss(table, experiment, data, mapping, seed, gamma, run_dir, how)
             )
         return round(sum(losses) / len(losses), 4)
 
@@ -147,7 +146,7 @@ def choose_gamma(spec, experiment, scale, mapping, seeds, data, work_dir, args, 
     }
 
 
-def _selection_loss(experiment, scale, mapping, seed, gamma, data, run_dir, args, how) -> float:
+def _selection_loss(table: TableRun, experiment, data, mapping, seed, gamma, run_dir, how):
     """The best validation loss of one grid run of the choice in `run_dir`, trained there
     (`table_jobs.train_fresh` of its job) unless it is a shortened selection run whose log
     holds its last epoch.
@@ -157,10 +156,11 @@ def _selection_loss(experiment, scale, mapping, seed, gamma, data, run_dir, args
     ReproError
         the run's log holds no validation loss.
     """
+    args = table.args
     extra = [*gamma_overrides(args.override, gamma), *how.overrides]
     job = fairseq_job(
         experiment,
-        scale,
+        table.scale,
         data,
         mapping,
         seed,
@@ -256,9 +256,7 @@ def _selection_run_finished(run_dir: Path, epochs: int) -> bool:
     return epochs in _selection_curve(run_dir).get("epochs", [])
 
 
-def _recorded_gamma_choice(
-    rows, spec, experiment, scale, mapping, seeds, data, work_dir, args, how: SelectionHow
-):
+def _recorded_gamma_choice(table: TableRun, experiment, data, mapping, rows, how: SelectionHow):
     """A γ choice recorded in ``rows`` for this job, made the way ``how`` says.
 
     Parameters
@@ -281,27 +279,18 @@ def _recorded_gamma_choice(
         row
         for row in rows
         if row["mapping"] == mapping
-        and row["seed"] in seeds
+        and row["seed"] in table.seeds
         and all((gamma_selection(row) or {}).get(k) == v for k, v in how.matched.items())
         and selection_settled(gamma_selection(row), how.extend)
     ]
     for row in reversed(candidates):  # the newest first
         selection = gamma_selection(row)
         gamma = selection["chosen"]
-        run_dir = plan.run_dir(
-            work_dir,
-            spec,
-            experiment,
-            scale,
-            data,
-            mapping,
-            row["seed"],
-            gamma,
-            args.dry_run,
-        )
+        run_dir = table.run_dir(experiment, data, mapping, row["seed"], gamma)
+        args = table.args
         extra = gamma_overrides(args.override, gamma)
         job = fairseq_job(
-            experiment, scale, data, mapping, row["seed"], run_dir, extra, args.dry_run, gamma
+            experiment, table.scale, data, mapping, row["seed"], run_dir, extra, args.dry_run, gamma
         )
         if job.finished(rows):
             return selection, row["run_id"]
@@ -327,18 +316,7 @@ def planned_gamma(
     how = _selection_how(table.spec, args, table.seeds)
     recorded = None
     if not args.retrain:
-        recorded = _recorded_gamma_choice(
-            rows,
-            table.spec,
-            experiment,
-            table.scale,
-            mapping,
-            table.seeds,
-            data,
-            table.work_dir,
-            args,
-            how,
-        )
+        recorded = _recorded_gamma_choice(table, experiment, data, mapping, rows, how)
     if recorded is not None:
         return recorded[0]["chosen"], "", 0.0
     return _grid_left(table, experiment, data, mapping, rows, how)

@@ -28,6 +28,11 @@ from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.train import train as runs
 
 
+def _table(spec, args, seeds, work_dir) -> plan.TableRun:
+    """A table run of `args` (at their scale) with `seeds`, its runs under `work_dir`."""
+    return plan.TableRun(spec, args, seeds, list(spec.mappings), work_dir, work_dir / "results")
+
+
 def test_gamma_grid_arguments():
     args = reproduce.parse_args(["inflection", "--gamma", "auto", "--gamma-grid", "1,4"])
     assert args.gamma_grid == [1.0, 4.0]
@@ -90,7 +95,7 @@ def test_interrupted_grid_run_is_resumed_not_taken_as_finished(tmp_path, monkeyp
         (run_dir / "checkpoints" / "checkpoint_best.pt").write_bytes(b"interrupted")
     monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = gamma_select.choose_gamma(
-        spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
+        _table(spec, args, [1], tmp_path), experiment, data, "sparsemax"
     )
     assert trained == [1.0, 4.0]
     assert selection["chosen"] == 4.0 and selection["grid"] == [1.0, 4.0]
@@ -171,7 +176,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = gamma_select.choose_gamma(
-        spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args
+        _table(spec, args, [1, 2, 3], tmp_path), experiment, data, "sparsemax"
     )
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
     assert selection["seeds"] == [1]
@@ -182,7 +187,7 @@ def test_gamma_chosen_on_the_first_seed_trains_the_grid_once(tmp_path, monkeypat
     trained.clear()
     args.gamma_seeds = reproduce.parse_args([*argv, "--gamma-seeds", "1"]).gamma_seeds
     assert gamma_select.choose_gamma(
-        spec, experiment, "smoke", "sparsemax", [2], data, tmp_path, args
+        _table(spec, args, [2], tmp_path), experiment, data, "sparsemax"
     ) == {**selection}
     assert trained == [(1, "model.attention_gamma=1.0"), (1, "model.attention_gamma=4.0")]
     for bad in ("none", "1,x", ""):
@@ -236,7 +241,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = gamma_select.choose_gamma(
-        spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args
+        _table(spec, args, [1], tmp_path), experiment, data, "sparsemax"
     )
     assert [run_dir for run_dir, _ in trained] == [folders[4.0], folders[16.0]]
     assert trained[0][1] == ["optimization.max_epoch=3", "checkpoint.patience=-1"]
@@ -245,7 +250,7 @@ def test_finished_selection_run_is_read_from_its_log_without_its_checkpoints(tmp
     # --retrain trains every grid run again, finished or not
     trained.clear()
     args.retrain = True
-    gamma_select.choose_gamma(spec, experiment, "smoke", "sparsemax", [1], data, tmp_path, args)
+    gamma_select.choose_gamma(_table(spec, args, [1], tmp_path), experiment, data, "sparsemax")
     assert len(trained) == 3
 
 
@@ -350,7 +355,7 @@ def test_recorded_gamma_choice_is_taken_without_training_the_grid(tmp_path, monk
     def choose(rows):
         trained.clear()
         return gamma_select.choose_gamma(
-            spec, experiment, "smoke", "sparsemax", [1, 2, 3], data, tmp_path, args, rows
+            _table(spec, args, [1, 2, 3], tmp_path), experiment, data, "sparsemax", rows
         )
 
     rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 4.0, recorded)
@@ -516,7 +521,7 @@ def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = gamma_select.choose_gamma(
-        spec, experiment, "smoke", "sparsemax", [1, 2], data, tmp_path, args, rows
+        _table(spec, args, [1, 2], tmp_path), experiment, data, "sparsemax", rows
     )
     return selection, trained
 

@@ -190,11 +190,18 @@ def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: fl
 @dataclass
 class Progress:
     """One line per job of a table run: '[job 3/8] summarization uniform seed 2: elapsed
-    1.2 h, ETA 2.3 h' (the ETA from the plan's estimates of the jobs left)."""
+    1.2 h, ETA 2.3 h' (the ETA from the plan's estimates of the jobs left).
+
+    A job the plan could not estimate (a table or cell with no committed run yet) is counted at
+    the median wall time of this run's jobs so far, and the line says so; before any job has
+    finished, the ETA of such jobs is unknown, never left out of the sum.
+    """
 
     jobs: list[PlannedJob]
     started: float = field(default_factory=time.monotonic)
     count: int = 0
+    durations: list[float] = field(default_factory=list)  # this run's jobs, as they end
+    job_started: float | None = None
 
     def start(self, experiment: str, mapping: str, seed: int) -> None:
         todo = [job for job in self.jobs if not job.done]
@@ -208,13 +215,30 @@ class Progress:
         )
         if index is None:  # done already: the skip line says so
             return
+        now = time.monotonic()
+        if self.job_started is not None:  # the job before this one has ended
+            self.durations.append(now - self.job_started)
+        self.job_started = now
         self.count += 1
-        left = [job.seconds for job in todo[index:] if job.seconds is not None]
-        elapsed = time.monotonic() - self.started
         print(
             f"[job {index + 1}/{len(todo)}] {experiment} {mapping} seed {seed}: elapsed "
-            f"{hours(elapsed)}, ETA {hours(sum(left)) if left else 'unknown'}",
+            f"{hours(now - self.started)}, ETA {self.eta(todo[index:])}",
             flush=True,
+        )
+
+    def eta(self, left: list[PlannedJob]) -> str:
+        """The time the jobs `left` should take: their estimates, and the run's median job for
+        those without one."""
+        known = [job.seconds for job in left if job.seconds is not None]
+        unknown = len(left) - len(known)
+        if not unknown:
+            return hours(sum(known))
+        if not self.durations:
+            return f"unknown ({unknown} of {len(left)} jobs left without an estimate)"
+        typical = statistics.median(self.durations)
+        return (
+            f"{hours(sum(known) + unknown * typical)} ({unknown} of {len(left)} jobs counted at "
+            f"this run's median job, {hours(typical)})"
         )
 
 

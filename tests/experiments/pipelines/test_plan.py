@@ -133,3 +133,27 @@ def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(ca
     assert "[plan]   e softmax: seeds 1 done; seeds 2 to do (~10 min each)" in out
     assert "[job 1/2] e softmax seed 2: elapsed 0 min, ETA 30 min" in out
     assert "[job 2/2] e uniform seed 1: elapsed 0 min, ETA 20 min" in out
+
+
+def test_progress_never_leaves_a_job_without_an_estimate_out_of_the_eta(capsys, monkeypatch):
+    """A new table's jobs have no estimate: the ETA says so until a job of the run has ended,
+    then counts them at the run's median job (before, it summed the known estimates alone)."""
+    clock = iter([0.0, 1800.0, 5400.0])  # each job's start
+    monkeypatch.setattr(plan.time, "monotonic", lambda: next(clock))
+    jobs = [
+        plan.PlannedJob("e", "softmax", 1, False),
+        plan.PlannedJob("e", "softmax", 2, False),
+        plan.PlannedJob("e", "uniform", 1, False, 600.0),
+    ]
+    progress = plan.Progress(jobs, started=0.0)
+    progress.start("e", "softmax", 1)
+    progress.start("e", "softmax", 2)
+    progress.start("e", "uniform", 1)
+    out = capsys.readouterr().out
+    assert "[job 1/3] e softmax seed 1: elapsed 0 min, ETA unknown (2 of 3 jobs left" in out
+    # softmax seed 1 took 30 min: seed 2 is counted at it, uniform at its estimate
+    assert (
+        "[job 2/3] e softmax seed 2: elapsed 30 min, ETA 40 min (1 of 2 jobs counted at this "
+        "run's median job, 30 min)" in out
+    )
+    assert "[job 3/3] e uniform seed 1: elapsed 1.5 h, ETA 10 min" in out

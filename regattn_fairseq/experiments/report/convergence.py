@@ -162,3 +162,17 @@ def converged(
         if row["run_id"] in issues
     ]
     return kept, left_out
+
+
+def converged_values(
+    cell: list[ResultRow], pool: list[ResultRow] | None, metric: str
+) -> tuple[list[float], str]:
+    """A cell's headline values on `metric` and the seeds they stand for, as every report
+    shows them (a table's headline, the summary): the converged runs' values with "n=3", or,
+    where the convergence check leaves runs out, the kept runs' with "2 of 3 converged" (all
+    runs' with "0 of 3 converged" when none is kept); ``pool`` as `check_cell`."""
+    kept, _ = converged(cell, pool)
+    values = [row["metrics"][metric] for row in (kept or cell) if metric in row["metrics"]]
+    if len(kept) == len(cell):
+        return values, f"n={len(kept)}"
+    return values, f"{len(kept)} of {len(cell)} converged"

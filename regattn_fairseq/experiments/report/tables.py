@@ -40,7 +40,7 @@ from regattn_fairseq.experiments.report.claims import (
     representative_cells,
     table_claims,
 )
-from regattn_fairseq.experiments.report.convergence import converged
+from regattn_fairseq.experiments.report.convergence import converged, converged_values
 from regattn_fairseq.experiments.report.learning_curves import (
     convergence_lines,
     learning_curve_figure,
@@ -430,12 +430,7 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
             label = label or row_label(cell[0])
             pool = [r for c in by_mapping.values() for r in c]
             kept, _ = converged(cell, pool)
-            values = [r["metrics"][metric] for r in (kept or cell) if metric in r["metrics"]]
-            count = (
-                f"n={len(kept)}"
-                if len(kept) == len(cell)
-                else f"{len(kept)} of {len(cell)} converged"
-            )
+            values, count = converged_values(cell, pool, metric)
             if is_baseline(cell[0]):
                 count = "rule"
             out.append(f"{_mean_std(values)} ({count})")

@@ -54,14 +54,15 @@ def test_summary_line_comes_from_the_rows(tmp_path):
     cells = [c.strip() for c in nmt.split("|")[1:-1]]
     # every baseline, the strongest (the one claims.py judges against) first
     assert cells[3] == "copy target 0.90 (n=1); copy source 0.50 (n=1)"
-    # softmax, mean ± std over the two seeds, one of which stopped early; sparsemax at a fixed
-    # budget: each cell says how many of its runs converged
-    assert cells[4] == "31.00 ± 1.41 (n=2, 1/2 early-stopped)"
-    assert cells[5] == "29.00 (n=1, 0/1 early-stopped)"
+    # the cells as the table's headline shows them: softmax over its one converged seed (seed 2
+    # hit the epoch cap), sparsemax (a fixed budget, none converged) over all its runs, each
+    # saying how many converged (before: mean ± std over every seed, 31.00 ± 1.41)
+    assert cells[4] == "30.00 (1 of 2 converged)"
+    assert cells[5] == "29.00 (0 of 1 converged)"
     assert cells[-2] == "1/3"  # one run of three stopped early
-    # a converged cell carries no mark
+    # a converged cell says only its seeds
     converged = [_row("softmax", 1, 30.0, curve={"stop": "patience"})]
-    assert summary._cell_text(converged, "bleu") == "30.00 (n=1)"
+    assert summary._cell_text(converged, "bleu", converged) == "30.00 (n=1)"
     # too few seeds (of mappings with no converged run, or none at all) to judge
     assert cells[-1].startswith("P5: provisional; E1: provisional")
 

@@ -252,3 +252,51 @@ def test_a_registered_metric_scores_and_resamples(monkeypatch):
     assert better.metrics == {"length": 100.0} and worse.metrics["length"] == pytest.approx(33.33)
     assert metric("length").item_kind in significance.ITEM_KINDS
     assert 0 < significance.paired_bootstrap(better.items, worse.items, "length") <= 1
+
+
+def test_a_registered_trainer_checks_plans_and_runs_its_experiments(monkeypatch, tmp_path):
+    """ "Add a kind of experiment": one `ExperimentTrainer` and its entry in `trainers.TRAINERS`;
+    a table whose experiments name it (``trainer: toy``) is checked, planned and run by it, and
+    `reproduce` has nothing else to learn."""
+    from regattn_fairseq.experiments.pipelines import plan, reproduce, trainers
+
+    calls = []
+
+    def plan_jobs(table, experiment, data):
+        calls.append(("plan", experiment.name))
+        return [plan.PlannedJob(experiment.name, m, 1, False, 60.0) for m in table.mappings], 0.0
+
+    toy = plan.ExperimentTrainer(
+        name="toy",
+        gamma_mappings=("sparsemax",),
+        check_mapping=lambda e, args, m, gamma: calls.append(("check", m, gamma)),
+        plan_jobs=plan_jobs,
+        choose_gammas=lambda table, e, data: calls.append(("gamma", e.name)),
+        run=lambda table, e, data, progress: calls.append(("run", e.name)) or [],
+    )
+    monkeypatch.setitem(trainers.TRAINERS, "toy", toy)
+    spec = config.load_config("reproduce", "inflection")
+    spec.experiments = [spec.experiments[0]]
+    spec.experiments[0].trainer = "toy"
+    name = spec.experiments[0].name
+    monkeypatch.setattr(reproduce, "load_config", lambda group, table: spec)
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    monkeypatch.setattr(reproduce, "_prepare", lambda table, experiment: data)
+    monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
+    monkeypatch.setattr(reproduce, "run_baselines", lambda *a: None)
+    argv = ["inflection", "--scale", "smoke", "--mappings", "softmax", "sparsemax"]
+    argv += ["--gamma", "4", "--work-dir", str(tmp_path), "--results-dir", str(tmp_path / "r")]
+    reproduce.run(argv)
+    # γ only for the trainer's own γ mappings
+    assert calls == [("check", "softmax", None), ("check", "sparsemax", "4")] + [
+        ("plan", name),
+        ("run", name),
+    ]
+    calls.clear()
+    argv[argv.index("4")] = "auto"
+    reproduce.run([*argv, "--gamma-grid", "1,4", "--gamma-select-only"])
+    # the grid's first γ stands for the grid in the check; the trainer chooses γ, runs nothing
+    assert calls == [("check", "softmax", None), ("check", "sparsemax", 1.0)] + [
+        ("plan", name),
+        ("gamma", name),
+    ]

@@ -92,3 +92,36 @@ def test_learned_alpha_takes_the_temperature():
     hot, cold = _normalizer(logits, gamma=2.0), _normalizer(logits)
     torch.testing.assert_close(hot(scores), cold(scores / 2.0), rtol=0, atol=1e-6)
     assert not torch.allclose(hot(scores), cold(scores), atol=1e-3)
+
+
+def test_the_rows_read_each_heads_alpha_from_a_checkpoint(translation_data, tmp_path):
+    """`train.learned_alphas` reads what each head learned from a fairseq checkpoint of the
+    Transformer, module by module in the model's order, named; a model without learned α has
+    none (the rows' ``attention.alpha``, the E2 figure)."""
+    from regattn.mappings.learned_alpha import alpha_from_logit
+    from regattn_fairseq.experiments.train.train import learned_alphas
+
+    task, model = build_model(
+        translation_data,
+        MODEL_ARGS["regattn_transformer"],
+        ["--attention", "entmax", "--attention-alpha", "learned"],
+    )
+    named = [(n, p) for n, p in model.named_parameters() if n.endswith("alpha_logit")]
+    with torch.no_grad():
+        for i, (_, z) in enumerate(named):
+            z.copy_(torch.linspace(-2.0, 2.0, z.numel()) + i)
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    torch.save({"model": model.state_dict()}, checkpoint)
+    learned = learned_alphas(checkpoint)
+    layers = len(model.encoder.layers)
+    assert learned["alpha_layers"][0] == "encoder 0 self_attn"
+    assert learned["alpha_layers"][layers : layers + 2] == [
+        "decoder 0 self_attn",
+        "decoder 0 encoder_attn",
+    ]
+    assert len(learned["alpha"]) == len(named) == 3 * layers
+    for row, (_, z) in zip(learned["alpha"], named, strict=True):
+        assert row == pytest.approx(alpha_from_logit(z.detach()).tolist(), abs=1e-4)
+    _, softmax_model = build_model(translation_data, MODEL_ARGS["regattn_transformer"])
+    torch.save({"model": softmax_model.state_dict()}, checkpoint)
+    assert learned_alphas(checkpoint) is None

@@ -106,6 +106,7 @@ class AttentionStats(TypedDict, total=False):
     mean_cluster_size: float | None
     by_layer: list[dict[str, Any]]
     alpha: list[list[float]]  # learned entmax α, per layer and head
+    alpha_layers: list[str]  # a fairseq Transformer's: the attention module of each α row
     mean_tag_sequences: float | None
     median_tag_sequences: float
     mean_log10_tag_sequences: float

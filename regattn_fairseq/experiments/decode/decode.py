@@ -15,7 +15,7 @@ from regattn_fairseq.experiments.core.tools import run_logged, tool_path
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.decode.attention_format import read_export, rows_of_export
 from regattn_fairseq.experiments.train.fairseq_logs import last_record_with
-from regattn_fairseq.experiments.train.train import TrainedModel
+from regattn_fairseq.experiments.train.train import TrainedModel, learned_alphas
 
 
 def decode(
@@ -213,6 +213,8 @@ def export_and_measure_attention(
         "export": str(export),
         "sentences": len(records),
         **statistics_of(rows_of_export(records)),
+        # a learned α per head (E2): what each head learned, for the α figure
+        **(learned_alphas(model.checkpoint) or {}),
     }
     print(
         f"[attention] {subset}: {100 * stats['mean_zero_fraction']:.1f}% zeros, support "

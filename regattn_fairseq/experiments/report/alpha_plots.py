@@ -56,8 +56,14 @@ def plot_learned_alpha(rows: list[ResultRow], path: Path, title: str) -> Path | 
     runs = learned_alpha_rows(rows)
     if not runs:
         return None
+    # named attention modules (a fairseq Transformer's) need room for their labels
+    labels = 1.6 if any(attention_stats(row).get("alpha_layers") for row in runs) else 0.0
     fig, axes = plt.subplots(
-        1, len(runs), figsize=(3.6 * len(runs) + 1, 3.2), squeeze=False, constrained_layout=True
+        1,
+        len(runs),
+        figsize=(3.6 * len(runs) + 1 + labels, 3.2),
+        squeeze=False,
+        constrained_layout=True,
     )
     image = None
     for ax, row in zip(axes[0], runs, strict=True):
@@ -65,12 +71,15 @@ def plot_learned_alpha(rows: list[ResultRow], path: Path, title: str) -> Path | 
         image = ax.imshow(alpha, vmin=ALPHA_RANGE[0], vmax=ALPHA_RANGE[1], cmap="viridis")
         ax.set_title(f"seed {row['seed']}", fontsize=9)
         ax.set_xlabel("head")
-        ax.set_ylabel("layer")
         ax.set_xticks(range(alpha.shape[1]))
-        ax.set_yticks(range(alpha.shape[0]))
+        # a fairseq Transformer's rows name their attention modules (encoder self-attention,
+        # decoder self- and cross-attention); a Hugging Face encoder's are its layers
+        names = attention_stats(row).get("alpha_layers")
+        ax.set_ylabel("attention" if names else "layer")
+        ax.set_yticks(range(alpha.shape[0]), labels=names)
         ax.tick_params(labelsize=7)
     fig.colorbar(image, ax=axes[0].tolist(), label="learned α (1: softmax, 2: sparsemax)")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, wrap=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as partial:
         fig.savefig(partial, dpi=120, format="png")

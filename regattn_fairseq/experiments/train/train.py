@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from regattn.mappings.learned_alpha import alpha_from_logit
 from regattn_checkout.errors import ReproError
 from regattn_checkout.files import write_json
 from regattn_fairseq.experiments.core import cli
@@ -264,6 +265,30 @@ def last_checkpoint_validation(path: Path) -> tuple[int, float | None] | None:
     state = torch.load(path, map_location="cpu", weights_only=False)
     updates = int(state["optimizer_history"][-1]["num_updates"])
     return updates, (state.get("extra_state") or {}).get("val_loss")
+
+
+def learned_alphas(checkpoint: Path) -> dict | None:
+    """The α each attention head learned (α-entmax with a learned α per head, Correia et al.
+    2019), read from a fairseq checkpoint's parameters: ``{"alpha": [[α per head] per attention
+    module], "alpha_layers": [the module's name]}``, the modules in the model's order (the
+    encoder's self-attention, then each decoder layer's self- and cross-attention, as
+    "encoder 0 self_attn"); None for a model with no learned α.
+
+    The rows' ``attention.alpha`` (`report.alpha_plots`), as the Hugging Face backend records
+    it (`score.hf_classify`).
+    """
+    # our own checkpoint: it holds an argparse.Namespace, which weights_only refuses
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["model"]
+    keys = [key for key in state if key.endswith(".alpha_logit")]
+    if not keys:
+        return None
+    names = []
+    for key in keys:  # e.g. decoder.layers.0.encoder_attn.normalizer.alpha_logit
+        parts = key.split(".")
+        layered = len(parts) > 3 and parts[1] == "layers"
+        names.append(f"{parts[0]} {parts[2]} {parts[3]}" if layered else ".".join(parts[:-2]))
+    alphas = [[round(float(a), 4) for a in alpha_from_logit(state[key].float())] for key in keys]
+    return {"alpha": alphas, "alpha_layers": names}
 
 
 def early_stopping_environment(stopping: EarlyStopping | None, save_dir: Path) -> dict:

@@ -165,13 +165,12 @@ def converged(
 
 
 def converged_values(
-    cell: list[ResultRow], pool: list[ResultRow] | None, metric: str
+    cell: list[ResultRow], kept: list[ResultRow], metric: str
 ) -> tuple[list[float], str]:
     """A cell's headline values on `metric` and the seeds they stand for, as every report
-    shows them (a table's headline, the summary): the converged runs' values with "n=3", or,
-    where the convergence check leaves runs out, the kept runs' with "2 of 3 converged" (all
-    runs' with "0 of 3 converged" when none is kept); ``pool`` as `check_cell`."""
-    kept, _ = converged(cell, pool)
+    shows them (a table's headline, the summary), given its `kept` runs (`converged`): their
+    values with "n=3", or, where the convergence check left runs out, with "2 of 3 converged"
+    (all runs' values with "0 of 3 converged" when none is kept)."""
     values = [row["metrics"][metric] for row in (kept or cell) if metric in row["metrics"]]
     if len(kept) == len(cell):
         return values, f"n={len(kept)}"

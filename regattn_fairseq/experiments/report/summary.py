@@ -30,7 +30,7 @@ from regattn_fairseq.experiments.report.claims import (
     table_claims,
 )
 from regattn_fairseq.experiments.report.compute import TableCost, cost_lines, help_line, table_cost
-from regattn_fairseq.experiments.report.convergence import converged_values
+from regattn_fairseq.experiments.report.convergence import converged, converged_values
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
 from regattn_fairseq.experiments.report.tables import row_commits
@@ -74,7 +74,8 @@ def _cell_text(rows: list[ResultRow], metric: str, pool: list[ResultRow]) -> str
     if is_baseline(scored[0]):
         values, count = [row["metrics"][metric] for row in scored], f"n={len(scored)}"
     else:
-        values, count = converged_values(scored, pool, metric)
+        kept, _ = converged(scored, pool)
+        values, count = converged_values(scored, kept, metric)
     text = f"{statistics.mean(values):.2f}"
     if len(values) > 1:
         text += f" ± {statistics.stdev(values):.2f}"

@@ -430,7 +430,7 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
             label = label or row_label(cell[0])
             pool = [r for c in by_mapping.values() for r in c]
             kept, _ = converged(cell, pool)
-            values, count = converged_values(cell, pool, metric)
+            values, count = converged_values(cell, kept, metric)
             if is_baseline(cell[0]):
                 count = "rule"
             out.append(f"{_mean_std(values)} ({count})")

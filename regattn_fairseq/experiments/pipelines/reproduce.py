@@ -18,7 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn_fairseq.experiments.core.cli import OneLineParser, run_main
-from regattn_fairseq.experiments.core.config import check_mappings, load_config
+from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.provenance import allow_dirty_from_env, check_clean_tree
 from regattn_fairseq.experiments.data.prepare import PreparedData, describe_sources, prepare
@@ -138,9 +138,7 @@ def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace
     # a dry run checks that configs run, like the smoke scale: its rows are marked and kept apart
     check_clean_tree(scale, args.allow_dirty or allow_dirty_from_env() or args.dry_run.active)
     seeds = args.seeds or list(spec.seeds[scale])
-    mappings = list(args.mappings or spec.mappings)
-    for experiment in experiments:
-        check_mappings(mappings, experiment.get("mapping_group", "attention"))
+    mappings = list(args.mappings or spec.mappings)  # checked by check_table
     work_dir = args.work_dir.resolve()
     results_dir = run_results_dir(args)
     check_row_kinds(results_dir, spec.table, args.dry_run.active)  # before any training

@@ -273,6 +273,51 @@ def test_bootstrap_macro_accuracy_and_bleu():
     assert significance.paired_bootstrap(items(refs), items(bad), "bleu") < 0.01
 
 
+def _reference_p(system, baseline, metric, n_resamples=200):
+    """The paired bootstrap written plainly, on the items' lists as read from a sidecar."""
+    import numpy as np
+
+    statistic = significance.ITEM_KINDS[system["kind"]].statistic
+    observed = abs(statistic(system, metric) - statistic(baseline, metric))
+    rng = np.random.default_rng(significance.SEED)
+    indices = rng.choice(system["n"], size=(n_resamples, system["n"]), replace=True)
+    diffs = np.abs([statistic(system, metric, i) - statistic(baseline, metric, i) for i in indices])
+    return float((1 + np.sum(diffs - diffs.mean() > observed)) / (n_resamples + 1))
+
+
+@pytest.mark.parametrize("kind", ["mean", "macro", "f1"])
+def test_bootstrap_on_arrays_gives_the_p_of_the_items_lists(kind):
+    """The bootstrap converts the items to arrays once (language names to codes): the same
+    p to the last bit as the statistics computed on the sidecar's lists, on items whose
+    languages are neither sorted nor all present in every resample."""
+    import random
+
+    rnd = random.Random(7)
+    n = 150
+
+    def items(skill):
+        if kind == "mean":
+            return {
+                "kind": kind,
+                "n": n,
+                "scores": {"rougeL": [rnd.random() + skill for _ in range(n)]},
+            }
+        if kind == "macro":
+            langs = [rnd.choice(["zu", "fi", "es", "ar"]) for _ in range(n - 1)] + ["ab"]
+            correct = [int(rnd.random() < 0.5 + skill) for _ in range(n)]
+            return {"kind": kind, "n": n, "correct": correct, "groups": langs}
+        gold = [rnd.randint(0, 3) for _ in range(n)]
+        tp = [min(g, rnd.randint(0, 3)) if rnd.random() < 0.6 + skill else 0 for g in gold]
+        predicted = [t + rnd.randint(0, 1) for t in tp]
+        return {"kind": kind, "n": n, "tp": tp, "predicted": predicted, "gold": gold}
+
+    metric = {"mean": "rougeL", "macro": "accuracy", "f1": "f1"}[kind]
+    system, baseline = items(0.05), items(0.0)
+    expected = _reference_p(system, baseline, metric)
+    assert significance.paired_bootstrap(system, baseline, metric, n_resamples=200) == expected
+    assert 0 < expected < 1
+
+
 def test_sidecar_round_trip_pairs_seeds_and_checks_its_hash(tmp_path):
     rows = []
     for mapping, offset in (("softmax", 0.0), ("sparsemax", 2.0)):

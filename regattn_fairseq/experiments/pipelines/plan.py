@@ -192,6 +192,14 @@ class Progress:
     """One line per job of a table run: '[job 3/8] summarization uniform seed 2: elapsed
     1.2 h, ETA 2.3 h' (the ETA from the plan's estimates of the jobs left).
 
+    The estimates are the committed rows' wall times, so they carry the speed of the machines
+    that trained those rows. Once a job with an estimate has ended, the estimates left are
+    scaled by this run's pace: the median, over its ended jobs, of the time each took over its
+    estimate (a machine three times faster than the rows' makes it about 0.33), and the line
+    says so. A job's time runs from its line to the next one's, so a mapping's γ grid, chosen
+    before its first seed, counts in the job before it: the median keeps such a job from
+    moving the pace much.
+
     A job the plan could not estimate (a table or cell with no committed run yet) is counted at
     the median wall time of this run's jobs so far, and the line says so; before any job has
     finished, the ETA of such jobs is unknown, never left out of the sum.
@@ -201,7 +209,9 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     count: int = 0
     durations: list[float] = field(default_factory=list)  # this run's jobs, as they end
+    paces: list[float] = field(default_factory=list)  # of those with an estimate: took/estimate
     job_started: float | None = None
+    current: PlannedJob | None = None
 
     def start(self, experiment: str, mapping: str, seed: int) -> None:
         todo = [job for job in self.jobs if not job.done]
@@ -217,8 +227,11 @@ class Progress:
             return
         now = time.monotonic()
         if self.job_started is not None:  # the job before this one has ended
-            self.durations.append(now - self.job_started)
-        self.job_started = now
+            took = now - self.job_started
+            self.durations.append(took)
+            if self.current is not None and self.current.seconds:
+                self.paces.append(took / self.current.seconds)
+        self.job_started, self.current = now, todo[index]
         self.count += 1
         print(
             f"[job {index + 1}/{len(todo)}] {experiment} {mapping} seed {seed}: elapsed "
@@ -227,19 +240,26 @@ class Progress:
         )
 
     def eta(self, left: list[PlannedJob]) -> str:
-        """The time the jobs `left` should take: their estimates, and the run's median job for
-        those without one."""
+        """The time the jobs `left` should take: their estimates at this run's pace, and the
+        run's median job for those without one."""
         known = [job.seconds for job in left if job.seconds is not None]
         unknown = len(left) - len(known)
-        if not unknown:
-            return hours(sum(known))
-        if not self.durations:
+        pace = statistics.median(self.paces) if self.paces else 1.0
+        notes = []
+        if self.paces and known:
+            notes.append(
+                f"estimates × {pace:.2f}, this run's pace over {len(self.paces)} ended "
+                f"job{'s' if len(self.paces) > 1 else ''}"
+            )
+        if unknown and not self.durations:
             return f"unknown ({unknown} of {len(left)} jobs left without an estimate)"
-        typical = statistics.median(self.durations)
-        return (
-            f"{hours(sum(known) + unknown * typical)} ({unknown} of {len(left)} jobs counted at "
-            f"this run's median job, {hours(typical)})"
-        )
+        typical = statistics.median(self.durations) if unknown else 0.0
+        if unknown:
+            notes.append(
+                f"{unknown} of {len(left)} jobs counted at this run's median job, {hours(typical)}"
+            )
+        total = hours(pace * sum(known) + unknown * typical)
+        return total + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def run_dir(

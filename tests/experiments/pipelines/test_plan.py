@@ -86,7 +86,7 @@ def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatc
     assert "18 jobs, 17 done, 1 to do; estimated" in total and "CPU-hours left" in total
 
 
-def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(capsys):
+def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(capsys, monkeypatch):
     def row(run_id, mapping, wall, decode, stop="patience"):
         return {
             "run_id": run_id,
@@ -124,15 +124,50 @@ def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(ca
     ]
     total = plan.print_plan("t", "small", jobs)
     assert total == 1800.0
-    progress = plan.Progress(jobs)
+    clock = iter([0.0, 600.0])  # each job's start
+    monkeypatch.setattr(plan.time, "monotonic", lambda: next(clock))
+    progress = plan.Progress(jobs, started=0.0)
     progress.start("e", "softmax", 1)  # done: the skip line says so
     progress.start("e", "softmax", 2)
     progress.start("e", "uniform", 1)
     out = capsys.readouterr().out
     assert "[plan] t at scale small: 3 jobs, 1 done, 2 to do; estimated 0.5 CPU-hours" in out
     assert "[plan]   e softmax: seeds 1 done; seeds 2 to do (~10 min each)" in out
-    assert "[job 1/2] e softmax seed 2: elapsed 0 min, ETA 30 min" in out
-    assert "[job 2/2] e uniform seed 1: elapsed 0 min, ETA 20 min" in out
+    assert "[job 1/2] e softmax seed 2: elapsed 0 min, ETA 30 min\n" in out
+    # softmax seed 2 took its estimate: the pace is 1, and the line shows it
+    assert (
+        "[job 2/2] e uniform seed 1: elapsed 10 min, ETA 20 min (estimates × 1.00, this run's "
+        "pace over 1 ended job)" in out
+    )
+
+
+def test_the_eta_scales_the_estimates_by_this_runs_pace(capsys, monkeypatch):
+    """Estimates are the committed rows' wall times, made on other machines: on one three times
+    faster, the first jobs take a third of their estimates, and the ETA of the rest follows
+    (the median of took/estimate over the ended jobs), jobs without an estimate still counted
+    at the run's median job."""
+    clock = iter([0.0, 1200.0, 2400.0, 6000.0])  # each job's start
+    monkeypatch.setattr(plan.time, "monotonic", lambda: next(clock))
+    jobs = [
+        plan.PlannedJob("e", "softmax", 1, False, 3600.0),
+        plan.PlannedJob("e", "softmax", 2, False, 3600.0),
+        plan.PlannedJob("e", "uniform", 1, False),  # no estimate
+        plan.PlannedJob("e", "uniform", 2, False, 7200.0),
+    ]
+    progress = plan.Progress(jobs, started=0.0)
+    for mapping, seed in (("softmax", 1), ("softmax", 2), ("uniform", 1), ("uniform", 2)):
+        progress.start("e", mapping, seed)
+    out = capsys.readouterr().out
+    # before any job ended: the plain estimates, and the one without is unknown
+    assert "[job 1/4] e softmax seed 1: elapsed 0 min, ETA unknown (1 of 4 jobs left" in out
+    # softmax seed 1 took 20 min of its 1 h: pace 0.33, so 0.33 × 3 h for the two estimated
+    # jobs left, and uniform seed 1 at the median job (20 min)
+    assert (
+        "[job 2/4] e softmax seed 2: elapsed 20 min, ETA 1.3 h (estimates × 0.33, this run's "
+        "pace over 1 ended job; 1 of 3 jobs counted at this run's median job, 20 min)" in out
+    )
+    # uniform seed 1 (no estimate) took 1 h: no pace from it; uniform seed 2 at 0.33 × 2 h
+    assert "[job 4/4] e uniform seed 2: elapsed 1.7 h, ETA 40 min (estimates × 0.33, this " in out
 
 
 def test_progress_never_leaves_a_job_without_an_estimate_out_of_the_eta(capsys, monkeypatch):

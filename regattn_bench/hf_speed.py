@@ -159,6 +159,18 @@ def _model_words(record: dict) -> str:
     return f"A random BERT-like classifier ({', '.join(f'{k}={v}' for k, v in model.items())})"
 
 
+# below this 1-minute load average before the run, nothing else was running: the machine was
+# quiet (the load after the run is the benchmark's own threads)
+QUIET_LOAD = 0.5
+
+
+def _machine_words(env: dict) -> str:
+    """Whether the machine was quiet, from the 1-minute load average before the run."""
+    if env["loadavg_1_5_15_before_after"][0][0] < QUIET_LOAD:
+        return f"The machine was quiet (1-minute load under {QUIET_LOAD} before the run)"
+    return "The machine was shared with other jobs"
+
+
 def markdown(record: dict) -> str:
     env, args = record["env"], record["args"]
     load_before, load_after = (
@@ -174,8 +186,8 @@ def markdown(record: dict) -> str:
         f"{args['repeats']} round-robin blocks of {args['steps']} steps; ratio = step time / "
         "transformers' eager (or sdpa) softmax step time in the same run (above 1: slower). "
         f"commit `{commit_label(env)}`, torch {env['torch']}, transformers "
-        f"{record['transformers']}, {env['cpu_model']}, {env['threads']} threads. The machine "
-        f"was shared with other jobs: load average (1, 5, 15 min) {load_before} before and "
+        f"{record['transformers']}, {env['cpu_model']}, {env['threads']} threads. "
+        f"{_machine_words(env)}: load average (1, 5, 15 min) {load_before} before and "
         f"{load_after} after the run ({env['cpus']} CPUs).",
         "",
         "| attention | ms / step | vs eager | vs sdpa |",

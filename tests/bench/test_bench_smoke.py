@@ -127,6 +127,18 @@ def test_hf_bench(tmp_path):
     assert "| sparsemax |" in (tmp_path / "hf_cpu.md").read_text()
 
 
+def test_hf_bench_says_whether_the_machine_was_quiet_from_the_load_before_the_run():
+    """A record's words follow its 1-minute load average before the run (the load after it is
+    the benchmark's own threads): 'quiet' under 0.5, 'shared with other jobs' above."""
+    from regattn_bench import hf_speed
+
+    def words(before):
+        return hf_speed._machine_words({"loadavg_1_5_15_before_after": [before, [2.0, 1, 1]]})
+
+    assert words([0.2, 1.9, 2.0]).startswith("The machine was quiet")
+    assert words([2.8, 3.1, 2.1]) == "The machine was shared with other jobs"
+
+
 def test_hf_bench_on_the_pinned_minilm_in_bf16(tmp_path):
     pytest.importorskip("all_minilm_l6_v2", reason="the pinned MiniLM wheel is not installed")
     run_bench("hf", tmp_path, "--model", "minilm", "--bf16")

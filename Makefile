@@ -117,7 +117,8 @@ bench-continuous: setup ## continuous attention vs discrete softmax in the LSTM 
 bench-gpu-training: setup ## a device run's training logs (RUN_DIR, default results/bench/training_gpu) against the CPU runs -> results/bench/training_gpu.md
 	$(PY) -m regattn_bench gpu-training $(or $(RUN_DIR),results/bench/training_gpu)
 
-bench-hf-minilm: setup ## the same for the pinned pretrained all-MiniLM-L6-v2 on SNLI-shaped batches, bf16 autocast -> results/bench/hf_minilm_cpu_bf16.md
+bench-hf-minilm: setup ## the same for the pinned pretrained all-MiniLM-L6-v2 on SNLI-shaped batches, in float32 (as the table trains) and in bf16 autocast -> results/bench/hf_minilm_cpu{,_bf16}.md
+	$(PY) -m regattn_bench hf --model minilm
 	$(PY) -m regattn_bench hf --model minilm --bf16
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)

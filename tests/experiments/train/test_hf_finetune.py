@@ -123,6 +123,31 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     assert again == []
 
 
+@pytest.mark.parametrize(
+    "avx512_bf16,amx,native", [(False, False, False), (True, False, True), (False, True, True)]
+)
+def test_bf16_is_native_with_avx512_bf16_or_amx(monkeypatch, avx512_bf16, amx, native):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    assert ft.bf16_is_native() is native
+
+
+@needs_minilm
+def test_bf16_without_bfloat16_hardware_says_it_is_emulated(minilm, tmp_path, monkeypatch):
+    monkeypatch.setattr(ft, "bf16_is_native", lambda: False)
+    lines = []
+    ft.fine_tune(
+        _settings(max_epoch=1, bf16=True), minilm, PAIRS, PAIRS, tmp_path, progress=lines.append
+    )
+    assert lines[0].startswith("[finetune] warning: bf16 autocast on a CPU without bfloat16")
+    monkeypatch.setattr(ft, "bf16_is_native", lambda: True)
+    lines = []
+    ft.fine_tune(
+        _settings(max_epoch=1, bf16=True), minilm, PAIRS, PAIRS, tmp_path / "b", lines.append
+    )
+    assert not any("warning" in line for line in lines)
+
+
 @needs_minilm
 def test_a_folder_of_other_settings_is_refused(minilm, tmp_path):
     ft.fine_tune(_settings(max_epoch=1), minilm, PAIRS, PAIRS, tmp_path, progress=str)

@@ -12,7 +12,11 @@ check and claims read it:
   (`fairseq_logs.replay_early_stopping`: a strictly better accuracy resets the count);
 - ``<run_dir>/checkpoint_last.pt`` after every epoch (model, optimizer, random states): an
   interrupted run resumes at the next epoch and trains as an uninterrupted one would (the data
-  order of each epoch is drawn from the seed and the epoch alone).
+  order of each epoch is drawn from the seed and the epoch alone);
+- within an epoch, ``<run_dir>/checkpoint_partial.pt`` every ``PARTIAL_EVERY_S`` seconds of
+  training (the same state, with the steps done and their losses): an epoch takes about 20
+  minutes on one core, so a run cut off mid-epoch resumes at its next step, again as an
+  uninterrupted run would train.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ EAGER = "eager"
 LOG_FILE = "train.log"
 BEST_DIR = "best"
 LAST_CHECKPOINT = "checkpoint_last.pt"
+PARTIAL_CHECKPOINT = "checkpoint_partial.pt"
+# how much training a run cut off mid-epoch may lose (a save takes about a second)
+PARTIAL_EVERY_S = 600.0
 # the metric that picks the best epoch and stops the run, as the fairseq SNLI runs use it
 METRIC = "accuracy"
 
@@ -408,11 +415,16 @@ def fine_tune(
     if last.is_file():
         epoch = _resume(last, state)
         progress(f"[finetune] resuming {run_dir} after epoch {epoch}")
+    partial = _resume_partial(run_dir / PARTIAL_CHECKPOINT, state, epoch + 1)
+    if partial is not None:
+        progress(f"[finetune] resuming {run_dir} in epoch {epoch + 1} after step {partial.step}")
     while True:
         epoch += 1
-        started = time.time()
-        losses, tokens = _train_epoch(model, tokenizer, train, settings, epoch, state, run_dir)
-        train_s = time.time() - started
+        losses, tokens, train_s = _train_epoch(
+            model, tokenizer, train, settings, epoch, state, run_dir, partial
+        )
+        partial = None
+        validated = time.time()
         valid_loss, valid_accuracy = validate(model, tokenizer, valid, settings)
         record = {
             "epoch": epoch,
@@ -421,7 +433,7 @@ def fine_tune(
             f"valid_{METRIC}": round(valid_accuracy, 2),
             "train_pairs_per_s": round(len(train) / train_s, 1),
             "train_tokens_per_s": round(tokens / train_s, 1),
-            "wall_s": round(time.time() - started, 1),
+            "wall_s": round(train_s + time.time() - validated, 1),
         }
         alphas = learned_alphas(model)
         if alphas is not None:
@@ -438,6 +450,7 @@ def fine_tune(
         if stop is not None or epoch >= settings.max_epoch:
             break
     last.unlink()  # the optimizer state is twice the model: a finished run keeps only best/
+    (run_dir / PARTIAL_CHECKPOINT).unlink(missing_ok=True)
     return _finished(run_dir, settings)
 
 
@@ -481,13 +494,50 @@ def _resume(last: Path, state: dict) -> int:
     return saved["epoch"]
 
 
-def _train_epoch(model, tokenizer, train: NliPairs, settings, epoch: int, state, run_dir: Path):
-    """One epoch over the training pairs, in the epoch's own seeded order.
+@dataclass
+class PartialEpoch:
+    """How far an epoch had gone when its partial checkpoint was saved."""
+
+    step: int  # the steps done
+    losses: list[float]
+    tokens: int
+    train_s: float
+
+
+def _resume_partial(path: Path, state: dict, epoch: int) -> PartialEpoch | None:
+    """Load a mid-epoch checkpoint of `epoch` into `state` (model, optimizer, scheduler, torch's
+    random state); None without one. One of an earlier epoch (cut off after that epoch's own
+    checkpoint was saved, before this one was removed) is stale: it is removed."""
+    if not path.is_file():
+        return None
+    saved = torch.load(path, weights_only=False)
+    if saved["epoch"] != epoch:
+        path.unlink()
+        return None
+    for name in ("model", "optimizer", "scheduler"):
+        state[name].load_state_dict(saved[name])
+    torch.set_rng_state(saved["torch_rng"])
+    return PartialEpoch(saved["step"], saved["losses"], saved["tokens"], saved["train_s"])
+
+
+def _train_epoch(
+    model,
+    tokenizer,
+    train: NliPairs,
+    settings,
+    epoch: int,
+    state,
+    run_dir: Path,
+    partial: PartialEpoch | None = None,
+):
+    """One epoch over the training pairs, in the epoch's own seeded order, from the step after
+    `partial`'s when given; a mid-epoch checkpoint every PARTIAL_EVERY_S seconds.
 
     Returns
     -------
     tuple
-        (each step's loss, the tokens trained on).
+        (each step's loss, the tokens trained on, the seconds of training, those before a
+        resume included).
 
     Raises
     ------
@@ -497,7 +547,10 @@ def _train_epoch(model, tokenizer, train: NliPairs, settings, epoch: int, state,
     order = list(range(len(train)))
     random.Random(f"{settings.seed}-{epoch}").shuffle(order)
     model.train()
-    losses, tokens = [], 0
+    partial = partial or PartialEpoch(0, [], 0, 0.0)
+    losses, tokens = list(partial.losses), partial.tokens
+    started = saved = time.time()
+    order = order[partial.step * settings.batch_size :]
     for batch in batches(train, tokenizer, settings.batch_size, settings.max_length, order):
         with autocast(settings):
             loss = model(**batch).loss
@@ -512,7 +565,16 @@ def _train_epoch(model, tokenizer, train: NliPairs, settings, epoch: int, state,
         state["optimizer"].zero_grad()
         losses.append(loss.item())
         tokens += int(batch["attention_mask"].sum())
-    return losses, tokens
+        if time.time() - saved >= PARTIAL_EVERY_S:
+            done = PartialEpoch(
+                len(losses), losses, tokens, partial.train_s + time.time() - started
+            )
+            _save_atomically(
+                {**_state_dicts(state), "epoch": epoch, **asdict(done)},
+                run_dir / PARTIAL_CHECKPOINT,
+            )
+            saved = time.time()
+    return losses, tokens, partial.train_s + time.time() - started
 
 
 def _save_epoch(run_dir: Path, record: dict, previous: list, tokenizer, state, last: Path):
@@ -522,18 +584,20 @@ def _save_epoch(run_dir: Path, record: dict, previous: list, tokenizer, state, l
     if not previous or record[f"valid_{METRIC}"] > max(previous):
         model.save_pretrained(run_dir / BEST_DIR)
         tokenizer.save_pretrained(run_dir / BEST_DIR)
-    _save_atomically(
-        {
-            "model": model.state_dict(),
-            "optimizer": state["optimizer"].state_dict(),
-            "scheduler": state["scheduler"].state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "epoch": record["epoch"],
-        },
-        last,
-    )
+    _save_atomically({**_state_dicts(state), "epoch": record["epoch"]}, last)
     # logged after the checkpoint: a record in the log is an epoch that is saved
     _log(run_dir, record)
+
+
+def _state_dicts(state: dict) -> dict:
+    """What a checkpoint holds to resume training exactly: the model, optimizer and scheduler
+    states and torch's random state (dropout)."""
+    return {
+        "model": state["model"].state_dict(),
+        "optimizer": state["optimizer"].state_dict(),
+        "scheduler": state["scheduler"].state_dict(),
+        "torch_rng": torch.get_rng_state(),
+    }
 
 
 def _records(run_dir: Path) -> list[dict]:

@@ -123,6 +123,49 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     assert again == []
 
 
+@needs_minilm
+def test_a_run_cut_mid_epoch_resumes_at_its_next_step(minilm, tmp_path, monkeypatch):
+    """A partial checkpoint after every step (PARTIAL_EVERY_S = 0); the run is cut after step 2
+    of epoch 2 (of 3 steps) and resumed: it goes on from step 3 and ends as an uninterrupted
+    run, to the last parameter."""
+    settings = _settings()
+    whole = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "whole", progress=str)
+    monkeypatch.setattr(ft, "PARTIAL_EVERY_S", 0.0)
+    save = ft._save_atomically
+
+    def save_then_cut(state, path):
+        save(state, path)
+        if path.name == ft.PARTIAL_CHECKPOINT and (state["epoch"], state["step"]) == (2, 2):
+            raise Interrupted(path)
+
+    monkeypatch.setattr(ft, "_save_atomically", save_then_cut)
+    with pytest.raises(Interrupted):
+        ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=str)
+    monkeypatch.setattr(ft, "_save_atomically", save)
+    lines = []
+    resumed = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=lines.append)
+    assert lines[0].endswith("after epoch 1") and lines[1].endswith("in epoch 2 after step 2")
+    for key in ("epochs", "train_loss", "valid_loss", "valid_accuracy"):
+        assert resumed.curve[key] == whole.curve[key], key
+    assert not (tmp_path / "cut" / ft.PARTIAL_CHECKPOINT).exists()
+    model_a, _ = ft.load_finetuned(whole.best_dir)
+    model_b, _ = ft.load_finetuned(resumed.best_dir)
+    for (name, a), b in zip(
+        model_a.state_dict().items(), model_b.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_a_stale_partial_checkpoint_is_removed(tmp_path):
+    """A partial checkpoint of an epoch already saved whole (cut between the two) is not
+    loaded: it is removed."""
+    path = tmp_path / ft.PARTIAL_CHECKPOINT
+    torch.save({"epoch": 1, "step": 2}, path)
+    assert ft._resume_partial(path, {}, epoch=2) is None
+    assert not path.exists()
+    assert ft._resume_partial(path, {}, epoch=2) is None
+
+
 @pytest.mark.parametrize(
     "avx512_bf16,amx,native", [(False, False, False), (True, False, True), (False, True, True)]
 )

@@ -313,6 +313,13 @@ def bf16_is_native() -> bool:
     return not checks or any(check() for check in checks)
 
 
+BF16_EMULATED = (
+    "[finetune] warning: bf16 autocast on a CPU without bfloat16 hardware (no AVX512-BF16, no "
+    "AMX): emulated, about 10 times slower than float32; the settings ask for it (bf16: true), "
+    "so it is used"
+)
+
+
 def autocast(settings: FineTuneSettings):
     """bfloat16 autocast on the CPU when the settings ask for it (a no-op context otherwise)."""
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=settings.bf16)
@@ -404,20 +411,10 @@ def fine_tune(
     if curve.get("stop") is not None and (run_dir / BEST_DIR).is_dir():
         return _finished(run_dir, settings)
     if settings.bf16 and not bf16_is_native():
-        progress(
-            "[finetune] warning: bf16 autocast on a CPU without bfloat16 hardware (no "
-            "AVX512-BF16, no AMX): emulated, about 10 times slower than float32; the settings "
-            "ask for it (bf16: true), so it is used"
-        )
+        progress(BF16_EMULATED)
     model, tokenizer = build_model(model_path, settings)
     state = _training_state(model, settings)
-    epoch = 0
-    if last.is_file():
-        epoch = _resume(last, state)
-        progress(f"[finetune] resuming {run_dir} after epoch {epoch}")
-    partial = _resume_partial(run_dir / PARTIAL_CHECKPOINT, state, epoch + 1)
-    if partial is not None:
-        progress(f"[finetune] resuming {run_dir} in epoch {epoch + 1} after step {partial.step}")
+    epoch, partial = _resume_run(run_dir, state, progress)
     while True:
         epoch += 1
         losses, tokens, train_s = _train_epoch(
@@ -482,6 +479,21 @@ def _record_settings(run_dir: Path, settings: FineTuneSettings) -> None:
             "train these"
         )
     settings_file.write_text(json.dumps(settings.record(), indent=1, sort_keys=True) + "\n")
+
+
+def _resume_run(run_dir: Path, state: dict, progress) -> tuple[int, PartialEpoch | None]:
+    """Load an interrupted run's checkpoints into `state`: the last epoch's, then a mid-epoch one
+    of the next epoch. Returns the last epoch saved whole (0 for a new run) and how far the next
+    one had gone (None: from its start)."""
+    epoch = 0
+    last = run_dir / LAST_CHECKPOINT
+    if last.is_file():
+        epoch = _resume(last, state)
+        progress(f"[finetune] resuming {run_dir} after epoch {epoch}")
+    partial = _resume_partial(run_dir / PARTIAL_CHECKPOINT, state, epoch + 1)
+    if partial is not None:
+        progress(f"[finetune] resuming {run_dir} in epoch {epoch + 1} after step {partial.step}")
+    return epoch, partial
 
 
 def _resume(last: Path, state: dict) -> int:

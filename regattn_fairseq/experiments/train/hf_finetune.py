@@ -303,8 +303,9 @@ def batches(pairs: NliPairs, tokenizer, size: int, max_length: int, order=None):
 
 def bf16_is_native() -> bool:
     """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX tiles), as torch reports
-    it. Without either, bf16 autocast is emulated: a MiniLM training step took 11.6 times as long
-    as in float32 on an AVX2-only AMD EPYC (2026-11-29). True where torch cannot tell."""
+    it. Without either, bf16 autocast is emulated: a MiniLM training step took about 17 times as
+    long as in float32 on an AVX2-only AMD EPYC (results/bench/hf_minilm_cpu_bf16.md against
+    hf_minilm_cpu.md, 2026-11-29). True where torch cannot tell."""
     checks = [
         getattr(torch.cpu, name, None)
         for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
@@ -315,7 +316,7 @@ def bf16_is_native() -> bool:
 
 BF16_EMULATED = (
     "[finetune] warning: bf16 autocast on a CPU without bfloat16 hardware (no AVX512-BF16, no "
-    "AMX): emulated, about 10 times slower than float32; the settings ask for it (bf16: true), "
+    "AMX): emulated, many times slower than float32; the settings ask for it (bf16: true), "
     "so it is used"
 )
 

@@ -305,6 +305,7 @@ def _experiment_table(
     signatures = sorted({r["signature"] for r in rows if r.get("signature")})
     lines += [f"Scoring: `{s}`" for s in signatures] + ([""] if signatures else [])
     lines += _statistics_table(kind, evaluations, shown_cells) + [kind.legend, ""]
+    lines += _layer_statistics_table(evaluations, shown_cells)
     lines += _provenance_table(kind, shown_cells)
     shown_rows = [r for cell in shown_cells.values() for r in cell]
     lines += _learned_alpha_lines(spec.table, experiment, scale, shown_rows)
@@ -520,6 +521,41 @@ def _statistics_table(kind, evaluations, cells) -> list[str]:
         if (on_set := [r for r in mapping_rows if r["evaluation"] == evaluation])
     ]
     return [f"{kind.title}:", ""] + _table([kind.mapping_header, "evaluation", *kind.columns], body)
+
+
+def _layer_statistics_table(evaluations, cells) -> list[str]:
+    """Where in the network the attention is sparse: each layer's % of exact zeros and mean
+    support, averaged over seeds, for the rows that record them per layer (``attention.by_layer``:
+    a Transformer's layers, as the pretrained encoder's rows do); nothing for tables without."""
+    body, layers = [], 0
+    for mapping_rows in cells.values():
+        for evaluation in evaluations:
+            per_seed = [
+                stats["by_layer"]
+                for r in mapping_rows
+                if r["evaluation"] == evaluation and (stats := attention_stats(r)).get("by_layer")
+            ]
+            if not per_seed:
+                continue
+            layers = max(layers, *map(len, per_seed))
+            by_layer = zip(*per_seed, strict=True)  # a cell's seeds share their model's depth
+            body.append(
+                [row_label(mapping_rows[0]), evaluation]
+                + [
+                    f"{statistics.mean(s['mean_zero_fraction'] for s in layer) * 100:.1f} / "
+                    f"{statistics.mean(s['mean_support_size'] for s in layer):.2f}"
+                    for layer in by_layer
+                ]
+            )
+    if not body:
+        return []
+    header = ["attention", "evaluation", *(f"layer {i + 1}" for i in range(layers))]
+    body = [row + ["–"] * (len(header) - len(row)) for row in body]
+    return [
+        "Attention per layer (% exact zeros / mean support over the layer's heads and rows, "
+        "mean over seeds; layer 1 is the closest to the input):",
+        "",
+    ] + _table(header, body)
 
 
 def _provenance_table(kind, cells) -> list[str]:

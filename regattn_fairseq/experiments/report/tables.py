@@ -304,8 +304,7 @@ def _experiment_table(
     lines += _metrics_table(spec, kind, evaluations, shown_cells, results_dir)
     signatures = sorted({r["signature"] for r in rows if r.get("signature")})
     lines += [f"Scoring: `{s}`" for s in signatures] + ([""] if signatures else [])
-    lines += _statistics_table(kind, evaluations, shown_cells) + [kind.legend, ""]
-    lines += _layer_statistics_table(evaluations, shown_cells)
+    lines += _statistics_table(kind, evaluations, shown_cells)
     lines += _provenance_table(kind, shown_cells)
     shown_rows = [r for cell in shown_cells.values() for r in cell]
     lines += _learned_alpha_lines(spec.table, experiment, scale, shown_rows)
@@ -512,7 +511,8 @@ def _metrics_table(spec, kind, evaluations, cells, results_dir) -> list[str]:
 
 def _statistics_table(kind, evaluations, cells) -> list[str]:
     """The sparsity statistics (attention, or NER's tag marginals) of each model's cell on
-    each evaluation set it was scored on, averaged over seeds (a trivial baseline has none)."""
+    each evaluation set it was scored on, averaged over seeds (a trivial baseline has none),
+    with their legend, then per layer where the rows record layers (`_layer_statistics_table`)."""
     body = [
         [row_label(mapping_rows[0]), evaluation] + kind.cells(on_set)
         for mapping_rows in cells.values()
@@ -520,7 +520,10 @@ def _statistics_table(kind, evaluations, cells) -> list[str]:
         for evaluation in evaluations
         if (on_set := [r for r in mapping_rows if r["evaluation"] == evaluation])
     ]
-    return [f"{kind.title}:", ""] + _table([kind.mapping_header, "evaluation", *kind.columns], body)
+    table = _table([kind.mapping_header, "evaluation", *kind.columns], body)
+    return [f"{kind.title}:", "", *table, kind.legend, ""] + _layer_statistics_table(
+        evaluations, cells
+    )
 
 
 def _layer_statistics_table(evaluations, cells) -> list[str]:

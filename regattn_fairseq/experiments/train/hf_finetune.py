@@ -448,7 +448,6 @@ def fine_tune(
         if stop is not None or epoch >= settings.max_epoch:
             break
     last.unlink()  # the optimizer state is twice the model: a finished run keeps only best/
-    (run_dir / PARTIAL_CHECKPOINT).unlink(missing_ok=True)
     return _finished(run_dir, settings)
 
 
@@ -501,9 +500,7 @@ def _resume(last: Path, state: dict) -> int:
     """Load an interrupted run's last checkpoint into the model, optimizer and scheduler of
     `state` (and torch's random state); the epoch it was saved after."""
     saved = torch.load(last, weights_only=False)
-    for name in ("model", "optimizer", "scheduler"):
-        state[name].load_state_dict(saved[name])
-    torch.set_rng_state(saved["torch_rng"])
+    _load_state_dicts(saved, state)
     return saved["epoch"]
 
 
@@ -527,9 +524,7 @@ def _resume_partial(path: Path, state: dict, epoch: int) -> PartialEpoch | None:
     if saved["epoch"] != epoch:
         path.unlink()
         return None
-    for name in ("model", "optimizer", "scheduler"):
-        state[name].load_state_dict(saved[name])
-    torch.set_rng_state(saved["torch_rng"])
+    _load_state_dicts(saved, state)
     return PartialEpoch(saved["step"], saved["losses"], saved["tokens"], saved["train_s"])
 
 
@@ -598,6 +593,8 @@ def _save_epoch(run_dir: Path, record: dict, previous: list, tokenizer, state, l
         model.save_pretrained(run_dir / BEST_DIR)
         tokenizer.save_pretrained(run_dir / BEST_DIR)
     _save_atomically({**_state_dicts(state), "epoch": record["epoch"]}, last)
+    # the epoch is whole: its mid-epoch checkpoint (twice the model's size) is stale
+    (run_dir / PARTIAL_CHECKPOINT).unlink(missing_ok=True)
     # logged after the checkpoint: a record in the log is an epoch that is saved
     _log(run_dir, record)
 
@@ -611,6 +608,13 @@ def _state_dicts(state: dict) -> dict:
         "scheduler": state["scheduler"].state_dict(),
         "torch_rng": torch.get_rng_state(),
     }
+
+
+def _load_state_dicts(saved: dict, state: dict) -> None:
+    """Load a checkpoint's `_state_dicts` into `state`, and torch's random state."""
+    for name in ("model", "optimizer", "scheduler"):
+        state[name].load_state_dict(saved[name])
+    torch.set_rng_state(saved["torch_rng"])
 
 
 def _records(run_dir: Path) -> list[dict]:

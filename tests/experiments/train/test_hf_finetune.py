@@ -91,6 +91,16 @@ def minilm(tmp_path_factory):
     return pm.model_dir(cache_dir=tmp_path_factory.mktemp("models"))
 
 
+def _assert_same_parameters(best_a, best_b):
+    """Two fine-tuned models saved in `best_a` and `best_b` are equal to the last parameter."""
+    model_a, _ = ft.load_finetuned(best_a)
+    model_b, _ = ft.load_finetuned(best_b)
+    for (name, a), b in zip(
+        model_a.state_dict().items(), model_b.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, msg=name)
+
+
 @needs_minilm
 def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     settings = _settings()
@@ -111,12 +121,7 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     assert len(log[0]["alpha"]) == 6 and len(log[0]["alpha"][0]) == 12  # layers x heads
     # a finished run keeps only its best epoch's model
     assert not (tmp_path / "cut" / ft.LAST_CHECKPOINT).exists()
-    model_a, _ = ft.load_finetuned(whole.best_dir)
-    model_b, _ = ft.load_finetuned(resumed.best_dir)
-    for (name, a), b in zip(
-        model_a.state_dict().items(), model_b.state_dict().values(), strict=True
-    ):
-        torch.testing.assert_close(a, b, msg=name)
+    _assert_same_parameters(whole.best_dir, resumed.best_dir)
     # and is not trained again
     again = []
     ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=again.append)
@@ -142,18 +147,21 @@ def test_a_run_cut_mid_epoch_resumes_at_its_next_step(minilm, tmp_path, monkeypa
     with pytest.raises(Interrupted):
         ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=str)
     monkeypatch.setattr(ft, "_save_atomically", save)
-    lines = []
-    resumed = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=lines.append)
+    lines, partial_after_epoch = [], []
+
+    def note(line):  # an epoch's line comes after its whole checkpoint is saved
+        lines.append(line)
+        if line.startswith("[finetune] epoch"):
+            partial_after_epoch.append((tmp_path / "cut" / ft.PARTIAL_CHECKPOINT).exists())
+
+    resumed = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=note)
     assert lines[0].endswith("after epoch 1") and lines[1].endswith("in epoch 2 after step 2")
+    # a whole epoch's checkpoint removes the mid-epoch one it supersedes
+    assert partial_after_epoch == [False]
     for key in ("epochs", "train_loss", "valid_loss", "valid_accuracy"):
         assert resumed.curve[key] == whole.curve[key], key
     assert not (tmp_path / "cut" / ft.PARTIAL_CHECKPOINT).exists()
-    model_a, _ = ft.load_finetuned(whole.best_dir)
-    model_b, _ = ft.load_finetuned(resumed.best_dir)
-    for (name, a), b in zip(
-        model_a.state_dict().items(), model_b.state_dict().values(), strict=True
-    ):
-        torch.testing.assert_close(a, b, msg=name)
+    _assert_same_parameters(whole.best_dir, resumed.best_dir)
 
 
 def test_a_stale_partial_checkpoint_is_removed(tmp_path):

@@ -17,7 +17,10 @@ from regattn_fairseq.experiments.train.hf_finetune import (
     NliPairs,
     autocast,
     batches,
+    encode,
     learned_alphas,
+    length_sorted_batches,
+    pair_lengths,
 )
 from regattn_fairseq.tasks.regattn_snli import LABELS
 
@@ -33,12 +36,17 @@ def real_rows(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _predictions(model, tokenizer, pairs: NliPairs, settings: FineTuneSettings) -> list[int]:
-    """The predicted label of every pair, computed as the model was trained (bf16 autocast
-    when its settings say so)."""
-    predictions = []
+    """The predicted label of every pair, in the pairs' order, computed as the model was
+    trained (bf16 autocast when its settings say so), in length-sorted batches."""
+    predictions = [-1] * len(pairs)
+    lengths = pair_lengths(pairs, tokenizer, settings.max_length)
     with torch.no_grad(), autocast(settings):
-        for batch in batches(pairs, tokenizer, 2 * settings.batch_size, settings.max_length):
-            predictions += model(**batch).logits.argmax(-1).tolist()
+        for indices in length_sorted_batches(lengths, 2 * settings.batch_size):
+            batch = encode(pairs, tokenizer, indices, settings.max_length)
+            for index, label in zip(
+                indices, model(**batch).logits.argmax(-1).tolist(), strict=True
+            ):
+                predictions[index] = label
     return predictions
 
 

@@ -1,10 +1,12 @@
 """Fine-tuning the pinned pretrained encoder (train/hf_finetune.py) and scoring it
 (score/hf_classify.py): the settings' layout in the rows, a resumed run equal to an
-uninterrupted one, a finished run not trained again, and the scores and attention record."""
+uninterrupted one, a finished run not trained again, the length-grouped batches, and the
+scores and attention record."""
 
 import dataclasses
 import importlib.util
 import json
+import random
 
 import pytest
 import torch
@@ -73,6 +75,9 @@ def _settings(**changes):
         max_epoch=2,
         patience=0,
         max_length=32,
+        # pools of 2 batches of 4 over 9 pairs: batches of 4, 4 and 1, shuffled, so a resume
+        # must skip batches, not pairs
+        length_pool=2,
     )
     return ft.FineTuneSettings(**{**options, **changes})
 
@@ -230,3 +235,87 @@ def test_classify_scores_items_and_attention(minilm, tmp_path, bf16):
     assert first["src_tokens"][0] == "[CLS]" and len(first["attention"]) == n
     for row in first["attention"]:
         assert len(row) == n and abs(sum(row) - 1) < 1e-3
+
+
+_DRAW = random.Random(7)
+LENGTHS = [_DRAW.randint(5, 60) for _ in range(1000)]
+
+
+def _padded(batches, lengths):
+    return sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+
+@pytest.mark.parametrize("pool", [1, 3, 16])
+def test_length_grouped_batches_cover_every_pair_once(pool):
+    plan = ft.length_grouped_batches(LENGTHS, 32, pool, random.Random("1-1"))
+    assert sorted(i for batch in plan for i in batch) == list(range(len(LENGTHS)))
+    # every batch is whole but the last of the last pool (1000 = 31 x 32 + 8)
+    assert sorted(len(b) for b in plan) == [8] + [32] * 31
+    # the epoch's batches are drawn from its generator alone
+    assert plan == ft.length_grouped_batches(LENGTHS, 32, pool, random.Random("1-1"))
+    assert plan != ft.length_grouped_batches(LENGTHS, 32, pool, random.Random("1-2"))
+
+
+def test_length_grouping_cuts_padding_and_keeps_batches_random():
+    random_plan = ft.length_grouped_batches(LENGTHS, 32, 1, random.Random(0))
+    grouped = ft.length_grouped_batches(LENGTHS, 32, 16, random.Random(0))
+    real = sum(LENGTHS)
+    assert _padded(random_plan, LENGTHS) / real > 1.4
+    assert _padded(grouped, LENGTHS) / real < 1.1
+    # within a pool the batches are sorted by length, but their order through the epoch is
+    # shuffled: not from shortest to longest
+    firsts = [max(LENGTHS[i] for i in b) for b in grouped]
+    assert firsts != sorted(firsts)
+
+
+def test_length_sorted_batches_cover_every_pair_in_length_order():
+    plan = ft.length_sorted_batches(LENGTHS, 64)
+    flat = [i for batch in plan for i in batch]
+    assert sorted(flat) == list(range(len(LENGTHS)))
+    assert [LENGTHS[i] for i in flat] == sorted(LENGTHS)
+    assert all(len(b) == 64 for b in plan[:-1])
+
+
+@pytest.mark.parametrize("size,pool", [(0, 4), (32, 0)])
+def test_empty_batches_or_pools_are_refused(size, pool):
+    with pytest.raises(ReproError, match="must be at least 1"):
+        ft.length_grouped_batches(LENGTHS, size, pool, random.Random(0))
+
+
+UNEVEN = ft.NliPairs(
+    premises=[
+        "A man .",
+        "Two dogs run on the green grass in a park near a lake while children watch them .",
+        "A woman reads a book on a bench .",
+        "People .",
+        "A boy in a red shirt jumps from a rock into a river on a sunny afternoon .",
+    ],
+    hypotheses=["A person .", "Animals are outside .", "She sleeps .", "A crowd .", "He swims ."],
+    labels=[0, 0, 2, 1, 1],
+)
+
+
+@needs_minilm
+def test_evaluation_in_length_order_scores_each_pair_as_one_at_a_time(minilm):
+    """Validation and scoring batch the pairs by length: the loss, accuracy and each pair's
+    prediction are those of the pairs scored one by one, in their own order."""
+    from regattn_fairseq.experiments.score import hf_classify
+
+    settings = _settings(batch_size=1)  # evaluation batches of 2: the sort reorders them
+    model, tokenizer = ft.build_model(minilm, settings)
+    model.eval()
+    with torch.no_grad():  # a new head's logits barely differ: spread them, so pairs differ
+        model.classifier.weight.mul_(100.0)
+    alone = []
+    with torch.no_grad():
+        for i in range(len(UNEVEN)):
+            out = model(**ft.encode(UNEVEN, tokenizer, [i], settings.max_length))
+            alone.append((float(out.loss), int(out.logits.argmax(-1))))
+    assert len({p for _, p in alone}) > 1  # else a wrong order would go unseen
+    lengths = ft.pair_lengths(UNEVEN, tokenizer, settings.max_length)
+    assert ft.length_sorted_batches(lengths, 2)[0] != [0, 1]
+    assert hf_classify._predictions(model, tokenizer, UNEVEN, settings) == [p for _, p in alone]
+    loss, accuracy = ft.validate(model, tokenizer, UNEVEN, settings)
+    assert loss == pytest.approx(sum(x for x, _ in alone) / len(UNEVEN), abs=1e-5)
+    correct = sum(p == label for (_, p), label in zip(alone, UNEVEN.labels, strict=True))
+    assert accuracy == pytest.approx(100.0 * correct / len(UNEVEN))

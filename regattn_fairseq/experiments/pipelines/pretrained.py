@@ -221,20 +221,22 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
         "grid": grid,
         "extend": extend,
         "extended": extended,
-        "criterion": f"{CRITERION} of short runs ({_short_runs(experiment, table.scale)})",
+        "criterion": _criterion(experiment, table.scale),
         "seeds": seeds,
         "validation": validation,
         "chosen": chosen,
     }
 
 
-def _short_runs(experiment, scale: str) -> str:
+def _criterion(experiment, scale: str) -> str:
+    """How γ is chosen, with what the short runs change, as the rows record it."""
     select = experiment.gamma_select[scale]
-    return ", ".join(f"{k}={v}" for k, v in select.items())
+    return f"{CRITERION} of short runs ({', '.join(f'{k}={v}' for k, v in select.items())})"
 
 
 def _recorded_choice(table, experiment, mapping: str) -> dict | None:
-    """The γ choice recorded in the table's rows for this mapping and grid, if any."""
+    """The γ choice recorded in the table's rows for this mapping, grid, selection seeds and
+    short runs (`_criterion`), if any: a choice made on other short runs is made again."""
     grid, extend = _grid(table)
     for row in reversed(table.rows()):
         selection = gamma_selection(row) or {}
@@ -245,6 +247,7 @@ def _recorded_choice(table, experiment, mapping: str) -> dict | None:
             and selection.get("grid") == grid
             and selection.get("extend") == extend
             and selection.get("seeds") == _selection_seeds(table)
+            and selection.get("criterion") == _criterion(experiment, table.scale)
         ):
             return selection
     return None

@@ -155,10 +155,10 @@ def add_gamma_arguments(parser: argparse.ArgumentParser) -> None:
         type=gamma_seeds,
         default=None,
         help="with --gamma auto: choose γ on the mean validation loss of every seed (`all`, "
-        "grid x seeds trainings), on the first seed only (`first`: grid + seeds - 1 "
-        "trainings; the other seeds train at the chosen γ), or on the grid runs of the "
-        "seeds given (e.g. `1`: with --seeds 2, seed 2 trains at the γ that seed 1's grid "
-        "chose, the choice `first` makes for --seeds 1,2,3; seeds run by separate processes; "
+        "grid x seeds trainings), on the first seed the table declares for the scale only "
+        "(`first`: grid + seeds - 1 trainings; the other seeds, and seeds added later with "
+        "--seeds, train at the chosen γ), or on the grid runs of the seeds given (e.g. `1`: "
+        "with --seeds 2, seed 2 trains at the γ that seed 1's grid chose; "
         "default: the table's recipe, else `all`)",
     )
     parser.add_argument(

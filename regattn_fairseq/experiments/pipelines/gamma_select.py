@@ -99,7 +99,7 @@ def choose_gamma(table: TableRun, experiment, data, mapping: str, rows=()) -> di
         validation loss}, "chosen"}``.
     """
     args = table.args
-    how = _selection_how(table.spec, args, table.seeds)
+    how = _selection_how(table.spec, args, table.selection_seeds)
     if not args.retrain:
         recorded = _recorded_gamma_choice(table, experiment, data, mapping, rows, how)
         if recorded is not None:
@@ -193,7 +193,7 @@ def _selection_loss(table: TableRun, experiment, data, mapping, seed, gamma, run
     return curve["best_valid_loss"]
 
 
-def _selection_how(spec, args, seeds) -> SelectionHow:
+def _selection_how(spec, args, selection_seeds: list[int]) -> SelectionHow:
     """How GAMMA=auto chooses, from the arguments and the table's config.
 
     Raises
@@ -214,12 +214,6 @@ def _selection_how(spec, args, seeds) -> SelectionHow:
         if args.gamma_grid_extend is not None
         else spec.get("gamma_grid_extend", 0)
     )
-    if args.gamma_seeds == "first":
-        selection_seeds = seeds[:1]
-    elif args.gamma_seeds == "all":
-        selection_seeds = list(seeds)
-    else:
-        selection_seeds = list(args.gamma_seeds)
     criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
     select_epochs = args.gamma_select_epochs
     # shorter selection runs: their own folders and configs (no early stopping), so that the
@@ -232,7 +226,7 @@ def _selection_how(spec, args, seeds) -> SelectionHow:
         )
         selection_overrides = [f"optimization.max_epoch={select_epochs}", "checkpoint.patience=-1"]
     return SelectionHow(
-        grid, extend, criterion, selection_seeds, select_epochs, selection_overrides
+        grid, extend, criterion, list(selection_seeds), select_epochs, selection_overrides
     )
 
 
@@ -272,14 +266,13 @@ def _recorded_gamma_choice(table: TableRun, experiment, data, mapping, rows, how
     -------
     tuple or None
         (the recorded selection, the run id of the row that records it), or None when no
-        finished row has the job's config at its recorded γ, the same ``how`` and a choice
-        the edge rule settles.
+        finished row, of any seed, has the job's config at its recorded γ, the same ``how``
+        and a choice the edge rule settles: seeds added to a cell later reuse its choice.
     """
     candidates = [
         row
         for row in rows
         if row["mapping"] == mapping
-        and row["seed"] in table.seeds
         and all((gamma_selection(row) or {}).get(k) == v for k, v in how.matched.items())
         and selection_settled(gamma_selection(row), how.extend)
     ]
@@ -313,7 +306,7 @@ def planned_gamma(
         return None, "", 0.0
     if args.gamma != "auto":
         return float(args.gamma), "", 0.0
-    how = _selection_how(table.spec, args, table.seeds)
+    how = _selection_how(table.spec, args, table.selection_seeds)
     recorded = None
     if not args.retrain:
         recorded = _recorded_gamma_choice(table, experiment, data, mapping, rows, how)

@@ -311,6 +311,19 @@ class TableRun:
     def scale(self) -> str:
         return self.args.scale
 
+    @property
+    def selection_seeds(self) -> list[int]:
+        """The seeds whose γ-grid runs choose γ (--gamma-seeds): ``first``, the first seed the
+        table declares for the scale, whichever seeds this run trains (seeds added to a cell
+        later, by --seeds, train at the γ its first seed chose, as every other seed of the
+        cell); ``all``, this run's seeds; else the seeds given."""
+        how = self.args.gamma_seeds
+        if how == "first":
+            return list(self.spec.seeds.get(self.scale) or self.seeds)[:1]
+        if how == "all":
+            return list(self.seeds)
+        return list(how)
+
     def rows(self) -> list[dict]:
         """The table's raw rows as they are now."""
         return load_rows(self.results_dir, self.spec.table)

@@ -182,10 +182,6 @@ def _grid(table) -> tuple[list[float], int]:
     return list(args.gamma_grid or spec.gamma_grid), int(spec.get("gamma_grid_extend") or 0)
 
 
-def _selection_seeds(table) -> list[int]:
-    return table.seeds[:1] if table.args.gamma_seeds == "first" else list(table.seeds)
-
-
 def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
     """GAMMA=auto: a short fine-tuning run per γ of the grid (and beyond its edge, by the
     table's rule) on the selection seeds; the γ of the lowest mean validation loss.
@@ -197,7 +193,7 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
         ({str(γ): mean validation loss}), chosen.
     """
     grid, extend = _grid(table)
-    seeds = _selection_seeds(table)
+    seeds = table.selection_seeds
     model_path = pretrained_models.model_dir(pinned_model(experiment))
     train, valid = read_pairs(data, "train"), read_pairs(data, "valid")
 
@@ -246,7 +242,7 @@ def _recorded_choice(table, experiment, mapping: str) -> dict | None:
             and row["scale"] == table.scale
             and selection.get("grid") == grid
             and selection.get("extend") == extend
-            and selection.get("seeds") == _selection_seeds(table)
+            and selection.get("seeds") == table.selection_seeds
             and selection.get("criterion") == _criterion(experiment, table.scale)
         ):
             return selection

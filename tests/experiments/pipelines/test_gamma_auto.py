@@ -494,9 +494,9 @@ def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
     assert [p.name for p in legacy][0] == f"{name}_entmax15-softmax-sparsemax_1.png"
 
 
-def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
-    """choose_gamma on the grid 1, 4 with a fake training whose validation loss at γ is
-    ``losses[γ]``; returns (the selection, the γ trained in order)."""
+def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=(), seeds=(1, 2)):
+    """choose_gamma on the grid 1, 4 for `seeds` with a fake training whose validation loss at
+    γ is ``losses[γ]``; returns (the selection, the γ trained in order)."""
     spec = reproduce.load_config("reproduce", "inflection")
     experiment = spec.experiments[0]
     data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
@@ -521,7 +521,7 @@ def _edge_rule_run(tmp_path, monkeypatch, losses, extend="2", rows=()):
 
     monkeypatch.setattr(table_jobs, "train", fake_train)
     selection = gamma_select.choose_gamma(
-        _table(spec, args, [1, 2], tmp_path), experiment, data, "sparsemax", rows
+        _table(spec, args, list(seeds), tmp_path), experiment, data, "sparsemax", rows
     )
     return selection, trained
 
@@ -590,3 +590,26 @@ def test_a_recorded_choice_at_the_grid_edge_is_not_reused_until_extended(tmp_pat
     assert not gamma_edge.selection_settled(at_edge, 2)
     # a record whose extension the rule would not make (another cap) is not this choice
     assert not gamma_edge.selection_settled(selection, 1)
+
+
+def test_seeds_added_later_train_at_the_first_seeds_choice(tmp_path, monkeypatch):
+    """--gamma-seeds first means the table's first declared seed: seeds added to a cell later
+    (--seeds 4 5) take the choice recorded by seed 1's row, without training a grid (it was
+    the first of the seeds run, seed 4, whose grid chose again, possibly another γ)."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    args = reproduce.parse_args(
+        ["inflection", "--scale", "smoke", "--gamma", "auto", "--gamma-grid", "1,4"]
+        + ["--gamma-seeds", "first"]
+    )
+    criterion = "best validation loss (min of valid_loss over epochs), mean over seeds"
+    inside = {"grid": [1.0, 4.0], "criterion": criterion, "seeds": [1], "chosen": 1.0}
+    inside |= {"validation": {"1.0": 1.0, "4.0": 2.0, "0.25": 1.5}, "extended": [0.25]}
+    rows = _finished_rows_at(spec, experiment, data, args, tmp_path, 1, 1.0, inside)
+    losses = {1.0: 3.0, 4.0: 2.0, 16.0: 2.5}
+    run = _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows, seeds=[4, 5])
+    assert run == (inside, [])
+    assert _table(spec, args, [4, 5], tmp_path).selection_seeds == [1]
+    args.gamma_seeds = "all"
+    assert _table(spec, args, [4, 5], tmp_path).selection_seeds == [4, 5]

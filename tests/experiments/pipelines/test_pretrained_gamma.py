@@ -16,9 +16,9 @@ def _experiment(short_runs):
 
 def _table(rows):
     return SimpleNamespace(
-        args=SimpleNamespace(gamma_grid=None, gamma_seeds="first"),
+        args=SimpleNamespace(gamma_grid=None),
         spec=OmegaConf.create({"gamma_grid": [0.25, 1.0, 4.0, 16.0], "gamma_grid_extend": 2}),
-        seeds=[1, 2, 3],
+        selection_seeds=[1],
         scale="small",
         rows=lambda: rows,
     )

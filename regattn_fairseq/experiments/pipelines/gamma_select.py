@@ -266,13 +266,16 @@ def _recorded_gamma_choice(table: TableRun, experiment, data, mapping, rows, how
     -------
     tuple or None
         (the recorded selection, the run id of the row that records it), or None when no
-        finished row, of any seed, has the job's config at its recorded γ, the same ``how``
-        and a choice the edge rule settles: seeds added to a cell later reuse its choice.
+        finished row of the experiment and scale, of any seed, has the job's config at its
+        recorded γ, the same ``how`` and a choice the edge rule settles: seeds added to a cell
+        later reuse its choice, and a choice another experiment made for the same mapping (its
+        validation losses are of its own data) is never taken.
     """
     candidates = [
         row
         for row in rows
-        if row["mapping"] == mapping
+        if (row["experiment"], row["scale"], row["mapping"])
+        == (experiment.name, table.scale, mapping)
         and all((gamma_selection(row) or {}).get(k) == v for k, v in how.matched.items())
         and selection_settled(gamma_selection(row), how.extend)
     ]

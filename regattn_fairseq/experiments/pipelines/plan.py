@@ -314,9 +314,10 @@ class TableRun:
     @property
     def selection_seeds(self) -> list[int]:
         """The seeds whose γ-grid runs choose γ (--gamma-seeds): ``first``, the first seed the
-        table declares for the scale, whichever seeds this run trains (seeds added to a cell
-        later, by --seeds, train at the γ its first seed chose, as every other seed of the
-        cell); ``all``, this run's seeds; else the seeds given."""
+        table declares for the scale (this run's first where the table declares none for it),
+        whichever seeds this run trains (seeds added to a cell later, by --seeds, train at the
+        γ its first seed chose, as every other seed of the cell); ``all``, this run's seeds;
+        else the seeds given."""
         how = self.args.gamma_seeds
         if how == "first":
             return list(self.spec.seeds.get(self.scale) or self.seeds)[:1]

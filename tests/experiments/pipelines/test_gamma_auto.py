@@ -611,5 +611,13 @@ def test_seeds_added_later_train_at_the_first_seeds_choice(tmp_path, monkeypatch
     run = _edge_rule_run(tmp_path, monkeypatch, losses, rows=rows, seeds=[4, 5])
     assert run == (inside, [])
     assert _table(spec, args, [4, 5], tmp_path).selection_seeds == [1]
+    # a choice recorded by another experiment's rows (its validation losses are of its own
+    # data) is not taken, though this experiment's job at that γ is finished
+    own = _finished_rows_at(
+        spec, experiment, data, args, tmp_path, 1, 1.0, {**inside, "seeds": [2]}
+    )
+    other = [{**row, "experiment": "another_experiment", "gamma_selection": inside} for row in own]
+    selection, trained = _edge_rule_run(tmp_path, monkeypatch, losses, rows=own + other)
+    assert trained and selection != inside
     args.gamma_seeds = "all"
     assert _table(spec, args, [4, 5], tmp_path).selection_seeds == [4, 5]

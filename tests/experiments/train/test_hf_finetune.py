@@ -263,9 +263,10 @@ def test_length_grouping_cuts_padding_and_keeps_batches_random():
     assert _padded(random_plan, LENGTHS) / real > 1.4
     assert _padded(grouped, LENGTHS) / real < 1.1
     # within a pool the batches are sorted by length, but their order through the epoch is
-    # shuffled: not from shortest to longest
-    firsts = [max(LENGTHS[i] for i in b) for b in grouped]
-    assert firsts != sorted(firsts)
+    # shuffled: one pool of every pair (32 batches' worth) is not run shortest to longest
+    one_pool = ft.length_grouped_batches(LENGTHS, 32, 32, random.Random(0))
+    longest = [max(LENGTHS[i] for i in b) for b in one_pool]
+    assert longest != sorted(longest)
 
 
 def test_length_sorted_batches_cover_every_pair_in_length_order():

@@ -121,3 +121,50 @@ def test_a_bad_parameter_is_a_clear_error(folders):
     command += ["--data-dir", str(folders / "data"), "--param", "lam=-1"]
     proc = children.run(command, timeout=300)
     assert proc.returncode != 0 and "lam" in proc.stderr.splitlines()[-1]
+
+
+class _LossOfBatch(torch.nn.Module):
+    """A stand-in model: a loss from one parameter, whatever the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, **batch):
+        return type("Out", (), {"loss": self.weight * batch["size"]})()
+
+
+def test_training_batches_are_the_tables_length_grouped_batches(monkeypatch):
+    """Each epoch trains on `length_grouped_batches` drawn from (seed, epoch), as the table's
+    fine-tuning does; plain shuffled batches, or one generator for all epochs, fail this."""
+    from regattn_fairseq.experiments.pipelines import finetune_example as example
+    from regattn_fairseq.experiments.train.hf_finetune import NliPairs, length_grouped_batches
+
+    lengths = [5, 30, 7, 22, 9, 41, 12, 3, 18, 27, 6, 15, 33]
+    pairs = NliPairs(["p"] * len(lengths), ["h"] * len(lengths), [0] * len(lengths))
+    seen = []
+
+    def record(_pairs, _tokenizer, indices, _max_length):
+        seen.append(list(indices))
+        return {"size": float(len(indices))}
+
+    monkeypatch.setattr(example, "pair_lengths", lambda *_: lengths)
+    monkeypatch.setattr(example, "encode", record)
+    args = example.build_parser().parse_args(
+        ["--epochs", "2", "--batch-size", "2", "--length-pool", "3", "--seed", "7"]
+    )
+    example.train_epochs(_LossOfBatch(), pairs, None, args)
+    expected = [
+        batch
+        for epoch in (1, 2)
+        for batch in length_grouped_batches(lengths, 2, 3, example.random.Random(f"7-{epoch}"))
+    ]
+    assert seen == expected
+
+
+def test_length_pool_below_one_is_refused_by_name(capsys):
+    from regattn_fairseq.experiments.pipelines import finetune_example as example
+
+    with pytest.raises(SystemExit):
+        example.build_parser().parse_args(["--length-pool", "0"])
+    assert "--length-pool" in capsys.readouterr().err

@@ -160,11 +160,18 @@ def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: fl
     todo = [job for job in jobs if not job.done]
     known = [job.seconds for job in todo if job.seconds is not None]
     total = sum(known) + extra_seconds
+    if todo and not known and not extra_seconds:
+        # "0.0 CPU-hours" would read as nothing left to do
+        estimate = "no estimate yet (no committed run of the table to estimate from)"
+    else:
+        estimate = (
+            f"estimated {total / 3600:.1f} CPU-hours left"
+            + (f" ({len(todo) - len(known)} without an estimate)" if len(known) < len(todo) else "")
+            + " (medians of the committed rows' training + decoding wall times)"
+        )
     print(
         f"[plan] {table} at scale {scale}: {len(jobs)} jobs, {len(jobs) - len(todo)} done, "
-        f"{len(todo)} to do; estimated {total / 3600:.1f} CPU-hours left"
-        + (f" ({len(todo) - len(known)} without an estimate)" if len(known) < len(todo) else "")
-        + " (medians of the committed rows' training + decoding wall times)",
+        f"{len(todo)} to do; {estimate}",
         flush=True,
     )
     groups: dict[tuple[str, str], list[PlannedJob]] = {}

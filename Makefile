@@ -14,7 +14,7 @@ WHEEL_CACHE ?= $(HOME)/.cache/regattn/wheels
 STAMP       := $(VENV)/.setup-stamp
 KERNELS     := $(shell $(PYTHON_BOOT) -c "import sysconfig; print('regattn/_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-kernel-passes bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm bench-continuous bench-gpu-training clean-venv
+.PHONY: help setup lint format test test-slow test-asan test-cuda bench bench-mappings bench-mappings-cuda bench-kernel-passes bench-attention-cuda bench-scaling bench-model bench-training bench-dp bench-hf bench-hf-minilm bench-finetune-batching bench-continuous bench-gpu-training clean-venv
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -120,6 +120,9 @@ bench-gpu-training: setup ## a device run's training logs (RUN_DIR, default resu
 bench-hf-minilm: setup ## the same for the pinned pretrained all-MiniLM-L6-v2 on SNLI-shaped batches, in float32 (as the table trains) and in bf16 autocast -> results/bench/hf_minilm_cpu{,_bf16}.md
 	$(PY) -m regattn_bench hf --model minilm
 	$(PY) -m regattn_bench hf --model minilm --bf16
+
+bench-finetune-batching: setup ## the pretrained-encoder table's fine-tuning in length-grouped batches (pools of 16) vs plain random batches: padding, real tokens/s -> results/bench/finetune_batching_cpu.md
+	$(PY) -m regattn_bench finetune-batching $(if $(WORK_DIR),--work-dir $(WORK_DIR))
 
 clean-venv: ## remove .venv (the cached fairseq wheel stays)
 	rm -rf $(VENV)

@@ -104,6 +104,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs="fairseq",
     ),
     Benchmark(
+        "finetune-batching",
+        "regattn_fairseq.benchmarks.finetune_batching",
+        "the pretrained-encoder table's fine-tuning with length-grouped batches against plain "
+        "random batches: padding and real tokens/s",
+        needs="fairseq",
+    ),
+    Benchmark(
         "gpu-training",
         "regattn_fairseq.benchmarks.gpu_training",
         "training on one GPU, read off the logs of a device run, against the CPU runs",

@@ -107,3 +107,19 @@ def test_every_figure_names_its_runs_config_data_and_code(tmp_path):
     ]
     baseline = next(x for x in text.splitlines() if "| baseline: copy source | 0 |" in x)
     assert baseline.endswith("abcdef0123 (a baseline: nothing trained) |")
+
+
+def test_a_claim_tested_twice_is_one_entry_in_a_rows_verdicts():
+    from regattn_fairseq.experiments.report.claims import Verdict
+
+    verdicts = [
+        Verdict("P5", "every mapping within 1 BLEU", "inconclusive", ""),
+        Verdict("P8", "fusedmax runs", "reproduced", ""),
+        Verdict("P8", "oscarmax clusters", "reproduced", ""),
+        Verdict("P9", "a", "reproduced", ""),
+        Verdict("P9", "b", "inconclusive", ""),
+    ]
+    assert summary._verdicts_by_claim(verdicts) == (
+        "P5: inconclusive; P8 (2 tests): reproduced; P9 (2 tests): reproduced, inconclusive"
+    )
+    assert summary._verdicts_by_claim([]) == ""

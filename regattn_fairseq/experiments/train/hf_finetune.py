@@ -305,12 +305,12 @@ def encode(pairs: NliPairs, tokenizer, indices: list[int], max_length: int):
     return encoded
 
 
-def batches(pairs: NliPairs, tokenizer, size: int, max_length: int, order=None):
-    """Tokenized batches of (premise, hypothesis) pairs, with their labels, in `order` (a list
-    of indices; default: as given)."""
-    order = list(range(len(pairs))) if order is None else order
-    for start in range(0, len(order), size):
-        yield encode(pairs, tokenizer, order[start : start + size], max_length)
+def batches(pairs: NliPairs, tokenizer, size: int, max_length: int):
+    """Tokenized batches of (premise, hypothesis) pairs in their order, with their labels."""
+    for start in range(0, len(pairs), size):
+        yield encode(
+            pairs, tokenizer, list(range(start, min(start + size, len(pairs)))), max_length
+        )
 
 
 def pair_lengths(pairs: NliPairs, tokenizer, max_length: int) -> list[int]:

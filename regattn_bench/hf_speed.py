@@ -18,6 +18,7 @@ benchmarks (`regattn_bench.run_record`, which needs no fairseq). `python -m rega
     python -m regattn_bench hf                          # every attention, the random BERT
     python -m regattn_bench hf --model minilm --bf16    # the pinned all-MiniLM-L6-v2, bf16 autocast
     python -m regattn_bench hf --quick                  # 1 step, 1 repeat (smoke test)
+    python -m regattn_bench hf --only regattn_sparsemax # eager, sdpa and sparsemax alone
 
 `--model minilm` times the pretrained encoder of the pretrained-encoder table
 (`regattn.integrations.pretrained_models`: all-MiniLM-L6-v2, 6 layers, hidden 384, 12 heads)
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import transformers
@@ -38,8 +38,13 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from regattn.integrations import transformers as rt
 from regattn_bench.bench_configs import bench_config
-from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_bench.run_record import (
+    add_round_robin_arguments,
+    append_run,
+    commit_label,
+    environment,
+    settle_round_robin_arguments,
+)
 
 MODEL = {
     "vocab_size": 8000,
@@ -116,14 +121,30 @@ def make_step(attn: str, params, batch: dict, seed: int, model_name="random-bert
     return step
 
 
-def run(steps: int, repeats: int, seed: int, model="random-bert", bf16=False) -> list[dict]:
-    """Times every attention round-robin; one result per attention with its ratios."""
+def chosen_attentions(only: list[str] | None) -> dict:
+    """The attentions to time: every one of ATTENTIONS, or the baselines (which every ratio
+    divides by) and those whose attn_implementation is in `only`."""
+    if not only:
+        return dict(ATTENTIONS)
+    return {
+        label: (attn, params)
+        for label, (attn, params) in ATTENTIONS.items()
+        if attn in BASELINES or attn in only
+    }
+
+
+def run(
+    steps: int, repeats: int, seed: int, model="random-bert", bf16=False, attentions=None
+) -> list[dict]:
+    """Times each attention of `attentions` (default: all of ATTENTIONS) round-robin; one
+    result per attention with its ratios."""
+    attentions = ATTENTIONS if attentions is None else attentions
     batch = synthetic_batch(seed, model)
     steps_of = {}
-    for label, (attn, params) in ATTENTIONS.items():
+    for label, (attn, params) in attentions.items():
         steps_of[label] = make_step(attn, params, batch, seed, model, bf16)
         steps_of[label]()  # warm-up (allocations, first-call dispatch)
-    times = {label: [] for label in ATTENTIONS}
+    times = {label: [] for label in attentions}
     for _ in range(repeats):
         for label, step in steps_of.items():
             start = time.perf_counter()
@@ -132,7 +153,7 @@ def run(steps: int, repeats: int, seed: int, model="random-bert", bf16=False) ->
             times[label].append((time.perf_counter() - start) / steps)
     medians = {label: statistics.median(t) for label, t in times.items()}
     baseline = {
-        name: next(medians[label] for label, (attn, _) in ATTENTIONS.items() if attn == name)
+        name: next(medians[label] for label, (attn, _) in attentions.items() if attn == name)
         for name in BASELINES
     }
     return [
@@ -145,7 +166,7 @@ def run(steps: int, repeats: int, seed: int, model="random-bert", bf16=False) ->
             "ratio_to_sdpa": medians[label] / baseline["sdpa"],
             "block_step_ms": [1e3 * t for t in times[label]],
         }
-        for label, (attn, params) in ATTENTIONS.items()
+        for label, (attn, params) in attentions.items()
     ]
 
 
@@ -205,11 +226,7 @@ def markdown(record: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """The command line (see the module docstring); `argv` defaults to sys.argv's."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=3, help="training steps per timed block")
-    parser.add_argument("--repeats", type=int, default=7, help="round-robin passes")
-    parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--seed", type=int, default=0)
+    add_round_robin_arguments(parser, steps=3, repeats=7)
     parser.add_argument(
         "--model",
         choices=("random-bert", "minilm"),
@@ -217,15 +234,20 @@ def main(argv: list[str] | None = None) -> None:
         help="the random BERT (default) or the pinned pretrained all-MiniLM-L6-v2",
     )
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast on the CPU")
-    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="IMPLEMENTATION",
+        choices=sorted({attn for attn, _ in ATTENTIONS.values()} - set(BASELINES)),
+        help="time only these attn_implementations (e.g. regattn_sparsemax), beside the eager "
+        "and sdpa baselines that every ratio divides by; default: all of them",
+    )
     args = parser.parse_args(argv)
-    if args.quick:
-        args.steps, args.repeats = 1, 1
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    settle_round_robin_arguments(args)
     rt.register()
     env = environment()
-    results = run(args.steps, args.repeats, args.seed, args.model, args.bf16)
+    attentions = chosen_attentions(args.only)
+    results = run(args.steps, args.repeats, args.seed, args.model, args.bf16, attentions)
     _, sequences, shortest, longest = batch_shape(args.model)
     model = MODEL
     if args.model == "minilm":
@@ -238,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
             "repeats": args.repeats,
             "quick": args.quick,
             "seed": args.seed,
+            "only": args.only,
             "precision": "bf16 autocast" if args.bf16 else "float32",
         },
         "env": environment(before=env),

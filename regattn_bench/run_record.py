@@ -4,6 +4,7 @@ regenerated from the latest full (non --quick) run."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -15,9 +16,39 @@ import torch
 
 from regattn_checkout.errors import ReproError
 from regattn_checkout.files import write_file
+from regattn_checkout.paths import BENCH_RESULTS_DIR
 from regattn_checkout.provenance import cpu_model, git_state
 
-__all__ = ["append_run", "commit_label", "cpu_model", "environment"]
+__all__ = [
+    "add_round_robin_arguments",
+    "append_run",
+    "commit_label",
+    "cpu_model",
+    "environment",
+    "settle_round_robin_arguments",
+]
+
+
+def add_round_robin_arguments(
+    parser: argparse.ArgumentParser, steps: int, repeats: int, seed: int = 0
+) -> None:
+    """The options of every benchmark that times training steps in round-robin blocks:
+    --steps per block, --repeats (blocks), --quick (1 step, 1 block: a smoke run, kept out of
+    the .md), --threads, --seed and --out-dir, with this benchmark's defaults."""
+    parser.add_argument("--steps", type=int, default=steps, help="training steps per timed block")
+    parser.add_argument("--repeats", type=int, default=repeats, help="round-robin passes")
+    parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
+
+
+def settle_round_robin_arguments(args: argparse.Namespace) -> None:
+    """Apply --quick (1 step, 1 repeat) and --threads (`add_round_robin_arguments`)."""
+    if args.quick:
+        args.steps, args.repeats = 1, 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
 
 def commit_label(env: dict) -> str:

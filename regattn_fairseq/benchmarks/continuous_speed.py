@@ -35,8 +35,13 @@ import torch
 
 from regattn.continuous import COMPACT_DENSITY, DENSITY_DECLARATIONS
 from regattn_bench.mapping_speed import require_device
-from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_bench.run_record import (
+    add_round_robin_arguments,
+    append_run,
+    commit_label,
+    environment,
+    settle_round_robin_arguments,
+)
 
 from .model_throughput import BASELINE, MAPPINGS, VOCAB, _scale_options, build
 from .model_throughput import run as run_training
@@ -148,20 +153,14 @@ def markdown(record: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--basis", type=int, nargs="+", default=[64], help="basis sizes N")
-    parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
+    add_round_robin_arguments(parser, steps=5, repeats=5)
     parser.add_argument("--layer-steps", type=int, default=200, help="layer calls per block")
-    parser.add_argument("--repeats", type=int, default=5, help="round-robin passes")
-    parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args(argv)
     device = require_device(args.device)
+    settle_round_robin_arguments(args)
     if args.quick:
-        args.steps, args.layer_steps, args.repeats = 1, 2, 1
-    if args.threads:
-        torch.set_num_threads(args.threads)
+        args.layer_steps = 2
     labels = variants(args.basis)
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,8 +37,13 @@ import torch
 import transformers
 
 from regattn.integrations import pretrained_models
-from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_bench.run_record import (
+    add_round_robin_arguments,
+    append_run,
+    commit_label,
+    environment,
+    settle_round_robin_arguments,
+)
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.pipelines.pretrained import pinned_model, settings_for
@@ -84,7 +89,7 @@ def time_pools(
             model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
         )
         model.train()
-        plan = epoch_plan(lengths, settings.batch_size, pool)
+        plan = epoch_plan(lengths, settings.batch_size, pool, settings.seed)
         runs[pool] = {"model": model, "optimizer": optimizer, "plan": plan, "next": 0}
 
     def train_on(run: dict, count: int) -> int:
@@ -128,8 +133,9 @@ def markdown(record: dict) -> str:
         f"The pretrained-encoder table's fine-tuning of the pinned all-MiniLM-L6-v2 "
         f"({record['model']['distribution']}), regattn softmax, batches of "
         f"{args['batch_size']} of the {record['pairs']:,} SNLI training pairs, float32. "
-        "Padding: tokens the batches of one epoch (seed 1) are padded to over their real "
-        f"tokens, exact. Speed: {args['repeats']} round-robin blocks of {args['steps']} "
+        f"Padding: tokens the batches of one epoch (seed {args['seed']}) are padded to over "
+        f"their real tokens, exact. Speed: {args['repeats']} round-robin blocks of "
+        f"{args['steps']} "
         "training steps per pool size, each on the next batches of its epoch; real tokens per "
         "second over all blocks, and its ratio to plain random batches (pool 1) in the same run: "
         "how much faster an epoch trains. "
@@ -156,29 +162,25 @@ def markdown(record: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pools", type=int, nargs="+", default=list(DEFAULT_POOLS))
-    parser.add_argument("--steps", type=int, default=8, help="training steps per timed block")
-    parser.add_argument("--repeats", type=int, default=5, help="round-robin passes")
-    parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    # seed 1: the table's first seed (its new head, its epochs' batches)
+    add_round_robin_arguments(parser, steps=8, repeats=5, seed=1)
     parser.add_argument("--work-dir", type=Path, help="where the prepared data is (WORK_DIR)")
-    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
     args = parser.parse_args(argv)
     if 1 not in args.pools or min(args.pools) < 1:
         parser.error(f"--pools must hold 1 (plain random batches, the reference), got {args.pools}")
-    if args.quick:
-        args.steps, args.repeats = 1, 1
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    settle_round_robin_arguments(args)
     [experiment] = load_config("reproduce", TABLE).experiments
     where = {"work_dir": args.work_dir} if args.work_dir else {}
     data = prepare(experiment.dataset, SCALE, overrides=experiment.get("dataset_options"), **where)
     pairs = read_pairs(data, "train")
-    settings = settings_for(experiment, SCALE, MAPPING, seed=1)
+    settings = settings_for(experiment, SCALE, MAPPING, seed=args.seed)
     model_path = pretrained_models.model_dir(pinned_model(experiment))
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
     lengths = pair_lengths(pairs, tokenizer, settings.max_length)
     padding = {
-        str(pool): padding_ratio(lengths, epoch_plan(lengths, settings.batch_size, pool))
+        str(pool): padding_ratio(
+            lengths, epoch_plan(lengths, settings.batch_size, pool, settings.seed)
+        )
         for pool in args.pools
     }
     env = environment()
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             "steps": args.steps,
             "repeats": args.repeats,
             "quick": args.quick,
+            "seed": args.seed,
             "batch_size": settings.batch_size,
         },
         "settings": settings.config(),

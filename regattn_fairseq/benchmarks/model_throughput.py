@@ -35,8 +35,13 @@ from omegaconf import OmegaConf
 
 from regattn_bench.bench_configs import bench_config
 from regattn_bench.mapping_speed import require_device
-from regattn_bench.run_record import append_run, commit_label, environment
-from regattn_checkout.paths import BENCH_RESULTS_DIR
+from regattn_bench.run_record import (
+    add_round_robin_arguments,
+    append_run,
+    commit_label,
+    environment,
+    settle_round_robin_arguments,
+)
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR, USER_DIR
 
 VOCAB = 8000
@@ -336,14 +341,7 @@ def markdown(record: dict, earlier: list[dict] = ()) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
-    parser.add_argument(
-        "--repeats", type=int, default=5, help="round-robin passes over the mappings"
-    )
-    parser.add_argument("--quick", action="store_true", help="1 step, 1 repeat (smoke test)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", type=Path, default=BENCH_RESULTS_DIR)
+    add_round_robin_arguments(parser, steps=5, repeats=5)
     parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
@@ -352,10 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     require_device(args.device)
-    if args.quick:
-        args.steps, args.repeats = 1, 1
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    settle_round_robin_arguments(args)
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)

@@ -139,9 +139,26 @@ def test_hf_bench_says_whether_the_machine_was_quiet_from_the_load_before_the_ru
     assert words([2.8, 3.1, 2.1]) == "The machine was shared with other jobs"
 
 
+def test_hf_bench_in_bf16_times_only_the_chosen_attentions_beside_the_baselines(tmp_path):
+    run_bench("hf", tmp_path, "--bf16", "--only", "regattn_uniform", "regattn_sparsemax")
+    run = json.loads((tmp_path / "hf_cpu_bf16.json").read_text())["runs"][-1]
+    assert run["args"]["precision"] == "bf16 autocast"
+    assert run["args"]["only"] == ["regattn_uniform", "regattn_sparsemax"]
+    assert [r["attention"] for r in run["results"]] == [
+        "eager (transformers softmax)",
+        "sdpa (transformers softmax)",
+        "sparsemax",
+        "uniform (attention-free control)",
+    ]
+    assert run["results"][0]["ratio_to_eager"] == 1.0
+
+
+# bf16 autocast is emulated where the CPU lacks AVX512-BF16 and AMX: a MiniLM step then takes
+# about 30 s (results/bench/hf_minilm_cpu_bf16.md), so only the baselines and one mapping run
+@pytest.mark.slow
 def test_hf_bench_on_the_pinned_minilm_in_bf16(tmp_path):
     pytest.importorskip("all_minilm_l6_v2", reason="the pinned MiniLM wheel is not installed")
-    run_bench("hf", tmp_path, "--model", "minilm", "--bf16")
+    run_bench("hf", tmp_path, "--model", "minilm", "--bf16", "--only", "regattn_uniform")
     run = json.loads((tmp_path / "hf_minilm_cpu_bf16.json").read_text())["runs"][-1]
     assert run["args"]["precision"] == "bf16 autocast"
     assert run["model"]["pretrained"]["name"] == "all-MiniLM-L6-v2"

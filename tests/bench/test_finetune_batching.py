@@ -46,6 +46,7 @@ def test_quick_run_on_the_tables_data_and_encoder(tmp_path):
     assert all(r["real_tokens_per_s"] > 0 for r in run["results"])
     table = Path(tmp_path / "finetune_batching_cpu.md").read_text()
     assert "| plain random (pool 1) |" in table and "| pools of 16 batches |" in table
+    assert "one epoch (seed 1)" in table and "Speed: 1 round-robin blocks of 1 training" in table
 
 
 def test_pools_without_plain_random_batches_are_refused(capsys):

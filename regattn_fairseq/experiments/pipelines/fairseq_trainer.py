@@ -21,6 +21,7 @@ from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     TableRun,
     estimate_seconds,
+    has_files,
 )
 from regattn_fairseq.experiments.pipelines.table_jobs import (
     MappingSetup,
@@ -159,7 +160,8 @@ def run_experiment(table: TableRun, experiment, data: PreparedData, progress=Non
         setup = mapping_setup(table, experiment, data, mapping)
         for seed in table.seeds:
             if progress is not None:
-                progress.start(experiment.name, mapping, seed)
+                folder = table.run_dir(experiment, data, mapping, seed, setup.gamma)
+                progress.start(experiment.name, mapping, seed, resumed=has_files(folder))
             export = run_table_job(table, experiment, data, setup, seed)
             if export is not None:
                 exports.append(export)

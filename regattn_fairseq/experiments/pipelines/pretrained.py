@@ -41,6 +41,7 @@ from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     estimate_seconds,
     grid_seconds,
+    has_files,
 )
 from regattn_fairseq.experiments.pipelines.table_jobs import table_outputs
 from regattn_fairseq.experiments.rows.build import Scored, job_rows
@@ -339,9 +340,9 @@ def run_experiment(table, experiment, data: PreparedData, progress=None) -> list
     for mapping in table.mappings_of(experiment):
         gamma, selection = gamma_of(table, experiment, data, mapping, choose=True)
         for seed in table.seeds:
-            if progress is not None:
-                progress.start(experiment.name, mapping, seed)
             job = _job(table, experiment, data, mapping, seed, gamma, selection)
+            if progress is not None:
+                progress.start(experiment.name, mapping, seed, resumed=has_files(job.run_dir))
             rows = run_job(job, outputs, train_step, score_step)
             if seed == table.seeds[0] and attention_stats(rows[0]).get("export"):
                 exports.append(Path(attention_stats(rows[0])["export"]))

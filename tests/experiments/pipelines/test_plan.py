@@ -202,3 +202,29 @@ def test_a_plan_with_no_estimate_says_so_rather_than_zero_hours(capsys):
     out = capsys.readouterr().out
     assert "2 to do; no estimate yet (no committed run of the table" in out
     assert "CPU-hours" not in out
+
+
+def test_a_resumed_job_is_kept_out_of_the_pace(monkeypatch, capsys):
+    """A job that resumes a cut run takes here only what was left of it: counted in the pace,
+    it would read the machine as faster (softmax seed 1, resumed after 5 of 7 epochs, once put
+    the pace at 0.22 and the ETA of the 5 jobs left at 3.3 h)."""
+    jobs = [plan.PlannedJob("e", "softmax", seed, False, 3600.0) for seed in (1, 2, 3)]
+    clock = iter([0.0, 600.0, 4200.0])  # seed 1 resumed: 10 min; seed 2: its full hour
+    monkeypatch.setattr(plan.time, "monotonic", lambda: next(clock))
+    progress = plan.Progress(jobs, started=0.0)
+    progress.start("e", "softmax", 1, resumed=True)
+    progress.start("e", "softmax", 2)
+    assert progress.paces == [] and progress.durations == []
+    progress.start("e", "softmax", 3)
+    assert progress.paces == [1.0]
+    out = capsys.readouterr().out
+    assert "[job 1/3] e softmax seed 1 (resumed: not counted in the pace): elapsed" in out
+    assert "[job 2/3] e softmax seed 2: elapsed 10 min, ETA 2.0 h\n" in out
+
+
+def test_a_run_folder_with_files_is_a_resumed_job(tmp_path):
+    assert not plan.has_files(tmp_path / "seed1")
+    (tmp_path / "seed1").mkdir()
+    assert not plan.has_files(tmp_path / "seed1")
+    (tmp_path / "seed1" / "train.log").write_text("{}\n")
+    assert plan.has_files(tmp_path / "seed1")

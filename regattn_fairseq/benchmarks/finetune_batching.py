@@ -28,7 +28,6 @@ results/bench/finetune_batching_<device>.md is regenerated from the latest full 
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 from pathlib import Path
@@ -52,6 +51,7 @@ from regattn_fairseq.experiments.train.hf_finetune import (
     NliPairs,
     build_model,
     encode,
+    epoch_rng,
     length_grouped_batches,
     pair_lengths,
     read_pairs,
@@ -63,7 +63,7 @@ DEFAULT_POOLS = (1, 16)
 
 def epoch_plan(lengths: list[int], size: int, pool: int, seed: int = 1, epoch: int = 1):
     """The batches of one epoch, drawn as the table's fine-tuning draws them."""
-    return length_grouped_batches(lengths, size, pool, random.Random(f"{seed}-{epoch}"))
+    return length_grouped_batches(lengths, size, pool, epoch_rng(seed, epoch))
 
 
 def padding_ratio(lengths: list[int], plan: list[list[int]]) -> float:

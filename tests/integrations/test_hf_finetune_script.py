@@ -2,6 +2,7 @@
 a folder, fine-tuned on a few SNLI-format lines in a temporary DATA_DIR (no download)."""
 
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -157,7 +158,7 @@ def test_training_batches_are_the_tables_length_grouped_batches(monkeypatch):
     expected = [
         batch
         for epoch in (1, 2)
-        for batch in length_grouped_batches(lengths, 2, 3, example.random.Random(f"7-{epoch}"))
+        for batch in length_grouped_batches(lengths, 2, 3, random.Random(f"7-{epoch}"))
     ]
     assert seen == expected
 

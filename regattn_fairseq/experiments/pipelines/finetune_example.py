@@ -34,7 +34,6 @@ import argparse
 import csv
 import json
 import os
-import random
 from pathlib import Path
 
 import torch
@@ -51,6 +50,7 @@ from regattn_fairseq.experiments.train.hf_finetune import (
     NliPairs,
     batches,
     encode,
+    epoch_rng,
     length_grouped_batches,
     pair_lengths,
 )
@@ -204,9 +204,8 @@ def train_epochs(model, train: NliPairs, tokenizer, args) -> list[float]:
     for epoch in range(1, args.epochs + 1):
         model.train()
         losses = []
-        epoch_rng = random.Random(f"{args.seed}-{epoch}")
         for indices in length_grouped_batches(
-            lengths, args.batch_size, args.length_pool, epoch_rng
+            lengths, args.batch_size, args.length_pool, epoch_rng(args.seed, epoch)
         ):
             optimizer.zero_grad()
             loss = model(**encode(train, tokenizer, indices, args.max_length)).loss

@@ -357,6 +357,12 @@ def length_grouped_batches(
     return grouped
 
 
+def epoch_rng(seed: int, epoch: int) -> random.Random:
+    """The generator an epoch's batches are drawn from (`length_grouped_batches`): from the seed
+    and the epoch alone, so that a resumed run draws the same batches."""
+    return random.Random(f"{seed}-{epoch}")
+
+
 def length_sorted_batches(lengths: list[int], size: int) -> list[list[int]]:
     """Batches of pair indices in order of length: evaluation pads almost nothing."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -622,7 +628,7 @@ def _train_epoch(
         pair_lengths(train, tokenizer, settings.max_length),
         settings.batch_size,
         settings.length_pool,
-        random.Random(f"{settings.seed}-{epoch}"),
+        epoch_rng(settings.seed, epoch),
     )
     model.train()
     partial = partial or PartialEpoch(0, [], 0, 0.0)

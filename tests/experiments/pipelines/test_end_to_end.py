@@ -9,6 +9,7 @@ grows with the number of jobs); across the tables every mapping is trained, deco
 scored through the pipeline once (`MAPPINGS_TRAINED` below says where)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ BASELINES = {
     "table1": {"baseline: majority class", "baseline: hypothesis only"},
     "table2": {"baseline: lead", "baseline: lead, digits kept"},
     "nmt": {"baseline: copy source"},
+    "e2_transformer": {"baseline: copy source"},
     "inflection": {"baseline: copy lemma"},
 }
 # the mappings each table's test trains (MAPPINGS=...); the sweeps add their smoke grids'
@@ -36,11 +38,16 @@ MAPPINGS_TRAINED = {
     "table1": ("softmax", "oscarmax", CONTROL),
     "table2": ("softmax", "fusedmax", CONTROL),
     "nmt": ("softmax", "sq_pnorm_max", CONTROL),
+    "e2_transformer": ("softmax", "entmax_learned", CONTROL),
     "inflection": ("softmax", "entmax15", CONTROL),
+    # the `continuous` config group: continuous attention alone and added to the discrete
+    # (continuous_sparsemax_sum runs the continuous density and the discrete context both)
+    "continuous": ("softmax", "continuous_sparsemax_sum", CONTROL),
 }
 
 
 SWEEPS = Path(__file__).resolve().parents[3] / "configs" / "sweep"
+TABLES = SWEEPS.parent / "reproduce"
 
 
 def sweep_mappings(sweep: str) -> set[str]:
@@ -56,20 +63,24 @@ def table_mappings(table: str) -> dict[str, str]:
     return {"MAPPINGS": " ".join(MAPPINGS_TRAINED[table])}
 
 
-def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str) -> list[dict]:
+def check_outputs(
+    tmp_path, table: str, expected_mappings: set[str], metric: str | dict[str, str]
+) -> list[dict]:
     """Check the table's rows (its baselines' too: none for a sweep) and files; returns the
-    rows of the trained models."""
+    rows of the trained models. `metric`: the table's, or each experiment's."""
     rows = [
         json.loads(line)
         for line in (tmp_path / "results" / "raw" / f"{table}.jsonl").read_text().splitlines()
     ]
     trivial = [row for row in rows if rowkeys.is_baseline(row)]
     rows = [row for row in rows if not rowkeys.is_baseline(row)]
+    metric_of = {row["experiment"]: metric for row in rows} if isinstance(metric, str) else metric
     assert {row["mapping"] for row in rows} == expected_mappings
     assert {row["mapping"] for row in trivial} == BASELINES.get(table, set())
     for row in trivial:  # nothing trained: scored by the models' scorer, with its provenance
         assert row["git_commit"] and row["versions"]["torch"] and row["data"]
-        assert row["train"]["checkpoint"] is None and 0.0 <= row["metrics"][metric] <= 100.0
+        score = row["metrics"][metric_of[row["experiment"]]]
+        assert row["train"]["checkpoint"] is None and 0.0 <= score <= 100.0
     for row in rows:
         for key in PROVENANCE:
             assert row[key] not in (None, "", {}), key
@@ -82,7 +93,7 @@ def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str
         )
         assert row["train"]["config"]["model"]["_name"].startswith("regattn_")
         assert row["train"]["epochs"] == 1 and row["train"]["tokens_per_s"] > 0
-        assert 0.0 <= row["metrics"][metric] <= 100.0
+        assert 0.0 <= row["metrics"][metric_of[row["experiment"]]] <= 100.0
         # the code that trained the model, and the attention statistics of the evaluation set
         assert row["train"]["started"]["git_commit"] == row["git_commit"]
         attention = row["attention"]
@@ -96,6 +107,18 @@ def check_outputs(tmp_path, table: str, expected_mappings: set[str], metric: str
     assert "% zeros" in markdown and "clusters/row (size)" in markdown
     assert (tmp_path / "results" / "raw" / f"{table}.csv").is_file()
     return rows
+
+
+def test_every_table_is_reproduced_by_one_end_to_end_test():
+    """Each table config (configs/reproduce/<table>.yaml) has its `make reproduce-<table>`
+    smoke test in this folder, so that no table's pipeline first runs for real."""
+    tests = "\n".join(path.read_text() for path in Path(__file__).parent.glob("test_*.py"))
+    untested = [
+        path.stem
+        for path in TABLES.glob("*.yaml")
+        if not re.search(rf"def test_reproduce_{path.stem}(_smoke)?\(", tests)
+    ]
+    assert TABLES.is_dir() and not untested
 
 
 def test_every_mapping_is_trained_by_one_end_to_end_test():
@@ -200,6 +223,47 @@ def test_reproduce_nmt(shared_data, tmp_path):
     rows = check_outputs(tmp_path, "nmt", set(MAPPINGS_TRAINED["nmt"]), "bleu")
     assert all(row["signature"].startswith("nrefs:1") for row in rows)
     assert "nrefs:1|case:mixed" in result.stdout  # the signature is printed
+
+
+@pytest.mark.slow
+def test_reproduce_e2_transformer(shared_data, tmp_path):
+    """E2's Transformer: the α each attention module's heads learned, read from the checkpoint
+    into the row, its figure, and the claims E1 and E2 in the table."""
+    variables = table_mappings("e2_transformer")
+    make_ok("reproduce-e2-transformer", tmp_path, shared_data, variables=variables)
+    rows = check_outputs(
+        tmp_path, "e2_transformer", set(MAPPINGS_TRAINED["e2_transformer"]), "bleu"
+    )
+    for row in rows:
+        assert row["train"]["config"]["model"]["_name"] == "regattn_transformer_small"
+    [learned] = [row for row in rows if row["mapping"] == "entmax_learned"]
+    alpha, modules = learned["attention"]["alpha"], learned["attention"]["alpha_layers"]
+    # one encoder self-attention, one decoder self- and one cross-attention per layer
+    assert {module.split()[-1] for module in modules} == {"self_attn", "encoder_attn"}
+    assert len(alpha) == len(modules) and all(1.0 < a < 2.0 for heads in alpha for a in heads)
+    assert all("alpha" not in row["attention"] for row in rows if row is not learned)
+    figures = tmp_path / "results" / "figures"
+    assert (figures / "e2_transformer_multi30k_en_de_transformer_smoke_learned_alpha.png").is_file()
+    markdown = (tmp_path / "results" / "e2_transformer.md").read_text()
+    assert "| E2 |" in markdown and "| E1 |" in markdown and "Learned α" in markdown
+
+
+@pytest.mark.slow
+def test_reproduce_continuous(shared_data, tmp_path):
+    """Continuous attention in both of its experiments, NMT and SNLI: the discrete mapping is
+    softmax in every row, the continuous config is the row's mapping, and the claims C1 (on
+    the `_sum` rows) and C2 are in the table."""
+    variables = table_mappings("continuous")
+    make_ok("reproduce-continuous", tmp_path, shared_data, variables=variables)
+    metrics = {"multi30k_en_de": "bleu", "snli": "accuracy"}
+    rows = check_outputs(tmp_path, "continuous", set(MAPPINGS_TRAINED["continuous"]), metrics)
+    assert {(row["experiment"], row["mapping"]) for row in rows} == {
+        (experiment, mapping)
+        for experiment in metrics
+        for mapping in MAPPINGS_TRAINED["continuous"]
+    }
+    markdown = (tmp_path / "results" / "continuous.md").read_text()
+    assert markdown.count("| C1 |") == 2 and markdown.count("| C2 |") == 2
 
 
 @pytest.mark.slow

@@ -24,13 +24,21 @@ def learned_alpha_rows(rows: list[ResultRow]) -> list[dict]:
     return sorted(found, key=lambda row: row["seed"])
 
 
+def alpha_sd(row: ResultRow) -> float | None:
+    """The standard deviation of a run's learned α over all its heads (every layer or attention
+    module): how far the heads specialised from their common start (E2's "heads that
+    specialise"). None for a run without a learned α."""
+    alpha = attention_stats(row).get("alpha")
+    return None if not alpha else float(np.std(np.asarray(alpha, dtype=float)))
+
+
 def alpha_summary(row: ResultRow) -> str:
     """One line on a run's learned α: over all heads, its mean, range and spread, and how
     many heads ended sparser than 1.5-entmax (α > 1.5)."""
     alpha = np.asarray(attention_stats(row)["alpha"], dtype=float)
     return (
         f"seed {row['seed']}: α mean {alpha.mean():.2f}, range {alpha.min():.2f}–"
-        f"{alpha.max():.2f}, sd over heads {alpha.std():.2f}; {int((alpha > 1.5).sum())} of "
+        f"{alpha.max():.2f}, sd over heads {alpha_sd(row):.2f}; {int((alpha > 1.5).sum())} of "
         f"{alpha.size} heads above 1.5"
     )
 

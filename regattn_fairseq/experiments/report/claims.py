@@ -24,6 +24,12 @@ Claims on cost (no gate: they are not about what attention learns):
 - ``bench_ratio``: a benchmark record's throughput ratio to softmax is at least ``at_least``
   (P6), one value per benchmark run.
 
+A claim on one cell's level (no gate: a statistic of one mapping's attention):
+
+- ``at_least``: the mean over seeds of ``a``'s ``metric`` is at least ``at_least`` (E2's heads
+  that specialise: the spread of the learned α over the heads, ``attention:alpha_sd``). Its Δ
+  and interval are the mean's t-interval less ``at_least``.
+
 **Inference over seeds.** A verdict rests on the per-seed scores of each cell (one converged run
 per seed): the difference of the cells' means and its 95% Welch t-interval (unequal variances;
 the seeds of two cells are independent trainings, not pairs). A training seed can move a score
@@ -70,6 +76,7 @@ from regattn_fairseq.experiments.core.result_row import (
     gamma_selection,
     train_record,
 )
+from regattn_fairseq.experiments.report.alpha_plots import alpha_sd
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.rows.keys import cell_key, split_current
@@ -83,9 +90,11 @@ INCONCLUSIVE = "inconclusive"
 PROVISIONAL = "provisional"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, PROVISIONAL)
 COMPARISONS = ("better", "not_worse", "close_to")
-KINDS = (*COMPARISONS, "each_not_worse", "all_better", "time_ratio", "bench_ratio")
+KINDS = (*COMPARISONS, "each_not_worse", "all_better", "time_ratio", "bench_ratio", "at_least")
 # metrics read off a row's attention statistics rather than its scores (P8)
 ATTENTION_PREFIX = "attention:"
+# attention metrics computed from what a row records rather than recorded themselves
+DERIVED_ATTENTION = {"alpha_sd": alpha_sd}
 SECONDS_PER_EPOCH = "seconds_per_epoch"
 
 
@@ -172,7 +181,8 @@ def welch_interval(
 
 def metric_value(row: ResultRow, metric: str) -> float:
     """A row's value of a claim's metric: a score (``bleu``), an attention statistic
-    (``attention:mean_runs_per_row``), or the training's seconds per epoch.
+    (``attention:mean_runs_per_row``, or one computed from the row, `DERIVED_ATTENTION`), or
+    the training's seconds per epoch.
 
     Raises
     ------
@@ -180,7 +190,9 @@ def metric_value(row: ResultRow, metric: str) -> float:
         the row does not record it.
     """
     if metric.startswith(ATTENTION_PREFIX):
-        value = attention_stats(row)[metric[len(ATTENTION_PREFIX) :]]
+        name = metric[len(ATTENTION_PREFIX) :]
+        derived = DERIVED_ATTENTION.get(name)
+        value = derived(row) if derived else attention_stats(row).get(name)
         if value is None:
             raise KeyError(metric)
         return float(value)
@@ -345,9 +357,11 @@ def judge(
     verdict = Verdict(claim["id"], claim["text"], INCONCLUSIVE, "")
     if kind == "bench_ratio":
         return _judge_bench(verdict, test, results_dir)
+    cells = representative_cells(rows, experiment, scale, test["evaluation"])
+    if kind == "at_least":
+        return _judge_level(verdict, test, cells)
     pairs = _comparisons_of(test)
     metric = SECONDS_PER_EPOCH if kind == "time_ratio" else test["metric"]
-    cells = representative_cells(rows, experiment, scale, test["evaluation"])
     # cost and attention-structure claims are not about what attention adds to accuracy
     gated = control is not None and kind != "time_ratio" and ":" not in metric
     names, gate_missing = _arms(pairs, cells, gated, reference, control, verdict)
@@ -537,6 +551,66 @@ def _margin_left(comparison: Comparison, pairs) -> float:
     return comparison.interval[0]
 
 
+def mean_interval(
+    values: list[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
+    """(mean, low, high): the t-interval of the mean of `values` (one per seed or run);
+    infinite ends for a single value, which has no spread to estimate."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, -math.inf, math.inf
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * float(
+        np.std(values, ddof=1) / math.sqrt(len(values))
+    )
+    return mean, mean - half, mean + half
+
+
+def _judge_level(verdict: Verdict, test, cells: dict) -> Verdict:
+    """A claim on one cell's level (``at_least``, module docstring): the t-interval of the
+    mean of ``metric`` over ``a``'s converged seeds against ``at_least``; provisional with
+    fewer than MIN_SEEDS of them."""
+    name, metric, at_least = test["a"], test["metric"], float(test["at_least"])
+    if name not in cells:
+        verdict.verdict = PROVISIONAL
+        verdict.reason = f"no rows for {name} at this scale yet"
+        return verdict
+    kept, notes = _converged_arms(cells, [name])
+    try:
+        values = [metric_value(row, metric) for row in kept[name]]
+    except KeyError as error:
+        verdict.reason = f"a row does not record {error.args[0]}"
+        return verdict
+    if not values:
+        verdict.verdict = PROVISIONAL
+        verdict.reason = "; ".join([f"no converged run of {name}", *notes])
+        return verdict
+    mean, low, high = mean_interval(values)
+    verdict.difference = mean - at_least
+    verdict.interval = (low - at_least, high - at_least) if len(values) > 1 else None
+    verdict.seeds = str(len(values))
+    verdict.details = [
+        f"{name} {metric} per seed: {', '.join(f'{v:.3f}' for v in values)}; mean {mean:.3f}"
+        + (f" [{low:.3f}, {high:.3f}]" if len(values) > 1 else "")
+        + f" against {at_least:g}"
+    ]
+    if low > at_least:
+        outcome, why = REPRODUCED, f"the interval of the mean lies above {at_least:g}"
+    elif high < at_least:
+        outcome, why = NOT_REPRODUCED, f"the interval of the mean lies below {at_least:g}"
+    else:
+        outcome, why = INCONCLUSIVE, f"the interval of the mean contains {at_least:g}"
+    if len(values) < MIN_SEEDS:
+        verdict.verdict = PROVISIONAL
+        why = (
+            f"fewer than {MIN_SEEDS} converged seeds for {name}; the interval alone would "
+            f"say: {outcome} ({why})"
+        )
+    else:
+        verdict.verdict = outcome
+    verdict.reason = "; ".join([why, *notes])
+    return verdict
+
+
 def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
     """A throughput claim on a benchmark record (P6): every run of the record that measured
     ``model`` gives one ratio per entry of ``entries``; each must reach ``at_least``. Its
@@ -558,16 +632,7 @@ def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
         verdict.reason = f"{test['record']} has no run of {test['model']} with every entry"
         return verdict
     at_least = float(test["at_least"])
-    lows = {}
-    for entry, values in ratios.items():
-        mean = float(np.mean(values))
-        if len(values) > 1:
-            half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1)) * float(
-                np.std(values, ddof=1) / math.sqrt(len(values))
-            )
-        else:
-            half = math.inf
-        lows[entry] = (mean, mean - half, mean + half)
+    lows = {entry: mean_interval(values) for entry, values in ratios.items()}
     worst = min(lows, key=lambda e: lows[e][1])
     mean, low, high = lows[worst]
     verdict.difference = mean - at_least
@@ -630,6 +695,22 @@ def judge_table(
         )
         for claim in table_claims(spec, experiment)
     ]
+
+
+def verdicts_by_claim(verdicts: list[Verdict], emphasis: str = "") -> str:
+    """'P5: inconclusive; P8 (2 tests): reproduced': one entry per claim, in order; a claim
+    tested more than once (P8 on fusedmax's runs and on oscarmax's clusters, E2 on accuracy
+    and on the heads' α) says how many tests, and each distinct verdict once, rather than
+    repeating its id. `emphasis` wraps each verdict ('**' for bold)."""
+    by_claim: dict[str, list[str]] = {}
+    for v in verdicts:
+        by_claim.setdefault(v.claim, []).append(f"{emphasis}{v.verdict}{emphasis}")
+    return "; ".join(
+        (f"{claim} ({len(found)} tests)" if len(found) > 1 else claim)
+        + ": "
+        + ", ".join(dict.fromkeys(found))
+        for claim, found in by_claim.items()
+    )
 
 
 def interval_text(verdict: Verdict) -> str:

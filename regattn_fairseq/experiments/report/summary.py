@@ -28,6 +28,7 @@ from regattn_fairseq.experiments.report.claims import (
     judge_table,
     representative_cells,
     table_claims,
+    verdicts_by_claim,
 )
 from regattn_fairseq.experiments.report.compute import TableCost, cost_lines, help_line, table_cost
 from regattn_fairseq.experiments.report.convergence import converged, converged_values
@@ -141,25 +142,10 @@ def summary_lines(
                 lines.append(
                     f"| {link}{experiment.name} | {evaluation} | {metric} | "
                     + _cells_columns(cells, metric, headers)
-                    + (_verdicts_by_claim(verdicts) or "–")
+                    + (verdicts_by_claim(verdicts) or "–")
                     + " |"
                 )
     return lines + _claims_section(claim_lines) + _sources_section(sources, link_prefix, provenance)
-
-
-def _verdicts_by_claim(verdicts) -> str:
-    """'P5: inconclusive; P8 (2 tests): reproduced': one entry per claim, in order; a claim
-    tested more than once (P8 on fusedmax's runs and on oscarmax's clusters) says how many
-    tests, and each distinct verdict once, rather than repeating its id."""
-    by_claim: dict[str, list[str]] = {}
-    for v in verdicts:
-        by_claim.setdefault(v.claim, []).append(v.verdict)
-    return "; ".join(
-        (f"{claim} ({len(found)} tests)" if len(found) > 1 else claim)
-        + ": "
-        + ", ".join(dict.fromkeys(found))
-        for claim, found in by_claim.items()
-    )
 
 
 def _summary_header(scale: str, headers: dict[str, str]) -> list[str]:

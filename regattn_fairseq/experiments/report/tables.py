@@ -39,6 +39,7 @@ from regattn_fairseq.experiments.report.claims import (
     judge_table,
     representative_cells,
     table_claims,
+    verdicts_by_claim,
 )
 from regattn_fairseq.experiments.report.convergence import converged, converged_values
 from regattn_fairseq.experiments.report.learning_curves import (
@@ -410,12 +411,12 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
         metric = headline_metric(spec, evaluation)
         header += [f"{evaluation} {metric}: mean ± sd (n)", "paper", f"Δ vs {reference} [95%]"]
     header.append("claims")
-    claimed: dict[str, list[str]] = defaultdict(list)
+    claimed: dict[str, list] = defaultdict(list)
     for claim, verdict in zip(table_claims(spec, experiment), verdicts, strict=True):
         test = claim["test"]
         for name in dict.fromkeys([test.get("a"), *(test.get("mappings") or [])]):
             if name:
-                claimed[name].append(f"{verdict.claim}: **{verdict.verdict}**")
+                claimed[name].append(verdict)
     body = []
     for name in _headline_order(spec, names):
         label = None
@@ -450,7 +451,7 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
             out.append(delta)
         if name == control:
             label += " (attention-free control)"
-        body.append([label, *out, "; ".join(claimed.get(name, [])) or "–"])
+        body.append([label, *out, verdicts_by_claim(claimed.get(name, []), "**") or "–"])
     return ["#### Headline", "", *_table(header, body)]
 
 

@@ -7,8 +7,10 @@ import json
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 from scipy import stats
 
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.report import claims, convergence, learning_curves
 from regattn_fairseq.experiments.score.significance import write_items
 
@@ -269,6 +271,54 @@ def test_structure_claims_read_attention_statistics(tmp_path):
     claim = _claim("better", metric="attention:mean_runs_per_row", a="fusedmax", b="sparsemax")
     verdict = _judge(claim, rows, tmp_path)  # no control needed: not a claim on accuracy
     assert verdict.verdict == "reproduced" and verdict.p_items is None
+
+
+def _learned(tmp_path, spreads):
+    """A cell of entmax_learned whose seed k learned α 1.5 ± spreads[k] in half its heads each
+    (2 modules × 4 heads): the sd over its heads is exactly spreads[k]."""
+    rows = _cell(tmp_path, "entmax_learned", [70.0] * len(spreads))
+    for row, d in zip(rows, spreads, strict=True):
+        row["attention"] = {"alpha": [[1.5 - d, 1.5 + d, 1.5 - d, 1.5 + d]] * 2}
+    return rows
+
+
+def test_level_claims_on_the_spread_of_learned_alpha(tmp_path):
+    """E2's heads that specialise: the sd of the learned α over the heads, its mean over seeds
+    against a level, each way, with the t-interval of the mean as the oracle's."""
+    claim = _claim("at_least", metric="attention:alpha_sd", a="entmax_learned", at_least=0.1)
+    spreads = [0.3, 0.25, 0.35]
+    verdict = _judge(claim, _learned(tmp_path, spreads), tmp_path, control=None)
+    low, high = stats.t.interval(0.95, 2, loc=np.mean(spreads), scale=stats.sem(spreads))
+    assert verdict.verdict == "reproduced" and verdict.seeds == "3"
+    assert verdict.difference == pytest.approx(0.3 - 0.1)
+    assert verdict.interval == pytest.approx((low - 0.1, high - 0.1))
+    # the control's absence does not gate it: a statistic of one mapping's attention
+    gated = _judge(claim, _learned(tmp_path, spreads), tmp_path)
+    assert gated.verdict == "reproduced"
+    flat = _judge(claim, _learned(tmp_path, [0.01, 0.02, 0.015]), tmp_path)
+    assert flat.verdict == "not reproduced at this scale"
+    mixed = _judge(claim, _learned(tmp_path, [0.02, 0.3, 0.1]), tmp_path)
+    assert mixed.verdict == "inconclusive" and "contains 0.1" in mixed.reason
+    two = _judge(claim, _learned(tmp_path, [0.3, 0.31]), tmp_path)
+    assert two.verdict == "provisional" and "would say: reproduced" in two.reason
+    assert "no rows for entmax_learned" in _judge(claim, [], tmp_path).reason
+    unrecorded = _cell(tmp_path, "entmax_learned", [70.0] * 3)  # rows without a learned α
+    assert "does not record attention:alpha_sd" in _judge(claim, unrecorded, tmp_path).reason
+
+
+def test_every_declared_claim_is_well_formed(tmp_path):
+    """Every claim of every table config (configs/reproduce) names a known kind with the fields
+    it needs: judged before any row, each waits for its rows (a benchmark claim for its
+    record), never an error."""
+    declared = 0
+    for path in sorted((REPO_ROOT / "configs" / "reproduce").glob("*.yaml")):
+        spec = OmegaConf.load(path)
+        for claim in spec.get("claims") or []:
+            assert claim.test.kind in claims.KINDS, (path.name, claim.id)
+            verdict = claims.judge(claim, [], "x", "small", tmp_path, spec.get("control"))
+            assert verdict.verdict in ("provisional", "inconclusive"), (path.name, claim.id)
+            declared += 1
+    assert declared >= 20
 
 
 def test_bench_claims_need_three_runs(tmp_path):

@@ -110,7 +110,7 @@ def test_every_figure_names_its_runs_config_data_and_code(tmp_path):
 
 
 def test_a_claim_tested_twice_is_one_entry_in_a_rows_verdicts():
-    from regattn_fairseq.experiments.report.claims import Verdict
+    from regattn_fairseq.experiments.report.claims import Verdict, verdicts_by_claim
 
     verdicts = [
         Verdict("P5", "every mapping within 1 BLEU", "inconclusive", ""),
@@ -119,7 +119,9 @@ def test_a_claim_tested_twice_is_one_entry_in_a_rows_verdicts():
         Verdict("P9", "a", "reproduced", ""),
         Verdict("P9", "b", "inconclusive", ""),
     ]
-    assert summary._verdicts_by_claim(verdicts) == (
+    assert verdicts_by_claim(verdicts) == (
         "P5: inconclusive; P8 (2 tests): reproduced; P9 (2 tests): reproduced, inconclusive"
     )
-    assert summary._verdicts_by_claim([]) == ""
+    assert verdicts_by_claim([]) == ""
+    # a table's headline shows them in bold
+    assert verdicts_by_claim(verdicts[1:3], "**") == "P8 (2 tests): **reproduced**"

@@ -3,12 +3,12 @@ figures are generated rather than guessed.
 
 Per table, over the runs that stand in its current cells (each run once, whatever its number of
 evaluation sets; baselines train nothing): training (``train.wall_s``), decoding (each row's
-``decode.wall_s``), and the γ grids, whose runs leave no row: each γ tried for a tuned cell
-(its choice's grid and values beyond it, for each selection seed) is counted at the epochs it
-was trained for (``GAMMA_SELECT_EPOCHS``, else the cell's median epochs) times the cell's median
-seconds per epoch, and labelled an estimate. Rows record the wall time of the process that
-trained them; on this 2-core machine two trainings ran side by side, so a CPU-hour here is one
-process on one core.
+``decode.wall_s``), and the γ grids, whose runs leave no row: each γ tried for a tuned cell (its
+choice's grid and values beyond it, for each selection seed) is counted at the epochs it was
+trained for (``GAMMA_SELECT_EPOCHS``, or a fine-tuned table's short runs' ``max_epoch``, else
+the cell's median epochs) times the cell's median seconds per epoch, and labelled an estimate.
+Rows record the wall time of the process that trained them; on this 2-core machine two trainings
+ran side by side, so a CPU-hour here is one process on one core.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from regattn_fairseq.experiments.core.result_row import (
 )
 from regattn_fairseq.experiments.rows.keys import cell_key, is_baseline, split_current
 
-_SELECT_EPOCHS = re.compile(r"within the first (\d+) epochs")
+# the epochs a γ grid's runs trained, as the selection's criterion states them: the fairseq
+# tables' (`gamma_select`) and the fine-tuned tables' short runs (`pretrained._criterion`)
+_SELECT_EPOCHS = re.compile(r"within the first (\d+) epochs|max_epoch=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,11 @@ def table_cost(table: str, rows: list[ResultRow], scale: str = "small") -> Table
             continue
         per_epoch = statistics.median(t["wall_s"] / t["epochs"] for t in timed)
         match = _SELECT_EPOCHS.search(selection.get("criterion", ""))
-        epochs = int(match.group(1)) if match else statistics.median(t["epochs"] for t in timed)
+        epochs = (
+            int(match.group(1) or match.group(2))
+            if match
+            else statistics.median(t["epochs"] for t in timed)
+        )
         tried = len(selection["grid"]) + len(selection.get("extended") or [])
         grids += tried * len(selection.get("seeds") or [1]) * epochs * per_epoch
     commits = ", ".join(sorted({r[0]["git_commit"][:10] for r in runs.values()}))

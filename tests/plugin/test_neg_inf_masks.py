@@ -1,7 +1,8 @@
 """The plugin's AttentionNormalizer takes fairseq's -inf masking as it comes (issue #50): scores
 with -inf at the excluded positions (fairseq's convention for key padding, the future mask and
-a -inf attn_mask) give what the boolean mask gives, for every mapping and a learned alpha,
-with zero gradient at those positions."""
+a -inf attn_mask) give what the boolean mask gives, for every mapping, the attention-free
+control (uniform over the prefix a decoder may see) and a learned alpha, with zero gradient at
+those positions."""
 
 import pytest
 import torch
@@ -28,7 +29,8 @@ def _scores():
 
 
 @pytest.mark.parametrize(
-    "name, learned", [(name, False) for name in mappings.NAMES] + [("entmax", True)]
+    "name, learned",
+    [(name, False) for name in (*mappings.NAMES, *mappings.CONTROLS)] + [("entmax", True)],
 )
 def test_normalizer_takes_neg_inf_scores_as_masked(name, learned):
     normalizer = _normalizer(name, learned)

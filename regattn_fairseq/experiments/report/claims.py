@@ -593,7 +593,9 @@ def _judge_level(verdict: Verdict, test, cells: dict) -> Verdict:
         + (f" [{low:.3f}, {high:.3f}]" if len(values) > 1 else "")
         + f" against {at_least:g}"
     ]
-    if low > at_least:
+    if len(values) < 2:
+        outcome, why = INCONCLUSIVE, "no interval (one seed)"
+    elif low > at_least:
         outcome, why = REPRODUCED, f"the interval of the mean lies above {at_least:g}"
     elif high < at_least:
         outcome, why = NOT_REPRODUCED, f"the interval of the mean lies below {at_least:g}"

@@ -301,6 +301,8 @@ def test_level_claims_on_the_spread_of_learned_alpha(tmp_path):
     assert mixed.verdict == "inconclusive" and "contains 0.1" in mixed.reason
     two = _judge(claim, _learned(tmp_path, [0.3, 0.31]), tmp_path)
     assert two.verdict == "provisional" and "would say: reproduced" in two.reason
+    one = _judge(claim, _learned(tmp_path, [0.3]), tmp_path)
+    assert one.verdict == "provisional" and one.interval is None and "one seed" in one.reason
     assert "no rows for entmax_learned" in _judge(claim, [], tmp_path).reason
     unrecorded = _cell(tmp_path, "entmax_learned", [70.0] * 3)  # rows without a learned α
     assert "does not record attention:alpha_sd" in _judge(claim, unrecorded, tmp_path).reason

@@ -360,6 +360,15 @@ def judge(
     cells = representative_cells(rows, experiment, scale, test["evaluation"])
     if kind == "at_least":
         return _judge_level(verdict, test, cells)
+    return _judge_comparisons(verdict, test, cells, results_dir, control, reference)
+
+
+def _judge_comparisons(
+    verdict: Verdict, test, cells: dict, results_dir: Path | None, control, reference: str
+) -> Verdict:
+    """A claim made of comparisons of cells (`_comparisons_of`), by the rules of the module
+    docstring: converged seeds, the gate, the intervals."""
+    kind = test["kind"]
     pairs = _comparisons_of(test)
     metric = SECONDS_PER_EPOCH if kind == "time_ratio" else test["metric"]
     # cost and attention-structure claims are not about what attention adds to accuracy

@@ -32,7 +32,6 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
 import transformers
 
 from regattn.integrations import pretrained_models
@@ -55,6 +54,7 @@ from regattn_fairseq.experiments.train.hf_finetune import (
     length_grouped_batches,
     pair_lengths,
     read_pairs,
+    training_state,
 )
 
 TABLE, SCALE, MAPPING = "table1_pretrained", "small", "softmax"
@@ -85,9 +85,7 @@ def time_pools(
     runs = {}
     for pool in pools:
         model, tokenizer = build_model(model_path, settings)
-        optimizer = torch.optim.AdamW(
-            model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
-        )
+        optimizer = training_state(model, settings)["optimizer"]
         model.train()
         plan = epoch_plan(lengths, settings.batch_size, pool, settings.seed)
         runs[pool] = {"model": model, "optimizer": optimizer, "plan": plan, "next": 0}

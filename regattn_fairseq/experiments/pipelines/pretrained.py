@@ -390,6 +390,7 @@ def finetuned_rows(job: Job, table: str, results_dir: Path, run, started: dict) 
         "config": settings.config(),
         "pretrained": pinned_model(job.experiment).record(),
         "precision": "bf16 autocast" if settings.bf16 else "float32",
+        "optimizer": run.optimizer,
     }
     rows = job_rows(job, table, run_id, train, scored, fingerprint, context)
     checksums.verify(job.data)

@@ -3,6 +3,7 @@
 uninterrupted one, a finished run not trained again, the length-grouped batches, and the
 scores and attention record."""
 
+import copy
 import dataclasses
 import importlib.util
 import json
@@ -123,6 +124,7 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
         assert resumed.curve[key] == whole.curve[key], key
     log = [json.loads(x) for x in (tmp_path / "cut" / ft.LOG_FILE).read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2]
+    assert {r["optimizer"] for r in log} == {"AdamW, fused"} and resumed.optimizer == "AdamW, fused"
     assert len(log[0]["alpha"]) == 6 and len(log[0]["alpha"][0]) == 12  # layers x heads
     # a finished run keeps only its best epoch's model
     assert not (tmp_path / "cut" / ft.LAST_CHECKPOINT).exists()
@@ -167,6 +169,37 @@ def test_a_run_cut_mid_epoch_resumes_at_its_next_step(minilm, tmp_path, monkeypa
         assert resumed.curve[key] == whole.curve[key], key
     assert not (tmp_path / "cut" / ft.PARTIAL_CHECKPOINT).exists()
     _assert_same_parameters(whole.best_dir, resumed.best_dir)
+
+
+def test_a_resumed_run_keeps_the_adamw_kernel_it_started_with():
+    """A new run steps AdamW's fused kernel; a checkpoint saved by the per-parameter loop (a
+    run started before it) resumes with the loop, and steps as the loop does to the last bit."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    settings = _settings()
+    state = ft.training_state(model, settings)
+    assert ft.optimizer_kind(state["optimizer"]) == "AdamW, fused"
+    loop = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
+    assert ft.optimizer_kind(loop) == "AdamW, per-parameter loop"
+
+    def step(optimizer):
+        model(torch.ones(2, 4)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    step(loop)
+    saved = {
+        "optimizer": copy.deepcopy(loop.state_dict()),
+        "before": {k: v.clone() for k, v in model.state_dict().items()},
+    }
+    step(loop)
+    after_loop = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(saved["before"])
+    state["optimizer"].load_state_dict(saved["optimizer"])
+    assert ft.optimizer_kind(state["optimizer"]) == "AdamW, per-parameter loop"
+    step(state["optimizer"])
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, after_loop[name]), name
 
 
 def test_a_stale_partial_checkpoint_is_removed(tmp_path):

@@ -289,9 +289,10 @@ def pretrained_lines(results_dir: Path, link_prefix: str) -> list[str]:
     for experiment in spec.experiments:
         cells = representative_cells(rows, experiment.name, SCALE, "test")
         pool = [row for cell in cells.values() for row in cell]
+        # named as the summary's other mappings: the cell's text carries its tuned γ
         lines += [
-            f"| {row_label(cell[0])} | {_cell_text(cell, 'accuracy', pool)} |"
-            for cell in cells.values()
+            f"| {mapping} | {_cell_text(cell, 'accuracy', pool)} |"
+            for mapping, cell in cells.items()
         ]
         verdicts = zip(
             table_claims(spec, experiment.name),

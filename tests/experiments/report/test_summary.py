@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from regattn_checkout.paths import REPO_ROOT
 from regattn_fairseq.experiments.report import summary
 
 
@@ -125,3 +126,13 @@ def test_a_claim_tested_twice_is_one_entry_in_a_rows_verdicts():
     assert verdicts_by_claim([]) == ""
     # a table's headline shows them in bold
     assert verdicts_by_claim(verdicts[1:3], "**") == "P8 (2 tests): **reproduced**"
+
+
+def test_the_pretrained_tables_lines_name_a_tuned_gamma_once():
+    """docs/huggingface.md's table (`pretrained_lines`) labels each cell by its mapping, and the
+    cell's text adds its γ when tuned: sparsemax's γ = 16 row read "sparsemax (γ=16) | 79.93
+    (n=1, γ=16)"."""
+    lines = summary.pretrained_lines(REPO_ROOT / "results", "../results/")
+    cells = [line for line in lines if line.startswith("| ") and "(n=" in line]
+    assert any("γ=" in line for line in cells)
+    assert all(line.count("γ=") <= 1 for line in cells), cells

@@ -179,7 +179,7 @@ def test_a_resumed_run_keeps_the_adamw_kernel_it_started_with():
     settings = _settings()
     state = ft.training_state(model, settings)
     assert ft.optimizer_kind(state["optimizer"]) == "AdamW, fused"
-    loop = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
+    loop = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     assert ft.optimizer_kind(loop) == "AdamW, per-parameter loop"
 
     def step(optimizer):

@@ -102,7 +102,7 @@ bench-scaling: setup ## time vs rows and vs row length, fitted slopes and a figu
 bench-training: setup ## the LSTM seq2seq's training step by part, and tokens/s of 1 process x all cores vs 1 process per core (needs Multi30k prepared or the offline data)
 	$(PY) -m regattn_bench training $(if $(WORK_DIR),--work-dir $(WORK_DIR))
 
-bench-model: setup ## training tokens/s of the LSTM summarizer and the Transformer per mapping vs softmax
+bench-model: setup ## training throughput of the LSTM summarizer, the Transformer and the SNLI classifier per mapping vs softmax (P4, T2)
 	$(PY) -m regattn_bench model
 
 bench-dp: setup ## smoothed Viterbi (entropy, l2; compiled and torch paths) vs autograd through the recursion and hard Viterbi

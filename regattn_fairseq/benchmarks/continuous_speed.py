@@ -43,7 +43,7 @@ from regattn_bench.run_record import (
     settle_round_robin_arguments,
 )
 
-from .model_throughput import BASELINE, MAPPINGS, VOCAB, _scale_options, build
+from .model_throughput import BASELINE, MAPPINGS, _scale_options, build, write_dictionaries
 from .model_throughput import run as run_training
 
 DENSITY_VARIANTS = {  # label -> options, without the basis size
@@ -57,7 +57,13 @@ DENSITY_VARIANTS = {  # label -> options, without the basis size
 }
 # Multi30k en-de after BPE: ~14 source and ~15 target tokens per sentence
 MODELS = {
-    "LSTM NMT": {"scale": ("lstm_seq2seq", "small"), "batch": 64, "src": 14, "tgt": 15},
+    "LSTM NMT": {
+        "scale": ("lstm_seq2seq", "small"),
+        "task": "translation",
+        "batch": 64,
+        "src": 14,
+        "tgt": 15,
+    },
 }
 # the attention layer alone: one decoder step of a batch over sources of this length
 LAYER_SHAPE = {"batch": 64, "src": 14}
@@ -89,7 +95,7 @@ def layer_step_times(
     calls = {}
     for label, options in labels.items():
         torch.manual_seed(seed)
-        _, model = build(data_dir, arch, flags, options)
+        _, model = build(data_dir, MODELS["LSTM NMT"]["task"], arch, flags, options)
         layer = model.decoder.attention.to(device)
         hidden, source = layer.input_proj.in_features, layer.input_proj.out_features
         bsz, src = LAYER_SHAPE["batch"], LAYER_SHAPE["src"]
@@ -144,7 +150,7 @@ def markdown(record: dict) -> str:
         label = r["attention"]
         lines.append(
             f"| {label} | {1e6 * layer[label]:.0f} | {base / layer[label]:.2f} | "
-            f"{r['tokens_per_s']:.0f} | {r['throughput_ratio_to_softmax']:.2f} |"
+            f"{r['per_s']:.0f} | {r['throughput_ratio_to_softmax']:.2f} |"
         )
     lines += ["", f"All runs: `results/bench/{record['file_stem']}.json`."]
     return "\n".join(lines) + "\n"
@@ -165,9 +171,7 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
-        words = "".join(f"w{i} 1\n" for i in range(VOCAB))
-        for lang in ("src", "tgt"):
-            (data_dir / f"dict.{lang}.txt").write_text(words)
+        write_dictionaries(data_dir)
         env = environment()
         layer = layer_step_times(
             data_dir, labels, args.layer_steps, args.repeats, args.seed, device

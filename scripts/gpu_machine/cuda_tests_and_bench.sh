@@ -29,7 +29,7 @@ echo "mappings bench rc=$?"; head -3 $OUT/mappings_gpu.md 2>/dev/null
 if [ "${BENCH_S:-0}" -gt 0 ]; then
   el model bench
   cp results/bench/model_gpu.json $OUT/ 2>/dev/null
-  timeout $BENCH_S python3 -m regattn_bench model --device cuda --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench2.log 2>&1
+  timeout $BENCH_S python3 -m regattn_bench model --device cuda --models "LSTM summarizer" Transformer --steps 5 --repeats 3 --out-dir $OUT >$OUT/bench2.log 2>&1
   echo "model bench rc=$?"; cat $OUT/model_gpu.md 2>/dev/null | head -3
 fi
 el attention bench

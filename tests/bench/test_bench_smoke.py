@@ -95,13 +95,17 @@ def test_scaling_bench_appends(tmp_path):
 
 @pytest.mark.slow
 def test_model_bench(tmp_path):
-    run_bench("model", tmp_path, "--models", "LSTM summarizer")
+    run_bench("model", tmp_path, "--models", "LSTM summarizer", "SNLI classifier")
     run = json.loads((tmp_path / "model_cpu.json").read_text())["runs"][-1]
-    # every mapping of the plugin trained a step, timed against softmax in the same run
-    assert [r["attention"] for r in run["results"]] == list(bench_model.MAPPINGS)
-    for r in run["results"]:
-        assert r["tokens_per_s"] > 0 and r["throughput_ratio_to_softmax"] > 0
-    assert "| 1.5-entmax |" in (tmp_path / "model_cpu.md").read_text()
+    # every mapping of the plugin trained a step of each model, timed against softmax's
+    for model, unit in (("LSTM summarizer", "target tokens"), ("SNLI classifier", "pairs")):
+        results = [r for r in run["results"] if r["model"] == model]
+        assert [r["attention"] for r in results] == list(bench_model.MAPPINGS)
+        for r in results:
+            assert r["unit"] == unit and r["per_s"] > 0 and r["throughput_ratio_to_softmax"] > 0
+    assert [r["per_step"] for r in run["results"] if r["model"] == "SNLI classifier"][0] == 64
+    table = (tmp_path / "model_cpu.md").read_text()
+    assert "| 1.5-entmax |" in table and "| attention | ms / step | pairs/s |" in table
 
 
 @pytest.mark.slow  # builds and trains 4 models twice: about 2 minutes on a busy 2-core machine
@@ -191,9 +195,10 @@ def _model_record(date: str, device: str, ratio: float) -> dict:
         "arch": "regattn_lstm",
         "model_options": [],
         "batch": {"batch": 1, "src": 1, "tgt": 1},
-        "target_tokens": 1,
+        "unit": "target tokens",
+        "per_step": 1,
         "median_step_ms": 1.0,
-        "tokens_per_s": 1.0,
+        "per_s": 1.0,
     }
     return {
         "date": date,
@@ -215,3 +220,31 @@ def test_model_bench_table_shows_earlier_runs_on_the_same_device():
     assert "| sparsemax | 1.0 | 1 | 0.75 | 0.88 |" in text
     assert "0.50" not in text and "2026-11-26T11:55" in text
     assert "earlier runs" not in bench_model.markdown(latest)
+
+
+def test_model_bench_feeds_the_snli_classifier_pairs_as_its_task_collates_them():
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for i in range(50):
+        dictionary.add_symbol(f"w{i}")
+
+    class Task:  # what `synthetic_pairs` reads of the regattn_snli task
+        source_dictionary = dictionary
+        labels = ("entailment", "neutral", "contradiction")
+
+    spec = bench_model.MODELS["SNLI classifier"]
+    batch = bench_model.synthetic_pairs(Task, spec, torch.Generator().manual_seed(0))
+    assert batch["items"] == spec["batch"] == len(batch["target"])
+    assert set(batch["target"].tolist()) <= {0, 1, 2}
+    for side, nominal in (("premise", spec["src"]), ("hypothesis", spec["tgt"])):
+        tokens, lengths = (
+            batch["net_input"][f"{side}_tokens"],
+            batch["net_input"][f"{side}_lengths"],
+        )
+        assert tokens.size(1) == int(lengths.max())
+        assert int(0.7 * nominal) <= int(lengths.min()) and int(lengths.max()) <= int(1.3 * nominal)
+        for row, length in zip(tokens, lengths.tolist(), strict=True):
+            # right-padded, each sentence ending in eos as fairseq-preprocess binarizes it
+            assert row[length - 1] == dictionary.eos() and (row[length:] == dictionary.pad()).all()
+            assert (row[: length - 1] >= dictionary.nspecial).all()

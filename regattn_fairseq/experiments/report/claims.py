@@ -21,8 +21,10 @@ Claims on cost (no gate: they are not about what attention learns):
 - ``time_ratio``: the seconds per training epoch of ``a`` over ``b``, from the converged rows'
   wall times, is at most ``1 + margin`` (``side: not_slower``, T2) or within
   [1 / (1 + margin), 1 + margin] (``side: both``, P4: "essentially the same").
-- ``bench_ratio``: a benchmark record's throughput ratio to softmax is at least ``at_least``
-  (P6), one value per benchmark run.
+- ``bench_ratio``: a benchmark record's ratio to softmax, one value per benchmark run made
+  since the test's ``since`` (its declaration): throughput at least ``at_least`` (P6), or
+  seconds per training step within ``margin`` as ``time_ratio`` (P4, T2: claims.md tests the
+  claims on runtime by benchmarks; the rows' wall times depend on what else ran beside them).
 
 A claim on one cell's level (no gate: a statistic of one mapping's attention):
 
@@ -96,6 +98,8 @@ ATTENTION_PREFIX = "attention:"
 # attention metrics computed from what a row records rather than recorded themselves
 DERIVED_ATTENTION = {"alpha_sd": alpha_sd}
 SECONDS_PER_EPOCH = "seconds_per_epoch"
+# where a bench claim's record comes from
+BENCH_WRITERS = "`make bench-model` writes model_cpu.json; model_gpu.json is written on a lent GPU"
 
 
 @dataclass
@@ -622,58 +626,149 @@ def _judge_level(verdict: Verdict, test, cells: dict) -> Verdict:
     return verdict
 
 
-def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
-    """A throughput claim on a benchmark record (P6): every run of the record that measured
-    ``model`` gives one ratio per entry of ``entries``; each must reach ``at_least``. Its
-    interval is the t-interval of the worst entry's mean ratio over the runs; fewer than
-    MIN_SEEDS runs make it provisional."""
+def bench_entries(test) -> dict[str, str]:
+    """A bench claim's entries: mapping -> the benchmark's label of it, when ``entries`` names
+    the mapping each label stands for (P4, T2: their rows in a table's headline); label ->
+    label when it is a list (P6's offload setups, which no table row stands for)."""
+    entries = test["entries"]
+    if hasattr(entries, "keys"):
+        return {str(mapping): str(label) for mapping, label in entries.items()}
+    return {str(label): str(label) for label in entries}
+
+
+def claim_mappings(test) -> list[str]:
+    """The mappings a claim's test is about (a table's headline rows it is shown on)."""
+    names = [test.get("a"), *(test.get("mappings") or [])]
+    if test["kind"] == "bench_ratio" and hasattr(test["entries"], "keys"):
+        names += list(bench_entries(test))
+    return [str(name) for name in dict.fromkeys(names) if name]
+
+
+def _bench_runs(test, results_dir: Path | None) -> tuple[list[dict], str]:
+    """The runs of a bench claim's record that count: full runs (not ``--quick``) dated on
+    or after the test's ``since`` (its declaration: runs made before it are not its runs);
+    with a reason when there are none."""
     path = None if results_dir is None else Path(results_dir) / test["record"]
     if path is None or not path.is_file():
-        verdict.reason = f"no benchmark record {test['record']} (it is written on a lent GPU)"
-        return verdict
-    runs = json.loads(path.read_text())["runs"]
-    ratios: dict[str, list[float]] = {entry: [] for entry in test["entries"]}
+        return [], f"no benchmark record {test['record']} yet ({BENCH_WRITERS})"
+    since = str(test.get("since", ""))
+    runs = [
+        run
+        for run in json.loads(path.read_text())["runs"]
+        if not run["args"].get("quick") and run["date"][: len(since)] >= since
+    ]
+    after = f" made since {since}, the test's declaration" if since else ""
+    return runs, "" if runs else f"{test['record']} has no full run{after}"
+
+
+def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
+    """A throughput claim on a benchmark record (P4, T2, P6): every run of the record that
+    measured ``model`` (`_bench_runs`) gives one ratio to softmax per entry (`bench_entries`),
+    each entry's mean over the runs with its t-interval; fewer than MIN_SEEDS runs make it
+    provisional.
+
+    With ``at_least`` (P6), each entry's throughput ratio must reach it; Δ and interval are
+    the worst entry's mean ratio less ``at_least``. With ``margin`` (P4, T2), each entry's
+    seconds per step over softmax's, tested on their logarithm as ``time_ratio`` tests the
+    rows' seconds per epoch: within ×(1 + margin) either way (``side: both``) or at most
+    ×(1 + margin) (``side: not_slower``); Δ and interval are the entry nearest to failing,
+    as a ratio."""
+    runs, missing = _bench_runs(test, results_dir)
+    ratios: dict[str, list[float]] = {entry: [] for entry in bench_entries(test).values()}
     devices = set()
     for run in runs:
         for result in run["results"]:
             if result["model"] == test["model"] and result["attention"] in ratios:
                 ratios[result["attention"]].append(float(result["throughput_ratio_to_softmax"]))
-                devices.add(run["env"].get("device", "?"))
-    if not all(ratios.values()):
-        verdict.reason = f"{test['record']} has no run of {test['model']} with every entry"
+                device = run["env"].get("device", "?")
+                devices.add(
+                    f"a lent GPU ({device})" if run["env"].get("device_kind") == "gpu" else device
+                )
+    if missing or not all(ratios.values()):
+        verdict.verdict = PROVISIONAL  # no run yet: as a cell with no rows
+        verdict.reason = (
+            missing or f"{test['record']} has no run of {test['model']} with every entry"
+        )
         return verdict
+    decided = (
+        _bench_levels(verdict, test, ratios)
+        if "at_least" in test
+        else _bench_times(verdict, test, ratios)
+    )
+    days = sorted({run["date"][:10] for run in runs})
+    where = f"measured on {', '.join(sorted(devices))}, {len(runs)} run(s) " + (
+        f"on {days[0]}" if len(days) == 1 else f"from {days[0]} to {days[-1]}"
+    )
+    outcome, why = decided
+    count = min(len(v) for v in ratios.values())
+    verdict.seeds = str(count)
+    if count < MIN_SEEDS:
+        verdict.verdict = PROVISIONAL
+        verdict.reason = (
+            f"{where}: fewer than {MIN_SEEDS} benchmark runs; the interval alone would say: "
+            f"{outcome} ({why})"
+        )
+        return verdict
+    verdict.verdict, verdict.reason = outcome, f"{where}: {why}"
+    return verdict
+
+
+def _bench_levels(verdict: Verdict, test, ratios: dict) -> tuple[str, str]:
+    """``at_least``: each entry's mean throughput ratio over the runs at least that level
+    (`_judge_bench`); sets the verdict's columns and details."""
     at_least = float(test["at_least"])
-    lows = {entry: mean_interval(values) for entry, values in ratios.items()}
-    worst = min(lows, key=lambda e: lows[e][1])
-    mean, low, high = lows[worst]
+    levels = {entry: mean_interval(values) for entry, values in ratios.items()}
+    worst = min(levels, key=lambda e: levels[e][1])
+    mean, low, high = levels[worst]
     verdict.difference = mean - at_least
     verdict.interval = (low - at_least, high - at_least) if math.isfinite(low) else None
     verdict.details = [
-        f"{entry}: {', '.join(f'{v:.3f}' for v in ratios[entry])} of softmax's tokens/s"
-        for entry in ratios
+        f"{entry}: {', '.join(f'{v:.3f}' for v in values)} of softmax's throughput"
+        for entry, values in ratios.items()
     ]
-    verdict.seeds = str(min(len(v) for v in ratios.values()))
-    where = f"measured on a lent GPU ({', '.join(sorted(devices))}), {len(runs)} run(s) of one day"
+    words = f"the worst entry ({worst}) has mean ratio {mean:.3f} [{low:.3f}, {high:.3f}]"
     if low >= at_least:
-        outcome = REPRODUCED
-    elif high < at_least:
-        outcome = NOT_REPRODUCED
-    else:
-        outcome = INCONCLUSIVE
-    if min(len(v) for v in ratios.values()) < MIN_SEEDS:
-        verdict.verdict = PROVISIONAL
-        verdict.reason = (
-            f"{where}: fewer than {MIN_SEEDS} benchmark runs; the mean ratios "
-            + ", ".join(f"{e} {lows[e][0]:.3f}" for e in lows)
-            + f" against the claim's {at_least:g}"
-        )
-        return verdict
-    verdict.verdict = outcome
-    verdict.reason = (
-        f"{where}: the worst entry ({worst}) has mean ratio {mean:.3f} [{low:.3f}, "
-        f"{high:.3f}] against {at_least:g}"
-    )
-    return verdict
+        return REPRODUCED, f"{words}, at least {at_least:g}"
+    if high < at_least:
+        return NOT_REPRODUCED, f"{words}, below {at_least:g}"
+    return INCONCLUSIVE, f"{words}, which contains {at_least:g}"
+
+
+def _bench_times(verdict: Verdict, test, ratios: dict) -> tuple[str, str]:
+    """``margin`` and ``side``: each entry's seconds per step over softmax's (the inverse of
+    its throughput ratio), on the log scale, within or at most ×(1 + margin)
+    (`_judge_bench`); sets the verdict's columns (as ratios) and details."""
+    side = test.get("side", "both")
+    if side not in ("both", "not_slower"):
+        raise ValueError(f"bench_ratio side must be 'both' or 'not_slower', got {side!r}")
+    log_margin = math.log1p(float(test["margin"]))
+    decided = {}
+    for entry, values in ratios.items():
+        mean, low, high = mean_interval([-math.log(v) for v in values])
+        if side == "both":
+            outcome, _ = decide("close_to", (low, high), log_margin)
+            left = log_margin - max(abs(low), abs(high))
+        else:  # log time at most log(1 + margin): its negation not below −that
+            outcome, _ = decide("not_worse", (-high, -low), log_margin)
+            left = log_margin - high
+        decided[entry] = (outcome, left, mean, low, high)
+    shown = min(decided, key=lambda e: decided[e][1])
+    _, _, mean, low, high = decided[shown]
+    verdict.ratio = True
+    verdict.difference = math.exp(mean)
+    verdict.interval = (math.exp(low), math.exp(high)) if math.isfinite(low) else None
+    words = [
+        f"{entry} ×{math.exp(d[2]):.2f}"
+        + (f" [{math.exp(d[3]):.2f}, {math.exp(d[4]):.2f}]" if math.isfinite(d[3]) else "")
+        for entry, d in decided.items()
+    ]
+    verdict.details = [
+        f"{entry}: {', '.join(f'{1 / v:.3f}' for v in values)} of softmax's seconds per step"
+        for entry, values in ratios.items()
+    ]
+    claim = f"{'at most' if side == 'not_slower' else 'within'} ×{1 + float(test['margin']):.2f}"
+    outcome = _combine([d[0] for d in decided.values()])
+    return outcome, f"{'; '.join(words)} of softmax's seconds per step (the claim: {claim})"
 
 
 def baseline_of(spec) -> str:

@@ -34,6 +34,7 @@ from regattn_fairseq.experiments.report.alpha_plots import (
 )
 from regattn_fairseq.experiments.report.claims import (
     baseline_of,
+    claim_mappings,
     claims_section,
     compare,
     judge_table,
@@ -413,10 +414,8 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
     header.append("claims")
     claimed: dict[str, list] = defaultdict(list)
     for claim, verdict in zip(table_claims(spec, experiment), verdicts, strict=True):
-        test = claim["test"]
-        for name in dict.fromkeys([test.get("a"), *(test.get("mappings") or [])]):
-            if name:
-                claimed[name].append(verdict)
+        for name in claim_mappings(claim["test"]):
+            claimed[name].append(verdict)
     body = []
     for name in _headline_order(spec, names):
         label = None

@@ -323,33 +323,112 @@ def test_every_declared_claim_is_well_formed(tmp_path):
     assert declared >= 20
 
 
-def test_bench_claims_need_three_runs(tmp_path):
-    def run(ratio):
-        return {
-            "env": {"device": "H100"},
-            "results": [
-                {
-                    "model": "LSTM",
-                    "attention": "fusedmax, CPU",
-                    "throughput_ratio_to_softmax": ratio,
-                }
-            ],
-        }
+def _bench_run(ratios: dict, date="2026-11-30T00:00:00+00:00", device="H100", quick=False):
+    """A benchmark run (results/bench/model_<device>.json's layout) with these throughput
+    ratios to softmax, one per entry."""
+    return {
+        "date": date,
+        "args": {"quick": quick},
+        "env": {"device": device, "device_kind": "gpu" if device == "H100" else "cpu"},
+        "results": [
+            {"model": "LSTM", "attention": entry, "throughput_ratio_to_softmax": ratio}
+            for entry, ratio in ratios.items()
+        ],
+    }
 
+
+def _bench_record(tmp_path, *runs):
+    (tmp_path / "b.json").write_text(json.dumps({"runs": list(runs)}))
+
+
+def test_bench_claims_need_three_runs(tmp_path):
     claim = _claim(
         "bench_ratio", record="b.json", model="LSTM", entries=["fusedmax, CPU"], at_least=0.75
     )
-    (tmp_path / "b.json").write_text(json.dumps({"runs": [run(0.9), run(0.92)]}))
+
+    def record(*ratios):
+        _bench_record(tmp_path, *(_bench_run({"fusedmax, CPU": r}) for r in ratios))
+
+    record(0.9, 0.92)
     two = _judge(claim, [], tmp_path)
     assert two.verdict == "provisional" and "measured on a lent GPU (H100)" in two.reason
-    (tmp_path / "b.json").write_text(json.dumps({"runs": [run(0.9), run(0.92), run(0.91)]}))
+    assert "would say: reproduced" in two.reason
+    record(0.9, 0.92, 0.91)
     assert _judge(claim, [], tmp_path).verdict == "reproduced"
-    (tmp_path / "b.json").write_text(json.dumps({"runs": [run(0.5), run(0.52), run(0.51)]}))
+    record(0.5, 0.52, 0.51)
     assert _judge(claim, [], tmp_path).verdict == "not reproduced at this scale"
     assert (
         "no benchmark record"
         in _judge({**claim, "test": {**claim["test"], "record": "x"}}, [], tmp_path).reason
     )
+
+
+def test_bench_time_claims_test_seconds_per_step_within_the_margin(tmp_path):
+    """P4 ("essentially the same") and T2 ("no slower") on the model benchmark: each entry's
+    seconds per step over softmax's (1 / its throughput ratio), on the log scale, against
+    ×(1 + margin); the entry nearest to failing stands for the claim, as a ratio."""
+    # mapping -> the benchmark's label of it
+    entries = {"sparsemax": "sparsemax", "fusedmax": "fusedmax (λ=0.1)"}
+    both = _claim(
+        "bench_ratio", record="b.json", model="LSTM", entries=entries, side="both", margin=0.1
+    )
+    not_slower = {**both, "test": {**both["test"], "side": "not_slower"}}
+
+    def record(sparsemax, fusedmax):
+        runs = [
+            _bench_run({"sparsemax": s, "fusedmax (λ=0.1)": f}, device="CPU (x)")
+            for s, f in zip(sparsemax, fusedmax, strict=True)
+        ]
+        _bench_record(tmp_path, *runs)
+
+    # the headline shows P4 and T2 on the rows of the mappings they name; P6's offload
+    # setups stand for no row
+    assert claims.claim_mappings(both["test"]) == ["sparsemax", "fusedmax"]
+    offload = _claim("bench_ratio", record="b.json", model="LSTM", entries=["f, CPU"], at_least=1)
+    assert claims.claim_mappings(offload["test"]) == []
+    record([1.0, 1.01, 0.99], [0.98, 0.99, 0.985])
+    same = _judge(both, [], tmp_path)
+    assert same.verdict == "reproduced" and same.ratio
+    # fusedmax (throughput 0.985 of softmax's) is the entry nearest to the margin
+    assert same.difference == pytest.approx(1 / 0.985, rel=1e-3)
+    assert same.interval[0] < same.difference < same.interval[1] < 1.1
+    assert "measured on CPU (x), 3 run(s) on 2026-11-30" in same.reason
+    # fusedmax twice as slow: outside ×1.1 either way
+    record([1.0, 1.01, 0.99], [0.5, 0.51, 0.49])
+    assert _judge(both, [], tmp_path).verdict == "not reproduced at this scale"
+    assert _judge(not_slower, [], tmp_path).verdict == "not reproduced at this scale"
+    # fusedmax twice as fast: not "the same", but no slower
+    record([1.0, 1.01, 0.99], [2.0, 2.02, 1.98])
+    assert _judge(both, [], tmp_path).verdict == "not reproduced at this scale"
+    assert _judge(not_slower, [], tmp_path).verdict == "reproduced"
+    # runs that spread over the margin
+    record([1.0, 1.01, 0.99], [0.8, 1.2, 1.0])
+    assert _judge(both, [], tmp_path).verdict == "inconclusive"
+    bad = {**both, "test": {**both["test"], "side": "faster"}}
+    with pytest.raises(ValueError, match="side"):
+        _judge(bad, [], tmp_path)
+
+
+def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path):
+    claim = _claim(
+        "bench_ratio",
+        record="b.json",
+        model="LSTM",
+        entries=["fusedmax"],
+        side="not_slower",
+        margin=0.1,
+        since="2026-11-30",
+    )
+    before = [_bench_run({"fusedmax": 1.0}, date="2026-11-26T07:09:00+00:00")] * 3
+    quick = [_bench_run({"fusedmax": 1.0}, quick=True)] * 3
+    _bench_record(tmp_path, *before, *quick)
+    verdict = _judge(claim, [], tmp_path)
+    assert verdict.verdict == "provisional" and verdict.difference is None
+    assert "no full run made since 2026-11-30, the test's declaration" in verdict.reason
+    after = [_bench_run({"fusedmax": r}) for r in (1.0, 1.02, 0.98)]
+    _bench_record(tmp_path, *before, *quick, *after)
+    counted = _judge(claim, [], tmp_path)
+    assert counted.verdict == "reproduced" and counted.seeds == "3"
 
 
 def test_missing_cells_and_unknown_kinds(table, tmp_path):

@@ -65,7 +65,7 @@ def test_summary_line_comes_from_the_rows(tmp_path):
     converged = [_row("softmax", 1, 30.0, curve={"stop": "patience"})]
     assert summary._cell_text(converged, "bleu", converged) == "30.00 (n=1)"
     # too few seeds (of mappings with no converged run, or none at all) to judge
-    assert cells[-1].startswith("P5: provisional; E1: provisional")
+    assert cells[-1].startswith("P5: provisional; E1 (2 tests): provisional")
 
 
 def test_readme_block_is_replaced_and_nothing_else(tmp_path):

@@ -66,6 +66,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -644,20 +645,42 @@ def claim_mappings(test) -> list[str]:
     return [str(name) for name in dict.fromkeys(names) if name]
 
 
+def _since(test) -> datetime | None:
+    """A bench claim's ``since`` (an ISO date or time, UTC unless it says otherwise), None
+    when it has none.
+
+    Raises
+    ------
+    ValueError
+        ``since`` is not an ISO date or time.
+    """
+    text = test.get("since")
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError as error:
+        raise ValueError(
+            f"bench_ratio since must be an ISO date or time (UTC), got {text!r}"
+        ) from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 def _bench_runs(test, results_dir: Path | None) -> tuple[list[dict], str]:
-    """The runs of a bench claim's record that count: full runs (not ``--quick``) dated on
-    or after the test's ``since`` (its declaration: runs made before it are not its runs);
-    with a reason when there are none."""
+    """The runs of a bench claim's record that count: full runs (not ``--quick``) made at or
+    after the test's ``since`` (its declaration: runs made before it are not its runs); with
+    a reason when there are none."""
+    since = _since(test)
     path = None if results_dir is None else Path(results_dir) / test["record"]
     if path is None or not path.is_file():
         return [], f"no benchmark record {test['record']} yet ({BENCH_WRITERS})"
-    since = str(test.get("since", ""))
     runs = [
         run
         for run in json.loads(path.read_text())["runs"]
-        if not run["args"].get("quick") and run["date"][: len(since)] >= since
+        if not run["args"].get("quick")
+        and (since is None or datetime.fromisoformat(run["date"]) >= since)
     ]
-    after = f" made since {since}, the test's declaration" if since else ""
+    after = f" made since {test['since']}, the test's declaration" if since else ""
     return runs, "" if runs else f"{test['record']} has no full run{after}"
 
 

@@ -429,6 +429,17 @@ def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path
     _bench_record(tmp_path, *before, *quick, *after)
     counted = _judge(claim, [], tmp_path)
     assert counted.verdict == "reproduced" and counted.seeds == "3"
+    # a run a minute before a declaration made at a time of day does not count
+    at_noon = {**claim, "test": {**claim["test"], "since": "2026-11-30T12:00"}}
+    early = _bench_run({"fusedmax": 0.5}, date="2026-11-30T11:59:00+00:00")
+    later = [
+        _bench_run({"fusedmax": r}, date="2026-11-30T12:00:30+00:00") for r in (1.0, 1.02, 0.98)
+    ]
+    _bench_record(tmp_path, early, *later)
+    noon = _judge(at_noon, [], tmp_path)
+    assert noon.verdict == "reproduced" and noon.seeds == "3"
+    with pytest.raises(ValueError, match="since must be an ISO date"):
+        _judge({**claim, "test": {**claim["test"], "since": "yesterday"}}, [], tmp_path)
 
 
 def test_missing_cells_and_unknown_kinds(table, tmp_path):

@@ -696,6 +696,10 @@ def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
     rows' seconds per epoch: within ×(1 + margin) either way (``side: both``) or at most
     ×(1 + margin) (``side: not_slower``); Δ and interval are the entry nearest to failing,
     as a ratio."""
+    if ("at_least" in test) == ("margin" in test):
+        raise ValueError("a bench_ratio test gives either at_least (P6) or margin (P4, T2)")
+    if test.get("side", "both") not in ("both", "not_slower"):
+        raise ValueError(f"bench_ratio side must be 'both' or 'not_slower', got {test['side']!r}")
     runs, missing = _bench_runs(test, results_dir)
     ratios: dict[str, list[float]] = {entry: [] for entry in bench_entries(test).values()}
     devices = set()
@@ -762,8 +766,6 @@ def _bench_times(verdict: Verdict, test, ratios: dict) -> tuple[str, str]:
     its throughput ratio), on the log scale, within or at most ×(1 + margin)
     (`_judge_bench`); sets the verdict's columns (as ratios) and details."""
     side = test.get("side", "both")
-    if side not in ("both", "not_slower"):
-        raise ValueError(f"bench_ratio side must be 'both' or 'not_slower', got {side!r}")
     log_margin = math.log1p(float(test["margin"]))
     decided = {}
     for entry, values in ratios.items():

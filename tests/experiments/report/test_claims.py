@@ -404,9 +404,18 @@ def test_bench_time_claims_test_seconds_per_step_within_the_margin(tmp_path):
     # runs that spread over the margin
     record([1.0, 1.01, 0.99], [0.8, 1.2, 1.0])
     assert _judge(both, [], tmp_path).verdict == "inconclusive"
-    bad = {**both, "test": {**both["test"], "side": "faster"}}
-    with pytest.raises(ValueError, match="side"):
-        _judge(bad, [], tmp_path)
+    # a malformed test is refused by name, record or not (the config test judges every
+    # declared claim before any run)
+    for bad, words in (
+        ({"side": "faster"}, "side"),
+        ({"at_least": 0.75}, "either at_least"),
+    ):
+        for results_dir in (tmp_path, tmp_path / "none"):
+            with pytest.raises(ValueError, match=words):
+                _judge({**both, "test": {**both["test"], **bad}}, [], results_dir)
+    without = {k: v for k, v in both["test"].items() if k != "margin"}
+    with pytest.raises(ValueError, match="either at_least"):
+        _judge({**both, "test": without}, [], tmp_path)
 
 
 def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path):

@@ -16,9 +16,11 @@ import pytest
 import torch
 import yaml
 from make_runs import run_make
+from row_types import problems
 from wandb_offline import offline_runs
 
 from regattn.mappings import attention_configs
+from regattn_fairseq.experiments.core.result_row import ResultRow
 from regattn_fairseq.experiments.rows import keys as rowkeys
 
 PROVENANCE = ("date", "git_commit", "versions", "hardware", "seed", "data", "train", "decode")
@@ -72,6 +74,7 @@ def check_outputs(
         json.loads(line)
         for line in (tmp_path / "results" / "raw" / f"{table}.jsonl").read_text().splitlines()
     ]
+    assert [fault for row in rows for fault in problems(row, ResultRow, table)] == []
     trivial = [row for row in rows if rowkeys.is_baseline(row)]
     rows = [row for row in rows if not rowkeys.is_baseline(row)]
     metric_of = {row["experiment"]: metric for row in rows} if isinstance(metric, str) else metric
@@ -318,6 +321,7 @@ def test_reproduce_table1_pretrained(shared_data, tmp_path):
     make_ok("reproduce-table1-pretrained", tmp_path, shared_data, variables=variables)
     raw = tmp_path / "results" / "raw" / "table1_pretrained.jsonl"
     rows = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert [fault for row in rows for fault in problems(row, ResultRow, raw.name)] == []
     trained = [row for row in rows if not row.get("baseline")]
     assert {row["mapping"] for row in trained} == {"softmax", "entmax_learned", "uniform"}
     for row in trained:

@@ -79,7 +79,7 @@ class TrainRecord(TypedDict, total=False):
     pretrained: dict[str, Any]  # name, distribution, licence, weights_sha256
     pairs_per_s: float
     precision: str
-    optimizer: str  # the update kernel it stepped with, e.g. "AdamW, fused" (`pipelines.pretrained`)
+    optimizer: str  # the AdamW kernel it stepped with: loop or fused (`train.hf_finetune`)
 
 
 class DecodeRecord(TypedDict, total=False):

@@ -22,7 +22,8 @@ Claims on cost (no gate: they are not about what attention learns):
   wall times, is at most ``1 + margin`` (``side: not_slower``, T2) or within
   [1 / (1 + margin), 1 + margin] (``side: both``, P4: "essentially the same").
 - ``bench_ratio``: a benchmark record's ratio to softmax, one value per benchmark run made
-  since the test's ``since`` (its declaration): throughput at least ``at_least`` (P6), or
+  since the test's ``since`` (its declaration), the first ``runs`` of them where it declares a
+  run count (fewer: provisional): throughput at least ``at_least`` (P6), or
   seconds per training step within ``margin`` as ``time_ratio`` (P4, T2: claims.md tests the
   claims on runtime by benchmarks; the rows' wall times depend on what else ran beside them).
 
@@ -667,21 +668,42 @@ def _since(test) -> datetime | None:
 
 
 def _bench_runs(test, results_dir: Path | None) -> tuple[list[dict], str]:
-    """The runs of a bench claim's record that count: full runs (not ``--quick``) made at or
-    after the test's ``since`` (its declaration: runs made before it are not its runs); with
-    a reason when there are none."""
+    """The runs of a bench claim's record that count, in date order: full runs (not
+    ``--quick``) made at or after the test's ``since`` (its declaration: runs made before it
+    are not its runs); with a reason when there are none."""
     since = _since(test)
     path = None if results_dir is None else Path(results_dir) / test["record"]
     if path is None or not path.is_file():
         return [], f"no benchmark record {test['record']} yet ({BENCH_WRITERS})"
-    runs = [
-        run
-        for run in json.loads(path.read_text())["runs"]
-        if not run["args"].get("quick")
-        and (since is None or datetime.fromisoformat(run["date"]) >= since)
-    ]
+    runs = sorted(
+        (
+            run
+            for run in json.loads(path.read_text())["runs"]
+            if not run["args"].get("quick")
+            and (since is None or datetime.fromisoformat(run["date"]) >= since)
+        ),
+        key=lambda run: datetime.fromisoformat(run["date"]),
+    )
     after = f" made since {test['since']}, the test's declaration" if since else ""
     return runs, "" if runs else f"{test['record']} has no full run{after}"
+
+
+def _declared_runs(test) -> int | None:
+    """A bench claim's declared run count (``runs``), None when it declares none.
+
+    Raises
+    ------
+    ValueError
+        ``runs`` is not an integer of at least MIN_SEEDS.
+    """
+    count = test.get("runs")
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < MIN_SEEDS:
+        raise ValueError(
+            f"bench_ratio runs must be an integer of at least {MIN_SEEDS}, got {count!r}"
+        )
+    return count
 
 
 def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
@@ -700,7 +722,11 @@ def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
         raise ValueError("a bench_ratio test gives either at_least (P6) or margin (P4, T2)")
     if test.get("side", "both") not in ("both", "not_slower"):
         raise ValueError(f"bench_ratio side must be 'both' or 'not_slower', got {test['side']!r}")
-    runs, missing = _bench_runs(test, results_dir)
+    declared = _declared_runs(test)
+    made, missing = _bench_runs(test, results_dir)
+    # a declared run count: the first `runs` runs decide, so that the verdict is read at a
+    # count fixed in advance, not at whichever run first takes the interval past the margin
+    runs = made[:declared] if declared else made
     ratios: dict[str, list[float]] = {entry: [] for entry in bench_entries(test).values()}
     devices = set()
     for run in runs:
@@ -729,13 +755,19 @@ def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
     outcome, why = decided
     count = min(len(v) for v in ratios.values())
     verdict.seeds = str(count)
-    if count < MIN_SEEDS:
+    needed = declared or MIN_SEEDS
+    if count < needed:
         verdict.verdict = PROVISIONAL
-        verdict.reason = (
-            f"{where}: fewer than {MIN_SEEDS} benchmark runs; the interval alone would say: "
-            f"{outcome} ({why})"
+        short = (
+            f"{count} of the {declared} declared benchmark runs"
+            if declared
+            else f"fewer than {MIN_SEEDS} benchmark runs"
         )
+        verdict.reason = f"{where}: {short}; the interval alone would say: {outcome} ({why})"
         return verdict
+    if declared:
+        later = len(made) - len(runs)
+        where += f", the {declared} declared" + (f" ({later} later not counted)" if later else "")
     verdict.verdict, verdict.reason = outcome, f"{where}: {why}"
     return verdict
 

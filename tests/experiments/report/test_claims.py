@@ -451,6 +451,46 @@ def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path
         _judge({**claim, "test": {**claim["test"], "since": "yesterday"}}, [], tmp_path)
 
 
+def test_a_declared_run_count_is_judged_on_its_first_runs_alone(tmp_path):
+    """With ``runs`` declared, the verdict waits for that many runs (provisional before) and
+    is read on the first of them in date order: a later run does not move it."""
+    claim = _claim(
+        "bench_ratio",
+        record="b.json",
+        model="LSTM",
+        entries=["fusedmax"],
+        side="not_slower",
+        margin=0.1,
+        since="2026-11-30",
+        runs=5,
+    )
+
+    def run(ratio, minute):
+        return _bench_run({"fusedmax": ratio}, date=f"2026-11-30T10:{minute:02d}:00+00:00")
+
+    first = [run(r, m) for r, m in ((1.0, 1), (1.02, 2), (0.98, 3))]
+    _bench_record(tmp_path, *first)
+    three = _judge(claim, [], tmp_path)
+    assert three.verdict == "provisional" and three.seeds == "3"
+    assert "3 of the 5 declared benchmark runs; the interval alone would say: reproduced" in (
+        three.reason
+    )
+    five = [*first, run(1.01, 4), run(0.99, 5)]
+    # written out of date order: the first five by date decide, the much slower one is later
+    _bench_record(tmp_path, run(0.3, 30), *reversed(five))
+    decided = _judge(claim, [], tmp_path)
+    assert decided.verdict == "reproduced" and decided.seeds == "5"
+    assert "6 run(s)" not in decided.reason and "the 5 declared (1 later not counted)" in (
+        decided.reason
+    )
+    _bench_record(tmp_path, *five[:4], run(0.3, 5))  # the fifth run slow: it counts
+    assert _judge(claim, [], tmp_path).verdict != "reproduced"
+    for bad in (2, "ten", True, 4.5):
+        for results_dir in (tmp_path, tmp_path / "none"):
+            with pytest.raises(ValueError, match="runs must be an integer of at least 3"):
+                _judge({**claim, "test": {**claim["test"], "runs": bad}}, [], results_dir)
+
+
 def test_missing_cells_and_unknown_kinds(table, tmp_path):
     missing = _judge(
         _claim("better", metric="accuracy", a="entmax15", b="softmax"), table, tmp_path

@@ -724,8 +724,10 @@ def _judge_bench(verdict: Verdict, test, results_dir: Path | None) -> Verdict:
         raise ValueError(f"bench_ratio side must be 'both' or 'not_slower', got {test['side']!r}")
     declared = _declared_runs(test)
     made, missing = _bench_runs(test, results_dir)
-    # a declared run count: the first `runs` runs decide, so that the verdict is read at a
-    # count fixed in advance, not at whichever run first takes the interval past the margin
+    made = [run for run in made if any(r["model"] == test["model"] for r in run["results"])]
+    # a declared run count: the first `runs` runs of the model decide, so that the verdict is
+    # read at a count fixed in advance, not at whichever run first takes the interval past
+    # the margin
     runs = made[:declared] if declared else made
     ratios: dict[str, list[float]] = {entry: [] for entry in bench_entries(test).values()}
     devices = set()

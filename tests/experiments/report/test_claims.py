@@ -469,7 +469,9 @@ def test_a_declared_run_count_is_judged_on_its_first_runs_alone(tmp_path):
         return _bench_run({"fusedmax": ratio}, date=f"2026-11-30T10:{minute:02d}:00+00:00")
 
     first = [run(r, m) for r, m in ((1.0, 1), (1.02, 2), (0.98, 3))]
-    _bench_record(tmp_path, *first)
+    # a run that timed other models only takes none of the claim's runs
+    other = {**run(0.3, 0), "results": [{"model": "Transformer", "attention": "fusedmax"}]}
+    _bench_record(tmp_path, other, *first)
     three = _judge(claim, [], tmp_path)
     assert three.verdict == "provisional" and three.seeds == "3"
     assert "3 of the 5 declared benchmark runs; the interval alone would say: reproduced" in (
@@ -477,7 +479,7 @@ def test_a_declared_run_count_is_judged_on_its_first_runs_alone(tmp_path):
     )
     five = [*first, run(1.01, 4), run(0.99, 5)]
     # written out of date order: the first five by date decide, the much slower one is later
-    _bench_record(tmp_path, run(0.3, 30), *reversed(five))
+    _bench_record(tmp_path, other, run(0.3, 30), *reversed(five))
     decided = _judge(claim, [], tmp_path)
     assert decided.verdict == "reproduced" and decided.seeds == "5"
     assert "6 run(s)" not in decided.reason and "the 5 declared (1 later not counted)" in (

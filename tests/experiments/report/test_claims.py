@@ -418,8 +418,9 @@ def test_bench_time_claims_test_seconds_per_step_within_the_margin(tmp_path):
         _judge({**both, "test": without}, [], tmp_path)
 
 
-def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path):
-    claim = _claim(
+def _fusedmax_no_slower_since(**extra):
+    """T2's shape on the LSTM model: fusedmax no slower than softmax, declared 2026-11-30."""
+    return _claim(
         "bench_ratio",
         record="b.json",
         model="LSTM",
@@ -427,7 +428,12 @@ def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path
         side="not_slower",
         margin=0.1,
         since="2026-11-30",
+        **extra,
     )
+
+
+def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path):
+    claim = _fusedmax_no_slower_since()
     before = [_bench_run({"fusedmax": 1.0}, date="2026-11-26T07:09:00+00:00")] * 3
     quick = [_bench_run({"fusedmax": 1.0}, quick=True)] * 3
     _bench_record(tmp_path, *before, *quick)
@@ -454,16 +460,7 @@ def test_bench_claims_count_only_full_runs_made_since_their_declaration(tmp_path
 def test_a_declared_run_count_is_judged_on_its_first_runs_alone(tmp_path):
     """With ``runs`` declared, the verdict waits for that many runs (provisional before) and
     is read on the first of them in date order: a later run does not move it."""
-    claim = _claim(
-        "bench_ratio",
-        record="b.json",
-        model="LSTM",
-        entries=["fusedmax"],
-        side="not_slower",
-        margin=0.1,
-        since="2026-11-30",
-        runs=5,
-    )
+    claim = _fusedmax_no_slower_since(runs=5)
 
     def run(ratio, minute):
         return _bench_run({"fusedmax": ratio}, date=f"2026-11-30T10:{minute:02d}:00+00:00")

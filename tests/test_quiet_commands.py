@@ -1,7 +1,11 @@
 """Every command's --help prints its usage and nothing else (issue #46): no library's DEBUG or
 INFO lines (fairseq configures the root logger when it is imported: `regattn_fairseq.log_levels`
 pre-empts it), no Hydra deprecation warnings, on stdout or stderr. Each command runs as a user
-runs it, in a process of its own."""
+runs it, in a process of its own.
+
+Every console script is the `main` of a script in scripts/ (checked below): the two launch the
+same function in a fresh interpreter, so the scripts' processes stand for both (a process each
+costs several seconds of importing torch and fairseq)."""
 
 import re
 import sys
@@ -17,10 +21,10 @@ SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
 CONSOLE_SCRIPTS = sorted(
     re.findall(r"^(regattn-[\w-]+) = ", (REPO / "pyproject.toml").read_text(), re.MULTILINE)
 )
-COMMANDS = {
-    **{f"scripts/{path.name}": [sys.executable, str(path)] for path in SCRIPTS},
-    **{name: [str(BIN / name)] for name in CONSOLE_SCRIPTS},
-}
+ENTRY_POINTS = dict(
+    re.findall(r'^(regattn-[\w-]+) = "([\w.]+):main"$', (REPO / "pyproject.toml").read_text(), re.M)
+)
+COMMANDS = {f"scripts/{path.name}": [sys.executable, str(path)] for path in SCRIPTS}
 # what a library prints when logging is left at DEBUG or INFO (`logging`'s default format,
 # fairseq's and Hydra's), and Hydra's deprecation warnings
 NOISE = re.compile(
@@ -45,6 +49,18 @@ def test_every_command_is_listed():
     assert len(SCRIPTS) >= 11 and len(CONSOLE_SCRIPTS) >= 6
     for name in CONSOLE_SCRIPTS:
         assert (BIN / name).is_file(), f"{name} is not installed: run `make setup`"
+
+
+@pytest.mark.parametrize("name", CONSOLE_SCRIPTS)
+def test_every_console_script_is_the_main_of_a_script(name):
+    """So that the scripts' --help processes below stand for the console scripts too."""
+    assert name in ENTRY_POINTS, f"{name} does not name a module's main"
+    wrapped = {
+        path.name: re.findall(r"^from ([\w.]+) import main$", path.read_text(), re.M)
+        for path in SCRIPTS
+    }
+    twins = [script for script, modules in wrapped.items() if modules == [ENTRY_POINTS[name]]]
+    assert twins, f"{name} ({ENTRY_POINTS[name]}:main) is the main of no script in scripts/"
 
 
 @pytest.mark.parametrize("command", COMMANDS)

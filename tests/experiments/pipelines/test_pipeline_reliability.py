@@ -25,6 +25,7 @@ from regattn_fairseq.experiments.data import checksums as data_checksums
 from regattn_fairseq.experiments.data import fingerprint as data_fingerprint_module
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.pipelines import jobs
+from regattn_fairseq.experiments.pipelines.reproduce import main as reproduce_main
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.rows.job import Job
@@ -278,14 +279,30 @@ def error_lines(stderr: str) -> list[str]:
         ),
     ],
 )
-def test_bad_arguments_are_one_line_before_any_work(tmp_path, args, named):
-    result = reproduce(tmp_path, *args, *([] if "--scale" in args else ["--scale", "smoke"]))
+def test_bad_arguments_are_one_line_before_any_work(tmp_path, monkeypatch, capsys, args, named):
+    # in this process, through the entry point's own `main` (its error handling included): a
+    # process per case would spend its time importing torch and fairseq; the real process is
+    # the next test's
+    argv = [*args, *([] if "--scale" in args else ["--scale", "smoke"])]
+    monkeypatch.setattr(sys, "argv", ["reproduce.py", *argv, "--work-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        reproduce_main()
+    stderr = capsys.readouterr().err
+    errors = error_lines(stderr)
+    assert exited.value.code == 2, stderr
+    assert len(errors) == 1 and named in errors[0], stderr
+    assert "Traceback" not in stderr and "_seed_list" not in stderr
+    assert not (tmp_path / "data").exists()  # refused before any data was built
+
+
+def test_a_bad_argument_is_one_line_from_the_command_as_a_user_runs_it(tmp_path):
+    result = reproduce(tmp_path, "table2", "--seeds", "a", "--scale", "smoke")
     # importing fairseq logs to stderr: the error is the one line that says error, and the last
     errors = error_lines(result.stderr)
     assert result.returncode == 2, result.stderr
-    assert len(errors) == 1 and named in errors[0], result.stderr
-    assert "Traceback" not in result.stderr and "_seed_list" not in result.stderr
-    assert not (tmp_path / "data").exists()  # refused before any data was built
+    assert len(errors) == 1 and "seeds are whole numbers" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_prepare_data_and_sweep_refuse_a_bad_scale_in_one_line(tmp_path):

@@ -335,6 +335,43 @@ def test_sidecar_round_trip_pairs_seeds_and_checks_its_hash(tmp_path):
         significance.read_items(tmp_path, rows[0])
 
 
+def test_a_comparison_asked_again_is_not_bootstrapped_again_unless_its_items_differ(
+    tmp_path, monkeypatch
+):
+    """A table asks for the same p-value in its p column and in its claims: the second time
+    is read back by the sidecars' hashes; other items (another hash) are bootstrapped."""
+    bootstraps = []
+    paired_bootstrap = significance.paired_bootstrap
+
+    def counted(*args, **kwargs):
+        bootstraps.append(args[2])
+        return paired_bootstrap(*args, **kwargs)
+
+    monkeypatch.setattr(significance, "paired_bootstrap", counted)
+
+    def cell(mapping, offset, folder):
+        rows = []
+        for seed in (1, 2):
+            row = make_row(mapping=mapping, seed=seed, run_id=f"{mapping}{seed}")
+            # the two mappings' items in different orders: paired differences that vary
+            order = range(60) if mapping == "softmax" else reversed(range(60))
+            items = _mean_items([float((i * seed) % 7) + offset for i in order])
+            row["items"] = significance.write_items(folder, row["run_id"], "test2016", items)
+            rows.append(row)
+        return rows
+
+    baseline, system = cell("softmax", 0.0, tmp_path), cell("sparsemax", 0.05, tmp_path)
+    first = significance.p_against(tmp_path, system, baseline, "rougeL")
+    assert significance.p_against(tmp_path, system, baseline, "rougeL") == first
+    assert len(bootstraps) == 1
+    # the reverse comparison, and the same rows with other items, are new comparisons
+    significance.p_against(tmp_path, baseline, system, "rougeL")
+    other = tmp_path / "other"
+    shifted = cell("sparsemax", 3.0, other)
+    p_shifted = significance.p_against(other, shifted, cell("softmax", 0.0, other), "rougeL")
+    assert len(bootstraps) == 3 and p_shifted < first
+
+
 def test_seeds_and_gamma_arguments():
     args = parse_args(["nmt", "--seeds", "1,2,3", "--gamma", "auto", "--rescore"])
     assert args.seeds == [1, 2, 3] and args.gamma == "auto" and args.rescore

@@ -54,8 +54,12 @@ format: setup ## ruff: apply the formatter and the safe lint fixes
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: setup ## run the test suite (the CI command)
-	$(PY) -m pytest -q --durations=25
+# The default suite runs in TEST_WORKERS processes (pytest-xdist), each taking the next test
+# when it is free (--dist worksteal): on 2 cores about 1.7 times as fast as one process.
+# TEST_WORKERS=0 runs it in this process (pdb, -x, print debugging).
+TEST_WORKERS ?= 2
+test: setup ## run the test suite (the CI command; TEST_WORKERS=2 processes)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
 
 # the tests marked slow, only (`-m slow` replaces addopts' `-m 'not slow'`): the pipeline end to
 # end at smoke size, dry runs of the paper configs, benchmarks, pip install. SLOW_TIER=daily

@@ -215,16 +215,8 @@ def trained_runs(translation_data, tmp_path_factory):
 
 def test_per_epoch_measurement_of_trained_models(trained_runs, tmp_path):
     out = tmp_path / "gradients.json"
-    attention_gradients.main(
-        [
-            *(str(trained_runs[mapping]) for mapping in TRAINED_MAPPINGS),
-            "--out",
-            str(out),
-            "--init",
-            "--bleu",
-            "test",
-        ]
-    )
+    runs = [str(trained_runs[mapping]) for mapping in TRAINED_MAPPINGS]
+    attention_gradients.main([*runs, "--out", str(out), "--init"])
     report = json.loads(out.read_text())
     assert report["provenance"]["git_commit"]
     by_mapping = {}
@@ -234,13 +226,11 @@ def test_per_epoch_measurement_of_trained_models(trained_runs, tmp_path):
         epochs = run["epochs"]
         assert [e["epoch"] for e in epochs] == list(range(len(epochs))) and len(epochs) >= 3
         by_mapping[epochs[0]["mapping"]["name"]] = epochs
-        assert "bleu" not in epochs[0]
         for e in epochs:
             assert e["rows"] > 0 and e["valid_nll"] > 0
             assert 1.0 <= e["mean_support"] and 0.0 <= e["support_one_fraction"] <= 1.0
             assert 0.0 < e["mean_top_prob"] <= 1.0
-        for e in epochs[1:]:
-            assert 0.0 <= e["bleu"] <= 100.0 and e["bleu_eval"]["beam"] == 5
+            assert "bleu" not in e  # decoded only with --bleu (next test)
     for e in by_mapping["softmax"]:
         assert e["zero_grad_scores_fraction"] == 0.0 and e["pass_ratio"] > 0
     # sparsemax: exactly the rows with a single supported position get no score gradient
@@ -249,6 +239,21 @@ def test_per_epoch_measurement_of_trained_models(trained_runs, tmp_path):
     assert out.with_suffix(".png").stat().st_size > 0
     with pytest.raises(ReproError, match="never overwritten"):
         attention_gradients.main([str(trained_runs["softmax"]), "--out", str(out)])
+
+
+def test_bleu_per_epoch_decodes_each_trained_checkpoint(trained_runs, tmp_path):
+    """--bleu on one run (each checkpoint is a fairseq-generate process: the other mapping
+    would only repeat the same decoding)."""
+    out = tmp_path / "gradients.json"
+    attention_gradients.main(
+        [str(trained_runs["sparsemax"]), "--out", str(out), "--init", "--bleu", "test"]
+    )
+    [run] = json.loads(out.read_text())["runs"]
+    epochs = run["epochs"]
+    assert "bleu" not in epochs[0]  # the initial model is measured, not decoded
+    for e in epochs[1:]:
+        assert 0.0 <= e["bleu"] <= 100.0 and e["bleu_eval"]["beam"] == 5
+        assert e["bleu_eval"]["evaluation"] == "test"
 
 
 @pytest.mark.parametrize("mapping", TRAINED_MAPPINGS)

@@ -25,7 +25,9 @@ from regattn_fairseq.experiments.data import checksums as data_checksums
 from regattn_fairseq.experiments.data import fingerprint as data_fingerprint_module
 from regattn_fairseq.experiments.data.prepare import prepare
 from regattn_fairseq.experiments.pipelines import jobs
+from regattn_fairseq.experiments.pipelines.prepare_data import main as prepare_data_main
 from regattn_fairseq.experiments.pipelines.reproduce import main as reproduce_main
+from regattn_fairseq.experiments.pipelines.sweep import main as sweep_main
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.rows.job import Job
@@ -305,15 +307,17 @@ def test_a_bad_argument_is_one_line_from_the_command_as_a_user_runs_it(tmp_path)
     assert not (tmp_path / "data").exists()
 
 
-def test_prepare_data_and_sweep_refuse_a_bad_scale_in_one_line(tmp_path):
-    for script in ("prepare_data.py", "sweep.py"):
-        target = "multi30k" if script == "prepare_data.py" else "lambda"
-        result = children.run(
-            [sys.executable, f"scripts/{script}", target, "--scale", "huge"],
-            cwd=REPO_ROOT,
-        )
-        assert result.returncode == 2 and len(error_lines(result.stderr)) == 1, script
-        assert "huge" in result.stderr
+@pytest.mark.parametrize(
+    ("main", "target"), [(prepare_data_main, "multi30k"), (sweep_main, "lambda")]
+)
+def test_prepare_data_and_sweep_refuse_a_bad_scale_in_one_line(monkeypatch, capsys, main, target):
+    # in this process, as the bad arguments of reproduce above
+    monkeypatch.setattr(sys, "argv", ["script", target, "--scale", "huge"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2 and len(error_lines(stderr)) == 1, stderr
+    assert "huge" in stderr
 
 
 def test_make_refuses_a_flag_value_it_would_ignore():

@@ -55,7 +55,7 @@ format: setup ## ruff: apply the formatter and the safe lint fixes
 	$(VENV)/bin/ruff check --fix .
 
 # The default suite runs in TEST_WORKERS processes (pytest-xdist), each taking the next test
-# when it is free (--dist worksteal): on 2 cores about 1.7 times as fast as one process.
+# when it is free (--dist worksteal); docs/development.md has the measured times.
 # TEST_WORKERS=0 runs it in this process (pdb, -x, print debugging).
 TEST_WORKERS ?= 2
 test: setup ## run the test suite (the CI command; TEST_WORKERS=2 processes)

@@ -14,16 +14,14 @@ from pathlib import Path
 
 import children
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
-CONSOLE_SCRIPTS = sorted(
-    re.findall(r"^(regattn-[\w-]+) = ", (REPO / "pyproject.toml").read_text(), re.MULTILINE)
-)
-ENTRY_POINTS = dict(
-    re.findall(r'^(regattn-[\w-]+) = "([\w.]+):main"$', (REPO / "pyproject.toml").read_text(), re.M)
-)
+# console script -> "module:function" ([project.scripts])
+ENTRY_POINTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+CONSOLE_SCRIPTS = sorted(ENTRY_POINTS)
 COMMANDS = {f"scripts/{path.name}": [sys.executable, str(path)] for path in SCRIPTS}
 # what a library prints when logging is left at DEBUG or INFO (`logging`'s default format,
 # fairseq's and Hydra's), and Hydra's deprecation warnings
@@ -54,12 +52,13 @@ def test_every_command_is_listed():
 @pytest.mark.parametrize("name", CONSOLE_SCRIPTS)
 def test_every_console_script_is_the_main_of_a_script(name):
     """So that the scripts' --help processes below stand for the console scripts too."""
-    assert name in ENTRY_POINTS, f"{name} does not name a module's main"
+    module, _, function = ENTRY_POINTS[name].partition(":")
+    assert function == "main", f"{name} runs {ENTRY_POINTS[name]}, not a module's main"
     wrapped = {
         path.name: re.findall(r"^from ([\w.]+) import main$", path.read_text(), re.M)
         for path in SCRIPTS
     }
-    twins = [script for script, modules in wrapped.items() if modules == [ENTRY_POINTS[name]]]
+    twins = [script for script, modules in wrapped.items() if modules == [module]]
     assert twins, f"{name} ({ENTRY_POINTS[name]}:main) is the main of no script in scripts/"
 
 

@@ -123,8 +123,9 @@ def test_continuous_bench(tmp_path):
 
 
 def test_hf_bench(tmp_path):
-    # three mappings beside the baselines: every backend's forward and backward is tested in
-    # tests/integrations; here the script's timing, ratios and table
+    # three mappings beside the baselines: every backend's forward (test_transformers_backend)
+    # and fine-tuning (test_pretrained_minilm) are tested in tests/integrations; here the
+    # script's timing, ratios and table
     chosen = ["regattn_sparsemax", "regattn_fusedmax", "regattn_entmax"]
     run_bench("hf", tmp_path, "--only", *chosen)
     run = json.loads((tmp_path / "hf_cpu.json").read_text())["runs"][-1]

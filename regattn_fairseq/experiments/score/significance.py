@@ -346,7 +346,8 @@ def p_against(
 # p-values already computed in this process, by the SHA-256 of the sidecars they read: a table
 # asks for the same comparison twice (its p column and its claims), and each costs B resamples
 # of every item of every seed (about a second for 5 seeds of SNLI). The hashes name the items
-# exactly (`read_items` checks them before any bootstrap), so a hit is the same p-value.
+# exactly (`read_items` checks them before any bootstrap), so a hit is the same p-value (every
+# call here takes `paired_bootstrap`'s default resamples and seed).
 _P_VALUES: dict[tuple, float] = {}
 
 
@@ -357,4 +358,4 @@ def _p_key(pairs: list[tuple[ResultRow, ResultRow]], metric: str) -> tuple | Non
     if any(record is None for pair in records for record in pair):
         return None
     hashes = tuple((mine["sha256"], theirs["sha256"]) for mine, theirs in records)
-    return (metric, N_RESAMPLES, SEED, hashes)
+    return (metric, hashes)

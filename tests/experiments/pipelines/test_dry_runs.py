@@ -187,7 +187,7 @@ def check_dry_rows(results_dir: Path, table: str, mappings: set[str], caps: dict
     return rows
 
 
-@pytest.mark.slow  # a paper dry run: 3 trainings' worth of processes, 1-2 minutes
+@pytest.mark.slow  # a paper dry run: 6 fairseq processes, twice the table's command; 1-2 min here
 def test_table1_paper_dry_run(shared_data, tmp_path, capsys):
     """The cheapest paper dry run: Table 1's SNLI classifier (300-d embeddings, 100-d LSTMs,
     Adam 3e-4) on the offline SNLI subset capped at 200 pairs, 3 updates, one mapping."""

@@ -241,6 +241,7 @@ def test_per_epoch_measurement_of_trained_models(trained_runs, tmp_path):
         attention_gradients.main([str(trained_runs["softmax"]), "--out", str(out)])
 
 
+@pytest.mark.slow  # three fairseq-generate processes: 30-95 s of the default suite
 def test_bleu_per_epoch_decodes_each_trained_checkpoint(trained_runs, tmp_path):
     """--bleu on one run (each checkpoint is a fairseq-generate process: the other mapping
     would only repeat the same decoding)."""

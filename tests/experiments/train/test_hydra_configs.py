@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.train.train import compose_config, config_settings
-from regattn_fairseq.fairseq_adapter import FAIRSEQ_SCHEMA_GROUP
+from regattn_fairseq.fairseq_adapter import FAIRSEQ_SCHEMA_GROUP, register_fairseq_schema
 
 TRAIN_CONFIGS = sorted(path.stem for path in CONFIG_DIR.glob("*.yaml"))
 # Hydra's warnings of a deprecated or defaulted behaviour
@@ -64,3 +64,26 @@ def test_a_train_config_composes_quietly_into_the_same_config(name):
     assert OmegaConf.to_yaml(ours) == OmegaConf.to_yaml(stock)
     assert OmegaConf.get_type(ours) is OmegaConf.get_type(stock)
     assert config_settings(ours) == config_settings(stock)
+
+
+def test_the_schema_is_stored_again_only_when_a_node_of_it_is_missing(monkeypatch):
+    """`register_fairseq_schema` runs before every composition: once its nodes are in the
+    ConfigStore it stores nothing, and a node taken out is stored again."""
+    register_fairseq_schema()
+    names = []
+    store = ConfigStore.store
+
+    def counted(self, *args, **kwargs):
+        names.append(kwargs.get("name"))
+        return store(self, *args, **kwargs)
+
+    monkeypatch.setattr(ConfigStore, "store", counted)
+    register_fairseq_schema()
+    assert names == []
+    repo = ConfigStore.instance().repo
+    common = repo.pop("common.yaml")
+    try:
+        register_fairseq_schema()
+    finally:
+        repo.setdefault("common.yaml", common)
+    assert "common" in names and "fairseq" in names and "common.yaml" in repo

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.core.config import experiment_mappings
 from regattn_fairseq.experiments.core.dry_run import describe as describe_dry_run
 from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
@@ -300,6 +301,8 @@ def _experiment_table(
     verdicts = judge_table(spec, rows, experiment, scale, results_dir)
     lines = [f"### {experiment}", ""]
     lines += _headline(spec, experiment, evaluations, standing, verdicts, results_dir)
+    if not dry:
+        lines += _seed_plan_lines(spec, experiment, scale, standing)
     lines += _uniform_attention_lines(spec, shown_cells)
     lines += claims_section(spec, verdicts)
     lines += ["#### Details", ""]
@@ -452,6 +455,55 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
             label += " (attention-free control)"
         body.append([label, *out, verdicts_by_claim(claimed.get(name, []), "**") or "–"])
     return ["#### Headline", "", *_table(header, body)]
+
+
+def _seed_plan_lines(spec, experiment: str, scale: str, standing: dict) -> list[str]:
+    """Where the declared seed plan stands (the table config's ``seeds:`` at this scale,
+    declared in claims.md before the runs it judges): how many of each cell's planned seeds are
+    in, and which of those a verdict leaves out as not converged (`convergence.converged`).
+    Until every cell has its seeds the verdicts are interim: seeds go to every cell alike, and
+    the runs still to land can move an interval either way. Nothing for a one-seed plan."""
+    planned = list((spec.get("seeds") or {}).get(scale) or [])
+    config = next((e for e in spec.get("experiments") or [] if e.name == experiment), None)
+    if len(planned) < 2 or config is None:
+        return []
+    landed, kept = defaultdict(set), defaultdict(set)
+    for by_mapping in standing.values():
+        pool = [row for cell in by_mapping.values() for row in cell]
+        for name, cell in by_mapping.items():
+            landed[name] |= {row["seed"] for row in cell} & set(planned)
+            kept[name] |= {row["seed"] for row in converged(cell, pool)[0]}
+    mappings = experiment_mappings(config, spec.mappings)
+    total, done = len(planned) * len(mappings), sum(len(landed[m]) for m in mappings)
+    contiguous = planned == list(range(planned[0], planned[0] + len(planned)))
+    seeds = f"{planned[0]}–{planned[-1]}" if contiguous else ",".join(map(str, planned))
+    text = (
+        f"Seed plan: seeds {seeds} in every cell (`configs/reproduce/{spec.table}.yaml`, "
+        "declared in claims.md): "
+    )
+    if done == total:
+        text += f"all {total} runs are in"
+    else:
+        short = ", ".join(
+            f"{m} {len(landed[m])}" for m in mappings if len(landed[m]) < len(planned)
+        )
+        text += f"{done} of {total} runs are in ({short}, of {len(planned)})"
+    left_out = {m: sorted(landed[m] - kept[m]) for m in mappings if landed[m] - kept[m]}
+    if left_out:
+        count = sum(map(len, left_out.values()))
+        text += (
+            f"; {count} left out of the verdicts as not converged ("
+            + "; ".join(
+                f"{m} seed{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}"
+                for m, found in left_out.items()
+            )
+            + ")"
+        )
+    else:
+        text += ", all converged"
+    if done < total:
+        text += ". The verdicts are interim until every cell has its seeds"
+    return [text + ".", ""]
 
 
 def _table(header: list[str], body: list[list[str]]) -> list[str]:

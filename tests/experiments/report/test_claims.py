@@ -524,3 +524,35 @@ def test_a_converged_cell_stands_for_its_mapping_before_one_with_more_unconverge
     chosen = claims.representative_cells(budget + converged + more_seeds, "snli", "small", "test")
     assert [r["seed"] for r in chosen["softmax"]] == [1, 2, 3]
     assert chosen["softmax"][0]["config_sha256"] == "c16.0"
+
+
+def test_the_seed_plan_line_counts_planned_seeds_in_and_those_left_out(tmp_path):
+    """Under each headline: how many of the declared seeds are in, and which runs a verdict
+    leaves out as not converged; "interim" only while some cell lacks planned seeds."""
+    from regattn_fairseq.experiments.report.tables import _seed_plan_lines
+
+    spec = OmegaConf.create(
+        {
+            "table": "t",
+            "mappings": ["softmax", "sparsemax", "uniform"],
+            "seeds": {"small": [1, 2, 3], "smoke": [1]},
+            "experiments": [{"name": "snli"}],
+        }
+    )
+    falling = {**CURVE, "valid_loss": [5.0, 4.0, 3.0, 2.8, 2.6, 2.4, 2.3, 2.2, 2.15, 2.1, 2.05]}
+    softmax = _cell(tmp_path, "softmax", [70.0, 70.5, 69.5])
+    sparsemax = _cell(tmp_path, "sparsemax", [67.0, 67.5])
+    sparsemax[1]["train"]["learning_curve"] = {**falling, "best_epoch": 11}
+    standing = {"test": {"softmax": softmax, "sparsemax": sparsemax}}
+    [line, blank] = _seed_plan_lines(spec, "snli", "small", standing)
+    assert blank == "" and line == (
+        "Seed plan: seeds 1–3 in every cell (`configs/reproduce/t.yaml`, declared in "
+        "claims.md): 5 of 9 runs are in (sparsemax 2, uniform 0, of 3); 1 left out of the "
+        "verdicts as not converged (sparsemax seed 2). The verdicts are interim until every "
+        "cell has its seeds."
+    )
+    standing["test"]["sparsemax"] = _cell(tmp_path, "sparsemax", [67.0, 67.5, 66.0])
+    standing["test"]["uniform"] = _cell(tmp_path, "uniform", [50.0, 50.5, 49.75])
+    [line, _] = _seed_plan_lines(spec, "snli", "small", standing)
+    assert line.endswith(": all 9 runs are in, all converged.")
+    assert _seed_plan_lines(spec, "snli", "smoke", standing) == []  # a one-seed plan

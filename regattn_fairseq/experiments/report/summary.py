@@ -34,7 +34,7 @@ from regattn_fairseq.experiments.report.compute import TableCost, cost_lines, he
 from regattn_fairseq.experiments.report.convergence import converged, converged_values
 from regattn_fairseq.experiments.report.learning_curves import stopped_early
 from regattn_fairseq.experiments.report.specs import table_specs
-from regattn_fairseq.experiments.report.tables import row_commits
+from regattn_fairseq.experiments.report.tables import row_commits, seed_plan
 from regattn_fairseq.experiments.rows.keys import is_baseline, row_config_sha256, row_label
 from regattn_fairseq.experiments.rows.store import load_rows
 
@@ -132,17 +132,23 @@ def summary_lines(
                 if not cells:
                     continue
                 verdicts = _verdicts_on(spec, rows, experiment.name, scale, results_dir, evaluation)
+                plan = seed_plan(spec, experiment.name, scale, {evaluation: cells})
+                interim = (
+                    f" (interim: {plan.done} of {plan.total} runs in)"
+                    if plan and plan.interim and verdicts
+                    else ""
+                )
                 claim_lines += [
                     f"| {link}{experiment.name} | {v.claim} | {v.text} | "
                     f"{_paper_words(spec, v)} | {interval_text(v)} | {v.seeds or '–'} | "
-                    f"**{v.verdict}** |"
+                    f"**{v.verdict}**{interim} |"
                     for v in verdicts
                 ]
                 sources += [_provenance_line(table, evaluation, cell) for cell in cells.values()]
                 lines.append(
                     f"| {link}{experiment.name} | {evaluation} | {metric} | "
                     + _cells_columns(cells, metric, headers)
-                    + (verdicts_by_claim(verdicts) or "–")
+                    + ((verdicts_by_claim(verdicts) + interim) if verdicts else "–")
                     + " |"
                 )
     return lines + _claims_section(claim_lines) + _sources_section(sources, link_prefix, provenance)
@@ -216,7 +222,8 @@ def _claims_section(claim_lines: list[str]) -> list[str]:
         "Every claim of `../shared/docs/claims.md` that a table tests, with the paper's words or "
         "numbers, the measured Δ and its 95% interval over seeds (of the comparison that "
         "decides), the converged seeds per arm, and the verdict by the declared rules "
-        "([How to read these tables](docs/reproduction.md#how-to-read-these-tables)):",
+        "([How to read these tables](docs/reproduction.md#how-to-read-these-tables)); "
+        "'interim' while some cell of the experiment lacks seeds of its table's declared plan:",
         "",
         "| table | claim | what it says | paper | Δ [95% over seeds] | seeds | verdict |",
         "|---|---|---|---|---|---|---|",

@@ -302,7 +302,7 @@ def _experiment_table(
     lines = [f"### {experiment}", ""]
     lines += _headline(spec, experiment, evaluations, standing, verdicts, results_dir)
     if not dry:
-        lines += _seed_plan_lines(spec, experiment, scale, standing)
+        lines += _seed_plan_lines(spec, seed_plan(spec, experiment, scale, standing))
     lines += _uniform_attention_lines(spec, shown_cells)
     lines += claims_section(spec, verdicts)
     lines += ["#### Details", ""]
@@ -457,38 +457,72 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
     return ["#### Headline", "", *_table(header, body)]
 
 
-def _seed_plan_lines(spec, experiment: str, scale: str, standing: dict) -> list[str]:
-    """Where the declared seed plan stands (the table config's ``seeds:`` at this scale,
-    declared in claims.md before the runs it judges): how many of each cell's planned seeds are
-    in, and which of those a verdict leaves out as not converged (`convergence.converged`).
-    Until every cell has its seeds the verdicts are interim: seeds go to every cell alike, and
-    the runs still to land can move an interval either way. Nothing for a one-seed plan."""
+class SeedPlan(NamedTuple):
+    """Where an experiment's declared seed plan stands (the table config's ``seeds:`` at a
+    scale, declared in claims.md before the runs it judges): per mapping, the planned seeds
+    that have rows, and those of them that converged (`convergence.converged`, the runs a
+    verdict counts)."""
+
+    planned: list[int]
+    landed: dict[str, set[int]]
+    kept: dict[str, set[int]]
+
+    @property
+    def total(self) -> int:
+        return len(self.planned) * len(self.landed)
+
+    @property
+    def done(self) -> int:
+        return sum(map(len, self.landed.values()))
+
+    @property
+    def interim(self) -> bool:
+        """Some cell lacks planned seeds: seeds go to every cell alike, and the runs still to
+        land can move an interval either way."""
+        return self.done < self.total
+
+
+def seed_plan(spec, experiment: str, scale: str, standing: dict) -> SeedPlan | None:
+    """The seed plan of `experiment` at `scale` from the cells that stand for its mappings
+    (`standing`: evaluation -> mapping -> rows, `claims.representative_cells`'s); None for a
+    one-seed plan or an experiment the table does not declare."""
     planned = list((spec.get("seeds") or {}).get(scale) or [])
     config = next((e for e in spec.get("experiments") or [] if e.name == experiment), None)
     if len(planned) < 2 or config is None:
-        return []
-    landed, kept = defaultdict(set), defaultdict(set)
+        return None
+    mappings = experiment_mappings(config, spec.mappings)
+    landed = {mapping: set() for mapping in mappings}
+    kept = {mapping: set() for mapping in mappings}
     for by_mapping in standing.values():
         pool = [row for cell in by_mapping.values() for row in cell]
         for name, cell in by_mapping.items():
-            landed[name] |= {row["seed"] for row in cell} & set(planned)
-            kept[name] |= {row["seed"] for row in converged(cell, pool)[0]}
-    mappings = experiment_mappings(config, spec.mappings)
-    total, done = len(planned) * len(mappings), sum(len(landed[m]) for m in mappings)
+            if name in landed:
+                landed[name] |= {row["seed"] for row in cell} & set(planned)
+                kept[name] |= {row["seed"] for row in converged(cell, pool)[0]}
+    return SeedPlan(planned, landed, kept)
+
+
+def _seed_plan_lines(spec, plan: SeedPlan | None) -> list[str]:
+    """The line under a headline: how many of the planned runs are in, which of them the
+    verdicts leave out as not converged, and whether the verdicts are interim."""
+    if plan is None:
+        return []
+    planned = plan.planned
     contiguous = planned == list(range(planned[0], planned[0] + len(planned)))
     seeds = f"{planned[0]}–{planned[-1]}" if contiguous else ",".join(map(str, planned))
     text = (
         f"Seed plan: seeds {seeds} in every cell (`configs/reproduce/{spec.table}.yaml`, "
         "declared in claims.md): "
     )
-    if done == total:
-        text += f"all {total} runs are in"
+    if not plan.interim:
+        text += f"all {plan.total} runs are in"
     else:
         short = ", ".join(
-            f"{m} {len(landed[m])}" for m in mappings if len(landed[m]) < len(planned)
+            f"{m} {len(found)}" for m, found in plan.landed.items() if len(found) < len(planned)
         )
-        text += f"{done} of {total} runs are in ({short}, of {len(planned)})"
-    left_out = {m: sorted(landed[m] - kept[m]) for m in mappings if landed[m] - kept[m]}
+        text += f"{plan.done} of {plan.total} runs are in ({short}, of {len(planned)})"
+    left_out = {m: sorted(found - plan.kept[m]) for m, found in plan.landed.items()}
+    left_out = {m: found for m, found in left_out.items() if found}
     if left_out:
         count = sum(map(len, left_out.values()))
         text += (
@@ -501,7 +535,7 @@ def _seed_plan_lines(spec, experiment: str, scale: str, standing: dict) -> list[
         )
     else:
         text += ", all converged"
-    if done < total:
+    if plan.interim:
         text += ". The verdicts are interim until every cell has its seeds"
     return [text + ".", ""]
 

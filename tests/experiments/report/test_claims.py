@@ -529,7 +529,7 @@ def test_a_converged_cell_stands_for_its_mapping_before_one_with_more_unconverge
 def test_the_seed_plan_line_counts_planned_seeds_in_and_those_left_out(tmp_path):
     """Under each headline: how many of the declared seeds are in, and which runs a verdict
     leaves out as not converged; "interim" only while some cell lacks planned seeds."""
-    from regattn_fairseq.experiments.report.tables import _seed_plan_lines
+    from regattn_fairseq.experiments.report.tables import _seed_plan_lines, seed_plan
 
     spec = OmegaConf.create(
         {
@@ -544,7 +544,9 @@ def test_the_seed_plan_line_counts_planned_seeds_in_and_those_left_out(tmp_path)
     sparsemax = _cell(tmp_path, "sparsemax", [67.0, 67.5])
     sparsemax[1]["train"]["learning_curve"] = {**falling, "best_epoch": 11}
     standing = {"test": {"softmax": softmax, "sparsemax": sparsemax}}
-    [line, blank] = _seed_plan_lines(spec, "snli", "small", standing)
+    plan = seed_plan(spec, "snli", "small", standing)
+    assert (plan.done, plan.total, plan.interim) == (5, 9, True)
+    [line, blank] = _seed_plan_lines(spec, plan)
     assert blank == "" and line == (
         "Seed plan: seeds 1–3 in every cell (`configs/reproduce/t.yaml`, declared in "
         "claims.md): 5 of 9 runs are in (sparsemax 2, uniform 0, of 3); 1 left out of the "
@@ -553,6 +555,7 @@ def test_the_seed_plan_line_counts_planned_seeds_in_and_those_left_out(tmp_path)
     )
     standing["test"]["sparsemax"] = _cell(tmp_path, "sparsemax", [67.0, 67.5, 66.0])
     standing["test"]["uniform"] = _cell(tmp_path, "uniform", [50.0, 50.5, 49.75])
-    [line, _] = _seed_plan_lines(spec, "snli", "small", standing)
+    [line, _] = _seed_plan_lines(spec, seed_plan(spec, "snli", "small", standing))
     assert line.endswith(": all 9 runs are in, all converged.")
-    assert _seed_plan_lines(spec, "snli", "smoke", standing) == []  # a one-seed plan
+    assert seed_plan(spec, "snli", "smoke", standing) is None  # a one-seed plan
+    assert _seed_plan_lines(spec, None) == []

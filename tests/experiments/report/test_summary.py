@@ -66,6 +66,12 @@ def test_summary_line_comes_from_the_rows(tmp_path):
     assert summary._cell_text(converged, "bleu", converged) == "30.00 (n=1)"
     # too few seeds (of mappings with no converged run, or none at all) to judge
     assert cells[-1].startswith("P5: provisional; E1 (2 tests): provisional")
+    # 3 of nmt's declared 7 mappings x 5 seeds are in: every verdict of the line is interim
+    assert cells[-1].endswith(" (interim: 3 of 35 runs in)")
+    p5 = next(
+        line for line in lines if line.startswith("| [nmt](results/nmt.md) multi30k_en_de | P5")
+    )
+    assert p5.endswith("| **provisional** (interim: 3 of 35 runs in) |")
 
 
 def test_readme_block_is_replaced_and_nothing_else(tmp_path):

@@ -288,16 +288,7 @@ def _experiment_table(
                     for m in spec.metrics[cell[0]["evaluation"]]
                 )
             )
-    seen = set()
-    for row in superseded:
-        entry = (
-            f"- superseded: {experiment} {row_label(row)} seed {row['seed']}, config "
-            f"{row_config_sha256(row) or 'unrecorded'} ({row['train'].get('epochs')} epochs), "
-            f"{row['date'][:10]}, run {row['run_id']}"
-        )
-        if entry not in seen:
-            seen.add(entry)
-            history_cells.append(entry)
+    history_cells += _superseded_entries(experiment, superseded)
     verdicts = judge_table(spec, rows, experiment, scale, results_dir)
     lines = [f"### {experiment}", ""]
     lines += _headline(spec, experiment, evaluations, standing, verdicts, results_dir)
@@ -455,6 +446,17 @@ def _headline(spec, experiment, evaluations, standing, verdicts, results_dir) ->
             label += " (attention-free control)"
         body.append([label, *out, verdicts_by_claim(claimed.get(name, []), "**") or "–"])
     return ["#### Headline", "", *_table(header, body)]
+
+
+def _superseded_entries(experiment: str, superseded: list[dict]) -> list[str]:
+    """The History section's line for each superseded run of `experiment`, each line once."""
+    entries = (
+        f"- superseded: {experiment} {row_label(row)} seed {row['seed']}, config "
+        f"{row_config_sha256(row) or 'unrecorded'} ({row['train'].get('epochs')} epochs), "
+        f"{row['date'][:10]}, run {row['run_id']}"
+        for row in superseded
+    )
+    return list(dict.fromkeys(entries))
 
 
 class SeedPlan(NamedTuple):

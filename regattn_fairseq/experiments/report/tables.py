@@ -483,6 +483,15 @@ class SeedPlan(NamedTuple):
         land can move an interval either way."""
         return self.done < self.total
 
+    @property
+    def left_out(self) -> dict[str, list[int]]:
+        """Per mapping, the planned seeds in that did not converge (none: not listed)."""
+        return {
+            m: sorted(seeds - self.kept[m])
+            for m, seeds in self.landed.items()
+            if seeds - self.kept[m]
+        }
+
 
 def seed_plan(spec, experiment: str, scale: str, standing: dict) -> SeedPlan | None:
     """The seed plan of `experiment` at `scale` from the cells that stand for its mappings
@@ -523,18 +532,13 @@ def _seed_plan_lines(spec, plan: SeedPlan | None) -> list[str]:
             f"{m} {len(found)}" for m, found in plan.landed.items() if len(found) < len(planned)
         )
         text += f"{plan.done} of {plan.total} runs are in ({short}, of {len(planned)})"
-    left_out = {m: sorted(found - plan.kept[m]) for m, found in plan.landed.items()}
-    left_out = {m: found for m, found in left_out.items() if found}
-    if left_out:
-        count = sum(map(len, left_out.values()))
-        text += (
-            f"; {count} left out of the verdicts as not converged ("
-            + "; ".join(
-                f"{m} seed{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}"
-                for m, found in left_out.items()
-            )
-            + ")"
+    if left_out := plan.left_out:
+        runs = "; ".join(
+            f"{m} seed{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}"
+            for m, found in left_out.items()
         )
+        count = sum(map(len, left_out.values()))
+        text += f"; {count} left out of the verdicts as not converged ({runs})"
     else:
         text += ", all converged"
     if plan.interim:

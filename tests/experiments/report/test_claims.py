@@ -546,6 +546,7 @@ def test_the_seed_plan_line_counts_planned_seeds_in_and_those_left_out(tmp_path)
     standing = {"test": {"softmax": softmax, "sparsemax": sparsemax}}
     plan = seed_plan(spec, "snli", "small", standing)
     assert (plan.done, plan.total, plan.interim) == (5, 9, True)
+    assert plan.left_out == {"sparsemax": [2]}
     [line, blank] = _seed_plan_lines(spec, plan)
     assert blank == "" and line == (
         "Seed plan: seeds 1–3 in every cell (`configs/reproduce/t.yaml`, declared in "

@@ -7,8 +7,8 @@ run resumes from there when the same command runs again: prepared data is cached
 resumes from checkpoint_last.pt and finished jobs are skipped.
 
 `OneLineParser` is the entry points' parser (argparse's own errors as one line); the type
-functions below give argparse messages in the user's terms (`pipelines.validation` checks what
-needs a table's spec)."""
+functions below give argparse messages in the user's terms (`pipelines.trainers.check_table`
+checks what needs a table's spec)."""
 
 from __future__ import annotations
 

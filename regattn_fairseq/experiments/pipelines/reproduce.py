@@ -30,8 +30,7 @@ from regattn_fairseq.experiments.pipelines.arguments import (
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
 from regattn_fairseq.experiments.pipelines.plan import Progress, TableRun, print_plan
 from regattn_fairseq.experiments.pipelines.table_jobs import run_baselines
-from regattn_fairseq.experiments.pipelines.trainers import trainer_of
-from regattn_fairseq.experiments.pipelines.validation import check_table
+from regattn_fairseq.experiments.pipelines.trainers import check_table, trainer_of
 from regattn_fairseq.experiments.report.figures import (
     figure_panels,
     gamma_suffix,
@@ -61,6 +60,7 @@ def run(argv: list[str] | None = None) -> None:
     spec = load_config("reproduce", args.table)
     experiments = [e for e in spec.experiments if args.scale in e.scales]
     table = plan_table_run(spec, experiments, args)
+    trainers = {e.name: trainer_of(e) for e in experiments}  # known: checked by check_table
     # Prepare every dataset before training anything: missing data fails in seconds.
     prepared = {e.name: _prepare(table, e) for e in experiments}
     for experiment in experiments:
@@ -68,8 +68,9 @@ def run(argv: list[str] | None = None) -> None:
     # before any training: every job, done or to do, and the CPU-hours left
     jobs, grids = [], 0.0
     for experiment in experiments:
-        trainer = trainer_of(experiment)
-        planned, grid = trainer.plan_jobs(table, experiment, prepared[experiment.name])
+        planned, grid = trainers[experiment.name].plan_jobs(
+            table, experiment, prepared[experiment.name]
+        )
         jobs, grids = jobs + planned, grids + grid
     print_plan(args.table, table.scale, jobs, grids)
     if args.plan_only:
@@ -94,7 +95,7 @@ def run(argv: list[str] | None = None) -> None:
     if args.baselines_only:
         return
     for experiment in experiments:
-        trainer, data = trainer_of(experiment), prepared[experiment.name]
+        trainer, data = trainers[experiment.name], prepared[experiment.name]
         if args.gamma_select_only:
             trainer.choose_gammas(table, experiment, data)
         else:

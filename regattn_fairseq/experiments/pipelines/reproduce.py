@@ -28,10 +28,16 @@ from regattn_fairseq.experiments.pipelines.arguments import (
     settle_table_arguments,
 )
 from regattn_fairseq.experiments.pipelines.arguments import results_dir as run_results_dir
-from regattn_fairseq.experiments.pipelines.plan import Progress, TableRun, print_plan
+from regattn_fairseq.experiments.pipelines.plan import (
+    ExperimentTrainer,
+    Progress,
+    TableRun,
+    print_plan,
+)
 from regattn_fairseq.experiments.pipelines.table_jobs import run_baselines
 from regattn_fairseq.experiments.pipelines.trainers import check_table, trainer_of
 from regattn_fairseq.experiments.report.figures import (
+    FigureSetup,
     figure_panels,
     gamma_suffix,
     plot_attention_figure,
@@ -100,7 +106,7 @@ def run(argv: list[str] | None = None) -> None:
             trainer.choose_gammas(table, experiment, data)
         else:
             exports = trainer.run(table, experiment, data, progress)
-            _draw_attention_figure(table, experiment, exports)
+            _draw_attention_figure(table, experiment, trainer, exports)
 
 
 def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace) -> TableRun:
@@ -172,20 +178,21 @@ def _leave_out_missing_evaluations(experiment, data: PreparedData) -> None:
         print(f"[data] {experiment.name}: scored without {left_out} (not in the data)")
 
 
-def _draw_attention_figure(table: TableRun, experiment, exports: list[Path]) -> None:
+def _draw_attention_figure(
+    table: TableRun, experiment, trainer: ExperimentTrainer, exports: list[Path]
+) -> None:
     """The experiment's attention figure: one panel per mapping (`figures.figure_panels`), drawn
     when there is at least one."""
     args = table.args
-    panels = figure_panels(
-        exports,
-        table.rows(),
+    setup = FigureSetup(
         experiment,
         table.scale,
         table.seeds[0],
         args.gamma,
         args.dry_run.record(),
-        table.results_dir,
+        tuple(trainer.gamma_mappings),
     )
+    panels = figure_panels(exports, table.rows(), setup, table.results_dir)
     if panels:
         figure = plot_attention_figure(
             table.results_dir / "figures",

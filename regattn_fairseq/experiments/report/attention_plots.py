@@ -114,8 +114,9 @@ def row_labels(record: dict) -> list[str]:
     return target if len(target) == rows else [" ".join(target)] * rows
 
 
-def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
-    """One sentence's attention matrix on `ax`."""
+def draw_panel(ax, record: dict, norm: Normalize, tol: float, note: str = "") -> None:
+    """One sentence's attention matrix on `ax`; `note` is added to the panel's title (e.g. the
+    seed of a panel whose run is not the figure's first seed)."""
     weights = np.array([analysis.as_row(row, tol) for row in record["attention"]])
     rows, columns = weights.shape
     ax.imshow(
@@ -151,14 +152,18 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float) -> None:
         options = record["continuous"]
         density = f"{options['density'].replace('_', ' ')} density (N={options['num_basis']})"
         title = f"{density} + discrete {title}" if options["combine"] == "sum" else density
+    if note:
+        title += f" ({note})"
     if "label" in record:  # SNLI
         title += f"\ngold: {record['label']}, predicted: {record.get('prediction', '?')}"
     ax.set_title(title, fontsize=9)
 
 
-def sentence_figure(exports: list[list[dict]], sentence_id: str, tol: float = 0.0):
+def sentence_figure(
+    exports: list[list[dict]], sentence_id: str, tol: float = 0.0, notes: list[str] | None = None
+):
     """The figure of sentence `sentence_id` of every export side by side (a matplotlib
-    Figure; `plot_sentence` writes it).
+    Figure; `plot_sentence` writes it); `notes`, one per export, go into the panels' titles.
 
     Raises
     ------
@@ -191,8 +196,8 @@ def sentence_figure(exports: list[list[dict]], sentence_id: str, tol: float = 0.
         gridspec_kw={"width_ratios": widths},
         squeeze=False,
     )
-    for ax, record in zip(axes[0], records, strict=True):
-        draw_panel(ax, record, norm, tol)
+    for ax, record, note in zip(axes[0], records, notes or [""] * len(records), strict=True):
+        draw_panel(ax, record, norm, tol, note)
 
     colourbar = fig.colorbar(
         plt.cm.ScalarMappable(norm=norm, cmap=WEIGHT_COLOURS),
@@ -214,10 +219,11 @@ def plot_sentence(
     out_dir: Path,
     tol: float = 0.0,
     name: str = "attention",
+    notes: list[str] | None = None,
 ) -> list[Path]:
-    """Draw sentence `sentence_id` of every export side by side (`sentence_figure`); write
-    <out_dir>/<name>_<id>.{png,pdf}."""
-    fig = sentence_figure(exports, sentence_id, tol)
+    """Draw sentence `sentence_id` of every export side by side (`sentence_figure`, `notes` in
+    the panels' titles); write <out_dir>/<name>_<id>.{png,pdf}."""
+    fig = sentence_figure(exports, sentence_id, tol, notes)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}_{sentence_id}.{fmt}" for fmt in FORMATS]
     for path in paths:

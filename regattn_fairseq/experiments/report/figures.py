@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from regattn_checkout.files import replacing, write_file
 from regattn_fairseq.experiments.core.labels import mapping_label
@@ -120,7 +121,8 @@ def plot_attention_figure(
         the readable source lengths.
     runs : list of dict, optional
         per panel, the run it shows (run id, seed, config hash, commits), recorded in the
-        manifest as the figure's provenance.
+        manifest as the figure's provenance; where the panels' seeds differ, each panel's
+        title says its seed.
 
     Returns
     -------
@@ -139,6 +141,25 @@ def plot_attention_figure(
         mapping_label(export[0]["mapping"]["name"], export[0]["mapping"].get("params", {}))
         for export in records
     ]
+    name = _name_beside_kept(figures_dir, name, panels, records)
+    # panels of runs of different seeds (a cell whose first seed's attention is gone) say whose
+    seeds = [run.get("seed") for run in runs or []]
+    notes = [f"seed {seed}" for seed in seeds] if len(set(seeds)) > 1 else None
+    paths = plot_sentence(records, sentence, figures_dir, name=name, notes=notes)
+    record = {
+        "sentence": sentence,
+        "panels": panels,
+        "runs": runs,
+        "files": [path.name for path in paths],
+    }
+    write_file(figures_dir / f"{name}.json", json.dumps(record, indent=1) + "\n")
+    return paths
+
+
+def _name_beside_kept(figures_dir: Path, name: str, panels: list[str], records) -> str:
+    """The name a drawing of `panels` goes to: `name`, unless the figure there shows panels
+    this drawing lacks (its manifest says so, or, drawn before manifests, which it shows is
+    unknown); then ``<name>_<its mappings>``, saying so, and the figure there is kept."""
     manifest = figures_dir / f"{name}.json"
     if manifest.is_file():
         missing = [p for p in json.loads(manifest.read_text())["panels"] if p not in panels]
@@ -150,25 +171,16 @@ def plot_attention_figure(
             if re.fullmatch(re.escape(name) + r"_\d+\.png", path.name)
         ]
         shows = f"panels not recorded (drawn before figures had a manifest: {missing})"
-    if missing:
-        kept = name
-        name = f"{name}_{'-'.join(sorted({export[0]['mapping']['name'] for export in records}))}"
-        manifest = figures_dir / f"{name}.json"
-        print(
-            f"[figure] {kept} kept: it shows {shows}, and this drawing has only "
-            f"{', '.join(panels)} (the others' exports and sidecars are not on disk); it goes "
-            f"to {name} (remove the kept figure to draw over it)",
-            flush=True,
-        )
-    paths = plot_sentence(records, sentence, figures_dir, name=name)
-    record = {
-        "sentence": sentence,
-        "panels": panels,
-        "runs": runs,
-        "files": [path.name for path in paths],
-    }
-    write_file(manifest, json.dumps(record, indent=1) + "\n")
-    return paths
+    if not missing:
+        return name
+    beside = f"{name}_{'-'.join(sorted({export[0]['mapping']['name'] for export in records}))}"
+    print(
+        f"[figure] {name} kept: it shows {shows}, and this drawing has only "
+        f"{', '.join(panels)} (the others' exports and sidecars are not on disk); it goes "
+        f"to {beside} (remove the kept figure to draw over it)",
+        flush=True,
+    )
+    return beside
 
 
 def gamma_suffix(gamma: str | None) -> str:
@@ -178,17 +190,63 @@ def gamma_suffix(gamma: str | None) -> str:
     return "_gamma-auto" if gamma == "auto" else f"_gamma{float(gamma)}"
 
 
-def figure_panels(
-    exports, rows, experiment, scale, seed, gamma, dry_run, results_dir
-) -> list[tuple[Path, dict]]:
+class FigureSetup(NamedTuple):
+    """Which runs a table run's attention figure shows: those of its experiment, scale and
+    dry-run kind, on the first evaluation set, set up for γ as the run sets it.
+
+    Attributes
+    ----------
+    experiment : DictConfig
+        the table's experiment.
+    scale : str
+        the run's scale.
+    seed : int
+        the run's first seed: the seed each panel shows where its attention is on disk.
+    gamma : str or None
+        how the run sets γ (--gamma: None, ``"auto"`` or a number).
+    dry_run : dict or None
+        the run's dry-run record (`DryRun.record`).
+    gamma_mappings : tuple of str
+        the mappings whose γ the experiment's trainer sets or tunes; a run of any other
+        mapping (the attention-free control, learned α, a pretrained model's own softmax) is
+        the same run whatever the γ mode, and its panel joins every figure of the experiment.
+    """
+
+    experiment: Any
+    scale: str
+    seed: int
+    gamma: str | None
+    dry_run: dict | None
+    gamma_mappings: tuple[str, ...]
+
+    def shows(self, row: ResultRow, evaluation: str) -> bool:
+        """Whether a row is of this figure's setup, whatever its seed."""
+        fixed = None if self.gamma in (None, "auto") else float(self.gamma)
+        same_gamma = row["mapping"] not in self.gamma_mappings or (
+            bool(gamma_selection(row)) == (self.gamma == "auto")
+            and (fixed is None or model_settings(row).get("attention_gamma") == fixed)
+        )
+        return (
+            same_gamma
+            and row["experiment"] == self.experiment.name
+            and row["scale"] == self.scale
+            and row.get("dry_run") == self.dry_run
+            and row["evaluation"] == evaluation
+        )
+
+
+def figure_panels(exports, rows, setup: FigureSetup, results_dir: Path) -> list[tuple[Path, dict]]:
     """The attention of one figure's panels: this invocation's exports, then those of the
     table's other cells set up the same way (γ auto, the same fixed γ, or neither), so that a
     table run one mapping per process gets one figure with every mapping, not a figure per
     process each replacing the last.
 
-    Every such row whose export is on disk gets its figure sidecar (`keep_figure_sentences`,
-    committed with the results); a row whose export is gone (decoded on another machine) is
-    drawn from its sidecar.
+    A cell's panel shows its run of the first seed; where that run's attention is on disk
+    neither as an export nor as a sidecar (decoded on a machine that is gone), it shows the
+    cell's lowest seed whose attention is, so that the figure keeps every mapping (the panel's
+    title says which seed, `plot_attention_figure`). Every row drawn whose export is on disk
+    gets its figure sidecar (`keep_figure_sentences`, committed with the results); a row whose
+    export is gone is drawn from its sidecar.
 
     Parameters
     ----------
@@ -196,12 +254,8 @@ def figure_panels(
         this invocation's exports (first evaluation set, first seed), one per mapping.
     rows : list of dict
         the table's raw rows.
-    seed : int
-        the first seed.
-    gamma : str or None
-        how the invocation set γ (--gamma: None, ``"auto"`` or a number).
-    dry_run : dict or None
-        the invocation's dry-run record (`DryRun.record`).
+    setup : FigureSetup
+        which of them the figure shows.
     results_dir : Path
         the results folder (its figure sidecars).
 
@@ -211,34 +265,38 @@ def figure_panels(
         per panel, this invocation's first, each cell once: the export or sidecar to draw and
         the run it shows (`figure_run`).
     """
-    fixed = None if gamma in (None, "auto") else float(gamma)
-    first_evaluation = next(iter(experiment_test_sets(experiment)))
+    first_evaluation = next(iter(experiment_test_sets(setup.experiment)))
     shown, _ = split_current(rows)
-    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
+    cells = {}  # config hash -> the cell's rows of this setup, of every seed
     for row in shown:
-        row_gamma = model_settings(row).get("attention_gamma")
-        same_setup = (
-            bool(gamma_selection(row)) == (gamma == "auto")
-            and (fixed is None or row_gamma == fixed)
-            and row["experiment"] == experiment.name
-            and row["scale"] == scale
-            and row.get("dry_run") == dry_run
-            and row["evaluation"] == first_evaluation
-            and row["seed"] == seed
-        )
-        if not same_setup:
-            continue
-        export = Path(attention_stats(row).get("export") or "")
-        sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
-        if export.name and export.is_file():
-            keep_figure_sentences(export, sidecar)
-            panels[export] = (export, figure_run(row))
-        elif sidecar.is_file():
-            panels[export if export.name else sidecar] = (sidecar, figure_run(row))
+        if setup.shows(row, first_evaluation):
+            cells.setdefault(row_config_sha256(row), []).append(row)
+    panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
+    for cell in cells.values():
+        for row in sorted(cell, key=lambda r: (r["seed"] != setup.seed, r["seed"])):
+            drawn = _attention_on_disk(row, results_dir)
+            if drawn is not None:
+                key, path = drawn
+                panels[key] = (path, figure_run(row))
+                break
     # this invocation's exports first (their rows are among the shown ones); sorted is stable
     first = {export: index for index, export in enumerate(exports)}
     ordered = sorted(panels.items(), key=lambda item: first.get(item[0], len(first)))
     return [panel for _, panel in ordered]
+
+
+def _attention_on_disk(row: ResultRow, results_dir: Path) -> tuple[Path, Path] | None:
+    """A row's attention to draw, as (the row's export path, or its sidecar where it records
+    none; the file to draw): its export, whose sentences are kept in its sidecar on the way,
+    else its sidecar; None when neither is on disk."""
+    export = Path(attention_stats(row).get("export") or "")
+    sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
+    if export.name and export.is_file():
+        keep_figure_sentences(export, sidecar)
+        return export, export
+    if sidecar.is_file():
+        return (export if export.name else sidecar), sidecar
+    return None
 
 
 def figure_run(row: ResultRow) -> dict:

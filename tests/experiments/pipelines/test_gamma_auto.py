@@ -20,6 +20,7 @@ from regattn_fairseq.experiments.pipelines import (
     table_jobs,
 )
 from regattn_fairseq.experiments.report.figures import (
+    FigureSetup,
     figure_panels,
     figure_sidecar_name,
     gamma_suffix,
@@ -392,6 +393,29 @@ def _export(path, mapping, gamma, lengths=(4, 9, 30, 12, 10)):
     return path
 
 
+def _panel_row(folder, experiment, evaluation, mapping, gamma, tuned, seed, exists=True):
+    """A result row of `mapping` at `seed` whose attention export is in `folder` (written when
+    `exists`), its run id ``<mapping><γ>`` (``s<seed>`` added after the first seed)."""
+    run_id = f"{mapping}{gamma}" + (f"s{seed}" if seed > 1 else "")
+    export = folder / f"{run_id}.jsonl"
+    if exists:
+        _export(export, mapping, gamma)
+    return {
+        "experiment": experiment,
+        "scale": "small",
+        "data_source": "offline",
+        "mapping": mapping,
+        "evaluation": evaluation,
+        "seed": seed,
+        "run_id": run_id,
+        "git_commit": "c" * 40,
+        "date": "2026-11-25T00:00:00+00:00",
+        "train": {"config": {"model": {"attention": mapping, "attention_gamma": gamma}}},
+        "gamma_selection": {"chosen": gamma} if tuned else None,
+        "attention": {"export": str(export)},
+    }
+
+
 def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     """A table run one mapping per process: the figure of the last one holds every cell set up
     the same way (γ auto here), from its export, or from its committed figure sidecar where the
@@ -406,23 +430,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     results = tmp_path / "results"
 
     def row(mapping, gamma, tuned, exists=True):
-        export = tmp_path / f"{mapping}{gamma}.jsonl"
-        if exists:
-            _export(export, mapping, gamma)
-        return {
-            "experiment": experiment.name,
-            "scale": "small",
-            "data_source": "offline",
-            "mapping": mapping,
-            "evaluation": evaluation,
-            "seed": 1,
-            "run_id": f"{mapping}{gamma}",
-            "git_commit": "c" * 40,
-            "date": "2026-11-25T00:00:00+00:00",
-            "train": {"config": {"model": {"attention": mapping, "attention_gamma": gamma}}},
-            "gamma_selection": {"chosen": gamma} if tuned else None,
-            "attention": {"export": str(export)},
-        }
+        return _panel_row(tmp_path, experiment.name, evaluation, mapping, gamma, tuned, 1, exists)
 
     def sidecar(run_id):
         return results / figure_sidecar_name(run_id, evaluation)
@@ -434,7 +442,8 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         row("entmax15", 16.0, True),
     ]
     own = [tmp_path / "entmax1516.0.jsonl"]
-    panels = figure_panels(own, rows, experiment, "small", 1, args.gamma, dry, results)
+    setup = FigureSetup(experiment, "small", 1, args.gamma, dry, mappings.gamma_configs())
+    panels = figure_panels(own, rows, setup, results)
     assert [path for path, _ in panels] == [
         tmp_path / "entmax1516.0.jsonl",
         tmp_path / "softmax4.0.jsonl",
@@ -456,12 +465,114 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     # on another machine every export is gone: the figure is drawn from the sidecars
     for path in tmp_path.glob("*.jsonl"):
         path.unlink()
-    panels = figure_panels([], rows, experiment, "small", 1, args.gamma, dry, results)
+    panels = figure_panels([], rows, setup, results)
     assert [path for path, _ in panels] == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
     assert [run["run_id"] for _, run in panels] == ["softmax4.0", "entmax1516.0"]
     assert sidecar("softmax4.0").read_bytes() == first
     assert gamma_suffix("auto") == "_gamma-auto"
     assert gamma_suffix("1") == "_gamma1.0" and gamma_suffix(None) == ""
+
+
+def test_a_cell_whose_first_seed_is_gone_is_drawn_from_its_lowest_seed_on_disk(
+    tmp_path, monkeypatch
+):
+    """A cell whose first seed's attention is on disk neither as an export nor as a sidecar
+    (decoded on a machine that is gone) keeps its panel: the lowest seed whose attention is,
+    and the panels' titles say their seeds; a cell with its first seed keeps it, and a cell
+    with no attention on disk has no panel."""
+    from regattn_fairseq.experiments.report import figures
+
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    evaluation = next(iter(experiment_test_sets(experiment)))
+    results = tmp_path / "results"
+
+    def row(mapping, gamma, seed, exists=True):
+        return _panel_row(
+            tmp_path, experiment.name, evaluation, mapping, gamma, False, seed, exists
+        )
+
+    rows = [
+        row("softmax", 4.0, 1),
+        row("softmax", 4.0, 2),
+        row("sparsemax", 16.0, 1, exists=False),  # gone, no sidecar
+        row("sparsemax", 16.0, 3),
+        row("sparsemax", 16.0, 2),
+        row("entmax15", 16.0, 1, exists=False),  # no seed of it on disk
+        row("entmax15", 16.0, 2, exists=False),
+    ]
+    setup = FigureSetup(experiment, "small", 1, None, None, mappings.gamma_configs())
+    panels = figure_panels([], rows, setup, results)
+    assert [run["run_id"] for _, run in panels] == ["softmax4.0", "sparsemax16.0s2"]
+    assert [run["seed"] for _, run in panels] == [1, 2]
+    # the drawn rows' sentences are kept; seed 3 of sparsemax, not drawn, keeps none
+    assert results.joinpath(figure_sidecar_name("sparsemax16.0s2", evaluation)).is_file()
+    assert not results.joinpath(figure_sidecar_name("sparsemax16.0s3", evaluation)).exists()
+    # a later run whose first seed is 2: softmax's seed 2 stands for its cell
+    panels = figure_panels([], rows, setup._replace(seed=2), results)
+    assert [run["run_id"] for _, run in panels] == ["softmax4.0s2", "sparsemax16.0s2"]
+
+    drawn = {}
+    monkeypatch.setattr(
+        figures,
+        "plot_sentence",
+        lambda *args, notes=None, **kwargs: drawn.update(notes=notes) or [],
+    )
+    paths = [path for path, _ in panels]
+    figures.plot_attention_figure(
+        tmp_path / "figures", "mixed", paths, runs=[{"seed": 1}, {"seed": 2}]
+    )
+    assert drawn["notes"] == ["seed 1", "seed 2"]  # seeds differ: each title says its own
+    figures.plot_attention_figure(tmp_path / "figures", "same", paths, runs=[{"seed": 1}] * 2)
+    assert drawn["notes"] is None
+
+
+def test_a_mapping_that_takes_no_gamma_joins_every_figure(tmp_path):
+    """A run of a mapping whose γ the trainer neither sets nor tunes (a pretrained model's own
+    softmax, the attention-free control, learned α) is the same run under every γ mode: its
+    panel joins the γ-auto figure beside the tuned cells; a γ-mapping's run at a fixed γ does
+    not."""
+    spec = reproduce.load_config("reproduce", "inflection")
+    experiment = spec.experiments[0]
+    evaluation = next(iter(experiment_test_sets(experiment)))
+    rows = [
+        _panel_row(tmp_path, experiment.name, evaluation, "softmax", None, False, 1),
+        _panel_row(tmp_path, experiment.name, evaluation, "sparsemax", 16.0, True, 1),
+        _panel_row(tmp_path, experiment.name, evaluation, "sparsemax", 1.0, False, 1),
+        _panel_row(tmp_path, experiment.name, evaluation, "uniform", None, False, 1),
+    ]
+    pretrained_like = FigureSetup(experiment, "small", 1, "auto", None, ("sparsemax",))
+    panels = figure_panels([], rows, pretrained_like, tmp_path / "results")
+    assert [run["run_id"] for _, run in panels] == ["softmaxNone", "sparsemax16.0", "uniformNone"]
+    fixed = pretrained_like._replace(gamma="1")
+    panels = figure_panels([], rows, fixed, tmp_path / "results")
+    assert [run["run_id"] for _, run in panels] == ["softmaxNone", "sparsemax1.0", "uniformNone"]
+    # where the trainer tunes softmax too, its untuned run is of another setup
+    fairseq_like = pretrained_like._replace(gamma_mappings=("softmax", "sparsemax"))
+    panels = figure_panels([], rows, fairseq_like, tmp_path / "results")
+    assert [run["run_id"] for _, run in panels] == ["sparsemax16.0", "uniformNone"]
+
+
+def test_a_panel_title_carries_its_note():
+    """`sentence_figure`'s notes go into the panels' titles, after the mapping's label."""
+    from regattn_fairseq.experiments.report.attention_plots import sentence_figure
+
+    records = [
+        [
+            {
+                "id": 0,
+                "src_tokens": ["a", "b"],
+                "tgt_tokens": ["x"],
+                "attention": [[0.5, 0.5]],
+                "mapping": {"name": name, "params": {}},
+            }
+        ]
+        for name in ("softmax", "sparsemax")
+    ]
+    figure = sentence_figure(records, "0", notes=["seed 1", "seed 2"])
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["softmax (seed 1)", "sparsemax (seed 2)"]
+    figure = sentence_figure(records, "0")
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["softmax", "sparsemax"]
 
 
 def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):

@@ -2,7 +2,8 @@
 `regattn_fairseq.…`, `regattn_bench.…`, `regattn_checkout.…`) mentioned in README.md and
 docs/*.md imports (a module, or an attribute of one), and every repository file path they
 mention is there. Modules move (the suite's stages, regattn_bench, regattn_checkout); this
-keeps the docs from pointing at where they were."""
+keeps the docs from pointing at where they were. And every markdown link and image of README,
+docs/ and the generated results/ pages opens: its target, relative to the page, exists."""
 
 import importlib
 import re
@@ -21,6 +22,9 @@ FILE = re.compile(
     + r"|docs)/[\w/.-]+"
     + r"\.(?:py|md|yaml|json|sh|txt))"
 )
+# a markdown link or image: [text](target) or ![text](target)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+PAGES = [*DOCS, *sorted((REPO_ROOT / "results").rglob("*.md"))]
 # files a recipe in the docs tells the reader to create
 TO_BE_WRITTEN = {"configs/attention/mymax.yaml"}
 
@@ -60,3 +64,35 @@ def test_module_paths_in_the_docs_import(doc, dotted):
 @pytest.mark.parametrize("doc, path", _mentions(FILE))
 def test_file_paths_in_the_docs_exist(doc, path):
     assert path in TO_BE_WRITTEN or (REPO_ROOT / path).exists(), f"{doc} names {path}"
+
+
+def _links() -> list[tuple[str, str]]:
+    """Every (page, target) of a relative markdown link outside code blocks, the pages'
+    paths relative to the repository; targets outside the repository (``../shared/...``, the
+    read-only data beside a checkout) are not the docs' to keep."""
+    found = set()
+    for page in PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in LINK.findall(text):
+            path = target.split("#")[0]
+            if not path or re.match(r"[a-z]+:", target):  # an anchor here, a URL
+                continue
+            if (page.parent / path).resolve().is_relative_to(REPO_ROOT):
+                found.add((page.relative_to(REPO_ROOT).as_posix(), target))
+    return sorted(found)
+
+
+def test_the_link_pattern_finds_the_pages_links():
+    """Guards the test below: links of a doc, of a generated table and of README are found."""
+    links = _links()
+    assert ("docs/reproduction.md", "../results/summary.md") in links
+    assert ("results/nmt.md", "../docs/reproduction.md#how-to-read-these-tables") in links
+    assert any(page == "README.md" and target.endswith(".png") for page, target in links)
+
+
+@pytest.mark.parametrize("page, target", _links())
+def test_links_in_the_docs_and_results_open(page, target):
+    """A link written from the repository root in a page under docs/ or results/ (the page's
+    own folder is where a markdown viewer resolves it) names a file that is not there."""
+    path = (REPO_ROOT / page).parent / target.split("#")[0]
+    assert path.exists(), f"{page} links {target}, which is not at {path}"

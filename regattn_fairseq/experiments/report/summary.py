@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posixpath
 import statistics
 from pathlib import Path
 
@@ -151,7 +152,11 @@ def summary_lines(
                     + ((verdicts_by_claim(verdicts) + interim) if verdicts else "–")
                     + " |"
                 )
-    return lines + _claims_section(claim_lines) + _sources_section(sources, link_prefix, provenance)
+    return (
+        lines
+        + _claims_section(claim_lines, link_prefix)
+        + _sources_section(sources, link_prefix, provenance)
+    )
 
 
 def _summary_header(scale: str, headers: dict[str, str]) -> list[str]:
@@ -215,14 +220,16 @@ def _cells_columns(cells: dict, metric: str, headers: dict[str, str]) -> str:
     )
 
 
-def _claims_section(claim_lines: list[str]) -> list[str]:
-    """The second table: every claim a table tests, with its verdict."""
+def _claims_section(claim_lines: list[str], link_prefix: str) -> list[str]:
+    """The second table: every claim a table tests, with its verdict; the docs' link from
+    the page whose links to results/ start with `link_prefix`."""
+    guide = posixpath.normpath(f"{link_prefix}../docs/reproduction.md")
     return [
         "",
         "Every claim of `../shared/docs/claims.md` that a table tests, with the paper's words or "
         "numbers, the measured Δ and its 95% interval over seeds (of the comparison that "
         "decides), the converged seeds per arm, and the verdict by the declared rules "
-        "([How to read these tables](docs/reproduction.md#how-to-read-these-tables)); "
+        f"([How to read these tables]({guide}#how-to-read-these-tables)); "
         "'interim' while some cell of the experiment lacks seeds of its table's declared plan:",
         "",
         "| table | claim | what it says | paper | Δ [95% over seeds] | seeds | verdict |",

@@ -86,6 +86,9 @@ def test_readme_block_is_replaced_and_nothing_else(tmp_path):
     assert text.endswith("<!-- results-summary:end -->\nafter\n")
     assert "old" not in text and "[nmt](results/nmt.md)" in text
     assert "[nmt](nmt.md)" in (results_dir / "summary.md").read_text()
+    # the reading guide's link, from each page's own folder
+    guide = "(docs/reproduction.md#how-to-read-these-tables)"
+    assert guide in text and f"(../{guide[1:]}" in (results_dir / "summary.md").read_text()
     summary.write_summary(results_dir, readme)  # idempotent
     assert readme.read_text() == text
 

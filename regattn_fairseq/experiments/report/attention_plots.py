@@ -61,6 +61,15 @@ ATTENTION_WORDING = {
     "• ▴ ▪ ◆: oscarmax clusters (positions of one row sharing a nonzero weight; "
     "one symbol per cluster)",
 }
+# a pretrained encoder's export (score.hf_classify): one layer's self-attention, mean over heads
+SELF_ATTENTION_WORDING = {
+    "title": "self-attention of layer {layer}, mean over its heads: each token (rows) over the "
+    "pair's tokens (columns)",
+    "colourbar": "attention weight (mean over heads)",
+    "legend": "grey: weight exactly 0 in every head  ·  no border: adjacent positions with equal "
+    "weight  ·  • ▴ ▪ ◆: oscarmax clusters (positions of one row sharing a nonzero weight; "
+    "one symbol per cluster)",
+}
 TAG_MARGINAL_WORDING = {
     "title": "expected tag marginals of each word (rows) over the IOBES tags (columns)",
     "colourbar": "marginal probability",
@@ -159,6 +168,21 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float, note: str = "") ->
     ax.set_title(title, fontsize=9)
 
 
+def _attention_wording(records: list[dict]) -> dict:
+    """The figure's words: a pretrained encoder's layer self-attention averaged over heads
+    (its exports' mappings name the layer, counted from 0), else attention of output steps
+    over source tokens."""
+    layers = {record["mapping"].get("layer") for record in records}
+    heads = {record["mapping"].get("heads") for record in records}
+    if heads == {"mean"} and len(layers) == 1 and None not in layers:
+        (layer,) = layers
+        return {
+            **SELF_ATTENTION_WORDING,
+            "title": SELF_ATTENTION_WORDING["title"].format(layer=layer + 1),
+        }
+    return ATTENTION_WORDING
+
+
 def sentence_figure(
     exports: list[list[dict]], sentence_id: str, tol: float = 0.0, notes: list[str] | None = None
 ):
@@ -175,7 +199,7 @@ def sentence_figure(
     kinds = {is_tag_marginals(record) for record in records}
     if len(kinds) > 1:
         raise ValueError("cannot draw NER tag marginals and attention in one figure")
-    wording = TAG_MARGINAL_WORDING if kinds == {True} else ATTENTION_WORDING
+    wording = TAG_MARGINAL_WORDING if kinds == {True} else _attention_wording(records)
     vmax = max(max(max(row) for row in record["attention"]) for record in records)
     norm = Normalize(vmin=0.0, vmax=vmax)
 

@@ -575,6 +575,33 @@ def test_a_panel_title_carries_its_note():
     assert [ax.get_title() for ax in figure.axes[:2]] == ["softmax", "sparsemax"]
 
 
+def test_a_pretrained_encoders_figure_says_it_shows_a_layers_self_attention():
+    """An export of a pretrained encoder (a layer's self-attention, mean over heads, as
+    score.hf_classify writes it) is titled as such, not as output steps over a source."""
+    from regattn_fairseq.experiments.report.attention_plots import sentence_figure
+
+    def records(**where):
+        return [
+            [
+                {
+                    "id": 0,
+                    "src_tokens": ["a", "b"],
+                    "tgt_tokens": ["a", "b"],
+                    "attention": [[0.5, 0.5], [1.0, 0.0]],
+                    "mapping": {"name": "sparsemax", "params": {}, **where},
+                }
+            ]
+        ]
+
+    figure = sentence_figure(records(layer=5, heads="mean"), "0")
+    assert figure._suptitle.get_text() == (
+        "sentence 0: self-attention of layer 6, mean over its heads: each token (rows) over "
+        "the pair's tokens (columns)"
+    )
+    figure = sentence_figure(records(), "0")
+    assert "each output step (rows) over the source tokens" in figure._suptitle.get_text()
+
+
 def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):
     """Rows whose attention is gone (no export, no sidecar) cannot be drawn again: the figure
     that shows them is kept, and the smaller drawing goes to a name of its own."""

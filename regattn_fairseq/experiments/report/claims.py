@@ -398,6 +398,10 @@ def _judge_comparisons(
         verdict.reason = "; ".join([f"no converged run of {', '.join(empty)}", *notes])
         return verdict
     outcome, why = _decide_comparisons(verdict, test, pairs, comparisons)
+    if notes:  # how much the verdict rests on leaving those runs out
+        notes.append(
+            f"with the runs left out counted in, {_outcome_with_every_run(test, pairs, cells)}"
+        )
     verdict.seeds = _seeds_words([len(kept[name]) for name in names])
     gate = None
     if gated and not gate_missing:
@@ -445,6 +449,31 @@ def _converged_arms(cells: dict, names: list[str]) -> tuple[dict, list[str]]:
         left_out += [f"{name} {words}" for words in excluded]
     notes = [f"left out of the verdict: {'; '.join(left_out)}"] if left_out else []
     return kept, notes
+
+
+def _outcome_with_every_run(test, pairs, cells: dict) -> str:
+    """The intervals' verdict with the runs the convergence check left out counted in (the
+    seeds and the gate aside): a reader sees whether the verdict rests on leaving them out."""
+    log = test["kind"] == "time_ratio"
+    metric = SECONDS_PER_EPOCH if log else test["metric"]
+    try:
+        comparisons = [compare(cells, a, b, metric, None, log=log) for a, b, _, _ in pairs]
+    except KeyError as error:
+        return f"no verdict: a row does not record {error.args[0]}"
+    decided = [
+        INCONCLUSIVE if c.interval is None else decide(kind, c.interval, margin)[0]
+        for c, (_, _, kind, margin) in zip(comparisons, pairs, strict=True)
+    ]
+    if log:  # a time claim's differences are of log seconds: the verdict alone
+        return f"the intervals would say: {_combine(decided)}"
+    shown = min(comparisons, key=lambda c: _margin_left(c, pairs))
+    interval = (
+        "" if shown.interval is None else f" [{shown.interval[0]:+.2f}, {shown.interval[1]:+.2f}]"
+    )
+    return (
+        f"the intervals would say: {_combine(decided)} ({shown.a} − {shown.b}: "
+        f"{shown.difference:+.2f}{interval})"
+    )
 
 
 def _decide_comparisons(verdict: Verdict, test, pairs, comparisons) -> tuple[str, str]:

@@ -188,6 +188,33 @@ def test_fewer_than_three_converged_seeds_is_provisional(table, tmp_path):
     assert "did not stop on its validation value" in verdict.reason
 
 
+def test_a_verdict_with_runs_left_out_says_what_they_would_change(table, tmp_path):
+    """A verdict that leaves runs out (the convergence check) also says what the intervals
+    would say with them counted in, with the comparison nearest to failing: whether the
+    verdict rests on leaving them out."""
+    claim = _claim("better", metric="accuracy", a="fusedmax", b="softmax")
+    budget = {**CURVE, "stop": "max_epoch"}
+    # a fourth fusedmax seed, far below the others, stopped by the epoch budget: left out
+    low = [*table, _row(tmp_path, "fusedmax", 4, 60.0, curve=budget)]
+    verdict = _judge(claim, low, tmp_path)
+    assert verdict.verdict == "reproduced" and "left out of the verdict: fusedmax seed 4" in (
+        verdict.reason
+    )
+    every = [73.0, 73.5, 72.75, 60.0]
+    oracle = stats.ttest_ind(every, [70.0, 70.5, 69.5], equal_var=False).confidence_interval()
+    difference = sum(every) / 4 - 70.0
+    assert (
+        "with the runs left out counted in, the intervals would say: inconclusive "
+        f"(fusedmax − softmax: {difference:+.2f} [{oracle.low:+.2f}, {oracle.high:+.2f}])"
+    ) in verdict.reason
+    # one level with the others: counting it in changes nothing
+    level = [*table, _row(tmp_path, "fusedmax", 4, 73.25, curve=budget)]
+    verdict = _judge(claim, level, tmp_path)
+    assert "counted in, the intervals would say: reproduced (fusedmax − softmax" in verdict.reason
+    # nothing left out: nothing to say
+    assert "counted in" not in _judge(claim, table, tmp_path).reason
+
+
 def test_a_falling_tail_or_a_high_outlier_keeps_a_run_out(tmp_path):
     falling = {
         **CURVE,

@@ -384,11 +384,7 @@ def _judge_comparisons(
         return verdict
     kept, notes = _converged_arms(cells, names)
     try:
-        comparisons = [
-            (compare(kept, a, b, metric, results_dir, log=kind == "time_ratio"), k, m)
-            for a, b, k, m in pairs
-            if kept[a] and kept[b]
-        ]
+        comparisons = _compare_pairs(kept, pairs, metric, results_dir)
     except KeyError as error:
         verdict.reason = f"a row does not record {error.args[0]}"
         return verdict
@@ -400,7 +396,8 @@ def _judge_comparisons(
     outcome, why = _decide_comparisons(verdict, test, pairs, comparisons)
     if notes:  # how much the verdict rests on leaving those runs out
         notes.append(
-            f"with the runs left out counted in, {_outcome_with_every_run(test, pairs, cells)}"
+            "with the runs left out counted in, "
+            + _outcome_with_every_run(verdict, test, pairs, cells, metric)
         )
     verdict.seeds = _seeds_words([len(kept[name]) for name in names])
     gate = None
@@ -451,28 +448,33 @@ def _converged_arms(cells: dict, names: list[str]) -> tuple[dict, list[str]]:
     return kept, notes
 
 
-def _outcome_with_every_run(test, pairs, cells: dict) -> str:
+def _compare_pairs(cells: dict, pairs, metric: str, results_dir: Path | None) -> list:
+    """(`compare`, kind, margin) of each of a claim's comparisons whose two cells have rows (a
+    time claim's on log seconds)."""
+    log = metric == SECONDS_PER_EPOCH
+    return [
+        (compare(cells, a, b, metric, results_dir, log=log), k, m)
+        for a, b, k, m in pairs
+        if cells[a] and cells[b]
+    ]
+
+
+def _outcome_with_every_run(verdict: Verdict, test, pairs, cells: dict, metric: str) -> str:
     """The intervals' verdict with the runs the convergence check left out counted in (the
-    seeds and the gate aside): a reader sees whether the verdict rests on leaving them out."""
-    log = test["kind"] == "time_ratio"
-    metric = SECONDS_PER_EPOCH if log else test["metric"]
+    seeds and the gate aside), decided as the claim's own (`_decide_comparisons`, on a scratch
+    verdict, no item-level p-values): a reader sees whether the verdict rests on leaving them
+    out."""
     try:
-        comparisons = [compare(cells, a, b, metric, None, log=log) for a, b, _, _ in pairs]
+        comparisons = _compare_pairs(cells, pairs, metric, None)
     except KeyError as error:
         return f"no verdict: a row does not record {error.args[0]}"
-    decided = [
-        INCONCLUSIVE if c.interval is None else decide(kind, c.interval, margin)[0]
-        for c, (_, _, kind, margin) in zip(comparisons, pairs, strict=True)
-    ]
-    if log:  # a time claim's differences are of log seconds: the verdict alone
-        return f"the intervals would say: {_combine(decided)}"
-    shown = min(comparisons, key=lambda c: _margin_left(c, pairs))
-    interval = (
-        "" if shown.interval is None else f" [{shown.interval[0]:+.2f}, {shown.interval[1]:+.2f}]"
-    )
+    scratch = Verdict(verdict.claim, verdict.text, INCONCLUSIVE, "")
+    outcome, _ = _decide_comparisons(scratch, test, pairs, comparisons)
+    nearest = min((c for c, _, _ in comparisons), key=lambda c: _margin_left(c, pairs))
+    against = "/" if scratch.ratio else "−"  # a time claim's Δ is a ratio of seconds
     return (
-        f"the intervals would say: {_combine(decided)} ({shown.a} − {shown.b}: "
-        f"{shown.difference:+.2f}{interval})"
+        f"the intervals would say: {outcome} "
+        f"({nearest.a} {against} {nearest.b}: {interval_text(scratch)})"
     )
 
 

@@ -594,12 +594,12 @@ def test_a_pretrained_encoders_figure_says_it_shows_a_layers_self_attention():
         ]
 
     figure = sentence_figure(records(layer=5, heads="mean"), "0")
-    assert figure._suptitle.get_text() == (
+    assert figure.get_suptitle() == (
         "sentence 0: self-attention of layer 6, mean over its heads: each token (rows) over "
         "the pair's tokens (columns)"
     )
     figure = sentence_figure(records(), "0")
-    assert "each output step (rows) over the source tokens" in figure._suptitle.get_text()
+    assert "each output step (rows) over the source tokens" in figure.get_suptitle()
 
 
 def test_a_figure_is_never_replaced_by_one_with_fewer_panels(tmp_path):

@@ -162,7 +162,7 @@ def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: fl
     total = sum(known) + extra_seconds
     if todo and not known and not extra_seconds:
         # "0.0 CPU-hours" would read as nothing left to do
-        estimate = "no estimate yet (no committed run of the table to estimate from)"
+        estimate = "no estimate yet (the table has no converged committed run to estimate from)"
     else:
         estimate = (
             f"estimated {total / 3600:.1f} CPU-hours left"

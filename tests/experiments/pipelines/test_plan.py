@@ -195,12 +195,12 @@ def test_progress_never_leaves_a_job_without_an_estimate_out_of_the_eta(capsys, 
 
 
 def test_a_plan_with_no_estimate_says_so_rather_than_zero_hours(capsys):
-    """A table with no committed run yet (e2_transformer) has no estimate: the plan says so,
-    never "0.0 CPU-hours left"."""
+    """A table with no converged committed run (e2_transformer has none; continuous only
+    unconverged ones) has no estimate: the plan says so, never "0.0 CPU-hours left"."""
     jobs = [plan.PlannedJob("e", "softmax", seed, False) for seed in (1, 2)]
     assert plan.print_plan("t", "small", jobs) == 0.0
     out = capsys.readouterr().out
-    assert "2 to do; no estimate yet (no committed run of the table" in out
+    assert "2 to do; no estimate yet (the table has no converged committed run" in out
     assert "CPU-hours" not in out
 
 

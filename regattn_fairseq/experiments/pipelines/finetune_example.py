@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from regattn import mappings
 from regattn.analysis import attention_statistics, describe_mapping
 from regattn.integrations import transformers as rt
 from regattn.integrations.pretrained_models import MINILM_L6_V2, model_dir
@@ -48,6 +49,7 @@ from regattn_fairseq.experiments.data.builders.snli import CAT_SNLI_LABELS
 from regattn_fairseq.experiments.score.hf_classify import real_rows
 from regattn_fairseq.experiments.train.hf_finetune import (
     NliPairs,
+    alpha_parameter_groups,
     batches,
     encode,
     epoch_rng,
@@ -167,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 16, as the pretrained-encoder table; 1: plain random batches)",
     )
     parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument(
+        "--alpha-lr",
+        type=float,
+        default=1e-3,
+        help="with alpha=learned: the learning rate of the learned α's logits, in an AdamW group "
+        "of their own without weight decay (default 1e-3, as the pretrained-encoder table; at "
+        "--lr the heads' α could barely leave 1.5)",
+    )
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--stats-examples", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1)
@@ -194,11 +204,11 @@ def load_model(args, params: dict):
     return model, tokenizer
 
 
-def train_epochs(model, train: NliPairs, tokenizer, args) -> list[float]:
+def train_epochs(model, train: NliPairs, tokenizer, args, alpha_lr=None) -> list[float]:
     """Train for --epochs with AdamW, each epoch in its own batches grouped by length
-    (`length_grouped_batches`, drawn from --seed and the epoch); the mean training loss of each
-    epoch."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    (`length_grouped_batches`, drawn from --seed and the epoch), a learned α's logits at
+    `alpha_lr` (`alpha_parameter_groups`); the mean training loss of each epoch."""
+    optimizer = torch.optim.AdamW(alpha_parameter_groups(model, alpha_lr), lr=args.lr)
     lengths = pair_lengths(train, tokenizer, args.max_length)
     epoch_losses = []
     for epoch in range(1, args.epochs + 1):
@@ -231,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
     args.max_length = min(args.max_length, getattr(model.config, "max_position_embeddings", 10**9))
     train = read_train(args.data_dir, args.max_train)
     evaluation = read_eval(args.data_dir, args.eval_split, args.max_eval)
-    epoch_losses = train_epochs(model, train, tokenizer, args)
+    alpha_lr = args.alpha_lr if params.get("alpha") == mappings.LEARNED else None
+    epoch_losses = train_epochs(model, train, tokenizer, args, alpha_lr)
     accuracy, statistics = evaluate(model, evaluation, tokenizer, args)
     if args.output_dir is not None:
         model.save_pretrained(args.output_dir)
@@ -243,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         "train_pairs": len(train),
         "epochs": args.epochs,
         "length_pool": args.length_pool,
+        "alpha_lr": alpha_lr,
         "mean_train_loss_per_epoch": epoch_losses,
         "eval_split": args.eval_split,
         "eval_pairs": len(evaluation),

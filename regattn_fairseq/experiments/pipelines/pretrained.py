@@ -103,13 +103,17 @@ def attention_config(mapping: str, gamma: float | None = None) -> dict:
 
 def settings_for(experiment, scale: str, mapping: str, seed: int, gamma=None, select=False):
     """A job's `FineTuneSettings`: the experiment's ``finetune.<scale>``, with the short
-    selection runs' changes (``gamma_select.<scale>``) when `select`."""
+    selection runs' changes (``gamma_select.<scale>``) when `select`. Its ``alpha_lr`` goes
+    to the mappings with a learned α alone: the others have no α to learn."""
     options = dict(OmegaConf.to_container(experiment.finetune[scale]))
     if select:
         options.update(OmegaConf.to_container(experiment.gamma_select[scale]))
+    attention = attention_config(mapping, gamma)
+    if attention.get("attention_alpha") != mappings.LEARNED:
+        options.pop("alpha_lr", None)
     return FineTuneSettings(
         model=pinned_model(experiment).record(),
-        attention=attention_config(mapping, gamma),
+        attention=attention,
         seed=seed,
         **options,
     )

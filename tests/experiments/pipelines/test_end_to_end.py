@@ -334,6 +334,10 @@ def test_reproduce_table1_pretrained(shared_data, tmp_path):
         assert 0.0 <= row["metrics"]["accuracy"] <= 100.0
     [learned] = [row for row in trained if row["mapping"] == "entmax_learned"]
     assert [len(heads) for heads in learned["attention"]["alpha"]] == [12] * 6
+    # the learned α trains at its own rate; the other mappings' configs have no such key
+    assert [row["train"]["config"]["finetune"].get("alpha_lr") for row in trained] == [
+        1e-3 if row["mapping"] == "entmax_learned" else None for row in trained
+    ]
     markdown = (tmp_path / "results" / "table1_pretrained.md").read_text()
     assert "| E2 |" in markdown and "| X1 |" in markdown and "uniform" in markdown
     again = make_ok("reproduce-table1-pretrained", tmp_path, shared_data, variables=variables)

@@ -202,6 +202,70 @@ def test_a_resumed_run_keeps_the_adamw_kernel_it_started_with():
         assert torch.equal(value, after_loop[name]), name
 
 
+class _LearnedAlphaStandIn(torch.nn.Module):
+    """A linear layer scaled by an attention module's learned α logits (``attention.alpha_logit``,
+    one per head, as `AttentionMapping` holds them), so that both get gradients."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.attention = torch.nn.Module()
+        self.attention.alpha_logit = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return self.linear(x) * self.attention.alpha_logit
+
+
+@pytest.mark.parametrize("alpha_lr", [None, 0.05])
+def test_a_learned_alpha_trains_at_its_own_rate_without_weight_decay(alpha_lr):
+    """AdamW's first step decays a parameter p to p (1 - lr wd), then moves it by lr sign(g)
+    (m̂/√v̂ = sign(g)): with alpha_lr the α logits move by alpha_lr and are not decayed, every
+    other parameter as before; without, the logits are one more parameter at lr."""
+    torch.manual_seed(0)
+    model = _LearnedAlphaStandIn()
+    lr, wd = 1e-4, 0.5
+    settings = _settings(lr=lr, weight_decay=wd, warmup_steps=1, alpha_lr=alpha_lr)
+    optimizer = ft.training_state(model, settings)["optimizer"]
+    assert ft.optimizer_kind(optimizer) == "AdamW, fused"
+    assert len(optimizer.param_groups) == (1 if alpha_lr is None else 2)
+    model(torch.ones(2, 4)).sum().backward()
+    before = {name: (p.detach().clone(), p.grad.sign()) for name, p in model.named_parameters()}
+    optimizer.step()
+    rates = {name: (lr, wd) for name in before}
+    if alpha_lr is not None:
+        rates["attention.alpha_logit"] = (alpha_lr, 0.0)
+    for name, p in model.named_parameters():
+        value, sign = before[name]
+        rate, decay = rates[name]
+        expected = value * (1 - rate * decay) - rate * sign
+        torch.testing.assert_close(p.detach(), expected, rtol=0, atol=1e-7, msg=name)
+
+
+def test_alpha_lr_is_a_learned_alphas_alone_and_absent_from_the_config_when_unset():
+    """Only an attention with a learned α takes alpha_lr; unset, the settings and their config
+    hash are those of the runs from before the field existed (no ``alpha_lr`` key)."""
+    with pytest.raises(ReproError, match="has none"):
+        _settings(attention={"attention": "sparsemax"}, alpha_lr=1e-3)
+    with pytest.raises(ReproError, match="> 0"):
+        _settings(alpha_lr=0.0)
+    with pytest.raises(ReproError, match="no learned α"):
+        ft.training_state(torch.nn.Linear(4, 3), _settings(alpha_lr=1e-3))
+    assert "alpha_lr" not in _settings().record()["finetune"]
+    assert _settings(alpha_lr=1e-3).config()["finetune"]["alpha_lr"] == 1e-3
+
+
+def test_the_pretrained_table_gives_alpha_lr_to_learned_alpha_alone():
+    """table1_pretrained's finetune.alpha_lr reaches entmax_learned's settings, and no other
+    mapping's, whose settings stay as their committed rows were trained."""
+    from regattn_fairseq.experiments.core.config import load_config
+    from regattn_fairseq.experiments.pipelines import pretrained
+
+    [experiment] = load_config("reproduce", "table1_pretrained").experiments
+    for mapping in ("entmax_learned", "softmax", "sparsemax", "fusedmax", "uniform"):
+        settings = pretrained.settings_for(experiment, "small", mapping, 1)
+        assert settings.alpha_lr == (1e-3 if mapping == "entmax_learned" else None), mapping
+
+
 def test_a_stale_partial_checkpoint_is_removed(tmp_path):
     """A partial checkpoint of an epoch already saved whole (cut between the two) is not
     loaded: it is removed."""

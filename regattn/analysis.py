@@ -228,3 +228,25 @@ def describe_mapping(name: str, params: dict) -> str:
     )
     label = name.replace("_", "-")
     return f"{label} ({settings})" if settings else label
+
+
+def describe_learned_alpha(alpha) -> str:
+    """One line on the α that α-entmax's heads learned (Correia et al. 2019): over all heads,
+    their mean, range and standard deviation (how far the heads specialised from a common
+    start), and how many ended sparser than 1.5-entmax.
+
+    Parameters
+    ----------
+    alpha : array_like
+        the learned α, any shape (e.g. layers × heads).
+
+    Returns
+    -------
+    str
+        e.g. "α mean 1.50, range 1.20–1.80, sd over heads 0.21; 1 of 4 heads above 1.5".
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    return (
+        f"α mean {alpha.mean():.2f}, range {alpha.min():.2f}–{alpha.max():.2f}, sd over heads "
+        f"{alpha.std():.2f}; {int((alpha > 1.5).sum())} of {alpha.size} heads above 1.5"
+    )

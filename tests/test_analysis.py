@@ -112,3 +112,13 @@ def test_describe_mapping_uses_the_papers_names_and_symbols():
     )
     assert analysis.describe_mapping("entmax", {"alpha": "learned"}) == "entmax (α=learned)"
     assert analysis.describe_mapping("softmax", {}) == "softmax"
+
+
+def test_describe_learned_alpha_counts_heads_and_spread():
+    """Mean, range, standard deviation over every head (population sd) and the heads sparser
+    than 1.5-entmax, for any shape of α."""
+    words = analysis.describe_learned_alpha([[1.2, 1.8], [1.5, 1.5]])
+    assert words == "α mean 1.50, range 1.20–1.80, sd over heads 0.21; 1 of 4 heads above 1.5"
+    assert analysis.describe_learned_alpha([1.1, 1.3]).endswith(
+        "sd over heads 0.10; 0 of 2 heads above 1.5"
+    )

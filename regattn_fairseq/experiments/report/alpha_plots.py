@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from regattn.analysis import describe_learned_alpha
 from regattn_checkout.files import replacing
 from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats
 from regattn_fairseq.experiments.rows.keys import split_current
@@ -33,14 +34,8 @@ def alpha_sd(row: ResultRow) -> float | None:
 
 
 def alpha_summary(row: ResultRow) -> str:
-    """One line on a run's learned α: over all heads, its mean, range and spread, and how
-    many heads ended sparser than 1.5-entmax (α > 1.5)."""
-    alpha = np.asarray(attention_stats(row)["alpha"], dtype=float)
-    return (
-        f"seed {row['seed']}: α mean {alpha.mean():.2f}, range {alpha.min():.2f}–"
-        f"{alpha.max():.2f}, sd over heads {alpha_sd(row):.2f}; {int((alpha > 1.5).sum())} of "
-        f"{alpha.size} heads above 1.5"
-    )
+    """One line on a run's learned α (`regattn.analysis.describe_learned_alpha`)."""
+    return f"seed {row['seed']}: {describe_learned_alpha(attention_stats(row)['alpha'])}"
 
 
 def alpha_figure_name(table: str, experiment: str, scale: str) -> str:

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from regattn import mappings
+from regattn.analysis import describe_learned_alpha
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
@@ -535,17 +536,26 @@ def fine_tune(
             record["alpha"] = alphas
         previous = _curve(run_dir, settings).get(f"valid_{METRIC}", [])
         _save_epoch(run_dir, record, previous, tokenizer, state, last)
-        progress(
-            f"[finetune] epoch {epoch}: train loss {record['train_loss']}, valid loss "
-            f"{record['valid_loss']}, valid accuracy {record['valid_accuracy']} "
-            f"({record['wall_s']} s)"
-        )
+        progress(_epoch_line(epoch, record))
         values = [*previous, record[f"valid_{METRIC}"]]
         _, _, stop = replay_early_stopping(values, settings.patience, maximize=True)
         if stop is not None or epoch >= settings.max_epoch:
             break
     last.unlink()  # the optimizer state is twice the model: a finished run keeps only best/
     return _finished(run_dir, settings)
+
+
+def _epoch_line(epoch: int, record: dict) -> str:
+    """An epoch's progress line: its losses, validation accuracy and seconds, and a learned
+    α's summary, so that whether the heads' α are learning shows while the run goes on."""
+    line = (
+        f"[finetune] epoch {epoch}: train loss {record['train_loss']}, valid loss "
+        f"{record['valid_loss']}, valid accuracy {record['valid_accuracy']} "
+        f"({record['wall_s']} s)"
+    )
+    return line + (
+        f"; learned {describe_learned_alpha(record['alpha'])}" if "alpha" in record else ""
+    )
 
 
 def training_state(model, settings: FineTuneSettings) -> dict:

@@ -109,7 +109,8 @@ def _assert_same_parameters(best_a, best_b):
 
 @needs_minilm
 def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
-    settings = _settings()
+    # the learned α in a group of its own: both groups' optimizer state must resume
+    settings = _settings(alpha_lr=1e-2)
     whole = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "whole", progress=str)
     with pytest.raises(Interrupted):
         ft.fine_tune(
@@ -119,6 +120,7 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     lines = []
     resumed = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=lines.append)
     assert lines[0].startswith("[finetune] resuming"), lines
+    assert "; learned α mean " in lines[1] and " of 72 heads above 1.5" in lines[1], lines
     assert resumed.curve["epochs"] == whole.curve["epochs"] == [1, 2]
     for key in ("train_loss", "valid_loss", "valid_accuracy"):
         assert resumed.curve[key] == whole.curve[key], key

@@ -92,6 +92,7 @@ def run_script(folders: Path, *args: str) -> dict:
 def test_fine_tunes_and_reports_accuracy_and_sparsity(folders):
     report = run_script(folders, "--mapping", "fusedmax", "--param", "lam=0.1")
     assert report["attention"] == "fusedmax (λ=0.1)"
+    assert report["alpha_lr"] is None  # no α to learn
     assert report["train_pairs"] == len(TRAIN) and report["eval_pairs"] == len(DEV)
     losses = report["mean_train_loss_per_epoch"]
     assert len(losses) == 4 and losses[-1] < losses[0], losses
@@ -110,6 +111,7 @@ def test_learned_alpha_model_is_saved_with_its_alphas(folders, tmp_path):
         folders, "--mapping", "entmax", "--param", "alpha=learned", "--output-dir", str(tmp_path)
     )
     assert report["attention"] == "entmax (α=learned)"
+    assert report["alpha_lr"] == 1e-3  # its own rate (train.hf_finetune.alpha_parameter_groups)
     model = rt.from_pretrained(BertForSequenceClassification, tmp_path)
     alphas = [getattr(m, rt.MAPPING_ATTRIBUTE).alpha() for m in rt.attention_modules(model)]
     assert len(alphas) == 2

@@ -12,7 +12,7 @@ import numpy as np
 
 from regattn.analysis import describe_learned_alpha
 from regattn_checkout.files import replacing
-from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats
+from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats, train_record
 from regattn_fairseq.experiments.rows.keys import split_current
 
 # the range of a learned α (regattn.mappings.learned_alpha: 1.01 + 0.99 sigmoid)
@@ -34,8 +34,14 @@ def alpha_sd(row: ResultRow) -> float | None:
 
 
 def alpha_summary(row: ResultRow) -> str:
-    """One line on a run's learned α (`regattn.analysis.describe_learned_alpha`)."""
-    return f"seed {row['seed']}: {describe_learned_alpha(attention_stats(row)['alpha'])}"
+    """One line on a run's learned α (`regattn.analysis.describe_learned_alpha`), and the
+    heads' spread after each epoch where the run recorded it (``learning_curve.alpha_sd``):
+    whether they were still specialising when the run stopped."""
+    words = f"seed {row['seed']}: {describe_learned_alpha(attention_stats(row)['alpha'])}"
+    by_epoch = (train_record(row).get("learning_curve") or {}).get("alpha_sd")
+    if by_epoch:
+        words += f"; sd over heads after each epoch: {', '.join(f'{v:.2f}' for v in by_epoch)}"
+    return words
 
 
 def alpha_figure_name(table: str, experiment: str, scale: str) -> str:

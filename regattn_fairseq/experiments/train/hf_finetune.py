@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -462,9 +463,17 @@ def _log(run_dir: Path, record: dict) -> None:
 
 
 def _curve(run_dir: Path, settings: FineTuneSettings) -> dict:
+    """The run's `learning_curve` from its log, with a learned α's ``alpha_sd``: the standard
+    deviation of α over every head after each epoch, which shows whether the heads were still
+    spreading apart (specialising) when the run stopped."""
     log = run_dir / LOG_FILE
     text = log.read_text(encoding="utf-8") if log.is_file() else ""
-    return learning_curve(text, settings.patience, settings.max_epoch, METRIC, maximize=True)
+    curve = learning_curve(text, settings.patience, settings.max_epoch, METRIC, maximize=True)
+    alphas = [record["alpha"] for record in map(json.loads, text.splitlines()) if "alpha" in record]
+    if alphas:
+        heads = [[a for layer in alpha for a in layer] for alpha in alphas]
+        curve["alpha_sd"] = [round(statistics.pstdev(values), 4) for values in heads]
+    return curve
 
 
 def fine_tune(

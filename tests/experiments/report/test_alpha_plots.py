@@ -15,6 +15,14 @@ def test_the_summary_counts_heads_and_spread():
     )
 
 
+def test_the_summary_adds_the_spread_after_each_epoch_where_recorded():
+    row = _row(2, [[1.2, 1.8], [1.5, 1.5]])
+    row["train"] = {"learning_curve": {"alpha_sd": [0.014, 0.02, 0.2121]}}
+    assert alpha_plots.alpha_summary(row).endswith(
+        "1 of 4 heads above 1.5; sd over heads after each epoch: 0.01, 0.02, 0.21"
+    )
+
+
 def test_rows_without_a_learned_alpha_draw_nothing(tmp_path):
     rows = [{"seed": 1, "attention": {"mean_zero_fraction": 0.3}}, {"seed": 2}]
     assert alpha_plots.learned_alpha_rows(rows) == []

@@ -128,6 +128,9 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     assert [r["epoch"] for r in log] == [1, 2]
     assert {r["optimizer"] for r in log} == {"AdamW, fused"} and resumed.optimizer == "AdamW, fused"
     assert len(log[0]["alpha"]) == 6 and len(log[0]["alpha"][0]) == 12  # layers x heads
+    # the heads' spread after each epoch, from the log: population sd over all 72 heads
+    spread = [float(torch.tensor(r["alpha"]).std(unbiased=False)) for r in log]
+    assert resumed.curve["alpha_sd"] == pytest.approx(spread, abs=1e-4)
     # a finished run keeps only its best epoch's model
     assert not (tmp_path / "cut" / ft.LAST_CHECKPOINT).exists()
     _assert_same_parameters(whole.best_dir, resumed.best_dir)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regattn.analysis import describe_learned_alpha
+from regattn.analysis import describe_learned_alpha, learned_alpha_spread
 from regattn_checkout.files import replacing
 from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats, train_record
 from regattn_fairseq.experiments.rows.keys import split_current
@@ -30,7 +30,7 @@ def alpha_sd(row: ResultRow) -> float | None:
     module): how far the heads specialised from their common start (E2's "heads that
     specialise"). None for a run without a learned α."""
     alpha = attention_stats(row).get("alpha")
-    return None if not alpha else float(np.std(np.asarray(alpha, dtype=float)))
+    return None if not alpha else learned_alpha_spread(alpha)
 
 
 def alpha_summary(row: ResultRow) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 import torch
 
 from regattn import mappings
-from regattn.analysis import describe_learned_alpha
+from regattn.analysis import describe_learned_alpha, learned_alpha_spread
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
@@ -471,8 +470,7 @@ def _curve(run_dir: Path, settings: FineTuneSettings) -> dict:
     curve = learning_curve(text, settings.patience, settings.max_epoch, METRIC, maximize=True)
     alphas = [record["alpha"] for record in map(json.loads, text.splitlines()) if "alpha" in record]
     if alphas:
-        heads = [[a for layer in alpha for a in layer] for alpha in alphas]
-        curve["alpha_sd"] = [round(statistics.pstdev(values), 4) for values in heads]
+        curve["alpha_sd"] = [round(learned_alpha_spread(alpha), 4) for alpha in alphas]
     return curve
 
 

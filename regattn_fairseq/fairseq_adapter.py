@@ -10,7 +10,8 @@ data-parallel training (`allow_cpu_data_parallel`, `save_parameters_on_every_ran
 tests/experiments/train/test_distributed.py exercises, and the wandb one
 (`log_progress_into_active_wandb_run`), tests/experiments/train/test_tracking.py's, and the
 sparse-output beam search (`finish_sparse_output_beam_search`),
-tests/plugin/test_fenchel_young_criterion.py's. Run those
+tests/plugin/test_fenchel_young_criterion.py's, and the resume's batches
+(`resume_on_the_batches_of_an_uninterrupted_run`), tests/plugin/test_resume_batches.py's. Run those
 tests before adding a fairseq version to TESTED_FAIRSEQ_VERSIONS.
 
 Behaviour relied on without a call to route here: fairseq's `TransformerConfig.from_namespace`
@@ -21,6 +22,7 @@ ever rebuilt a plain TransformerConfig, `attention_spec_from_cfg` would fail at 
 """
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -52,6 +54,7 @@ check_fairseq_version(fairseq.__version__)
 
 import torch  # noqa: E402  (after the version check, so an untested fairseq fails here first)
 from fairseq import checkpoint_utils, search, sequence_generator  # noqa: E402
+from fairseq import trainer as fairseq_trainer  # noqa: E402
 from fairseq.distributed import fsdp_wrap  # noqa: E402
 from fairseq.logging import progress_bar  # noqa: E402
 from fairseq.models import distributed_fairseq_model  # noqa: E402
@@ -456,6 +459,73 @@ def resume_early_stopping(save_dir: str | Path) -> dict | None:
         state["num_runs"],
     )
     return state
+
+
+def _train_iterator_with_the_batches_of_epoch_one(get_train_iterator):
+    """fairseq's `Trainer.get_train_iterator`, which builds the batches of a run resumed at
+    epoch E as an uninterrupted run built them (resume_on_the_batches_of_an_uninterrupted_run)."""
+
+    @functools.wraps(get_train_iterator)
+    def build(
+        self,
+        epoch,
+        combine=True,
+        load_dataset=True,
+        data_selector=None,
+        shard_batch_itr=True,
+        disable_iterator_cache=False,
+    ):
+        rest = (data_selector, shard_batch_itr, disable_iterator_cache)
+        split = self.cfg.dataset.train_subset
+        # the calls whose batches an uninterrupted run builds at epoch 1 and keeps: a resume
+        # (checkpoint_utils.load_checkpoint loads the data); the other cases are fairseq's own
+        # per-epoch builds, from that epoch's seed, which a resume already repeats
+        kept_from_epoch_one = (
+            epoch > 1
+            and load_dataset
+            and not disable_iterator_cache
+            and not self.cfg.dataset.update_epoch_batch_itr
+            and not self.task.has_sharded_data(split)
+        )
+        if not kept_from_epoch_one:
+            return get_train_iterator(self, epoch, combine, load_dataset, *rest)
+        iterator = get_train_iterator(self, 1, combine, load_dataset, *rest)
+        if not self.task.can_reuse_epoch_itr(self.task.dataset(split)):
+            # fairseq rebuilds this dataset's batches every epoch, from that epoch's seed
+            return get_train_iterator(self, epoch, combine, False, *rest)
+        iterator.epoch = epoch  # the batches of epoch 1, shuffled in epoch E's order
+        return iterator
+
+    build.regattn_batches_of_epoch_one = True
+    return build
+
+
+def resume_on_the_batches_of_an_uninterrupted_run() -> None:
+    """Makes a fairseq training resumed from its checkpoint train on the batches an
+    uninterrupted run of the same seed trains on, so that it continues that run exactly.
+
+    fairseq groups a training set into batches once, the first time the trainer asks for its
+    iterator, ordering the examples under `numpy_seed(seed + epoch)` of that epoch
+    (`FairseqTask.get_batch_iterator`), and keeps those batches for every later epoch,
+    reshuffling only their order (`numpy_seed(seed + epoch)` again, in `EpochBatchIterator`).
+    An uninterrupted run groups them at epoch 1; a run resumed at epoch E groups them anew, at
+    epoch E, into different batches: from its resume on it is another run than its seed names,
+    and training the seed again from scratch would not give its result. (Measured: a tiny
+    Transformer trained 3 epochs, and 2 epochs then resumed, ended 0.02 apart in its weights;
+    fairseq's per-update seeding makes everything else match.) `Trainer.get_train_iterator` is
+    wrapped in fairseq's module so that, for a resume, it builds the iterator as at epoch 1 and
+    then sets its epoch: the same batches, in epoch E's order. Data that fairseq groups anew at
+    every epoch (sharded data, `update_epoch_batch_itr`, a dataset that cannot reuse its
+    iterator) is left to fairseq, whose resume already matches there. If fairseq renamed the
+    method this raises AttributeError at plugin import; if it grouped batches elsewhere, a
+    resumed run would differ again (tests/plugin/test_resume_batches.py). Idempotent.
+    """
+    get_train_iterator = fairseq_trainer.Trainer.get_train_iterator
+    if getattr(get_train_iterator, "regattn_batches_of_epoch_one", False):
+        return
+    fairseq_trainer.Trainer.get_train_iterator = _train_iterator_with_the_batches_of_epoch_one(
+        get_train_iterator
+    )
 
 
 class _DataParallelOnAnyDevice(torch.nn.parallel.DistributedDataParallel):

@@ -14,6 +14,9 @@ fairseq_adapter.allow_cpu_data_parallel()
 # a sparse output mapping gives tokens (EOS too) probability 0, which fairseq's beam search
 # cannot finish with
 fairseq_adapter.finish_sparse_output_beam_search()
+# a training resumed from its checkpoint continues its seed's run: fairseq would group its
+# training batches anew at the resume epoch
+fairseq_adapter.resume_on_the_batches_of_an_uninterrupted_run()
 # the DDP consistency check: every rank writes its parameters at each checkpoint
 if os.environ.get(RANK_PARAMETERS_DIR_ENV):
     fairseq_adapter.save_parameters_on_every_rank(os.environ[RANK_PARAMETERS_DIR_ENV])

@@ -1,0 +1,90 @@
+"""A fairseq training resumed from its checkpoint continues the run its seed names, exactly:
+`fairseq_adapter.resume_on_the_batches_of_an_uninterrupted_run` (installed at plugin import)
+makes the resumed run group its training batches as the uninterrupted run did, at epoch 1.
+With dropout, so that fairseq's per-update seeding is part of what must match."""
+
+import pytest
+import torch
+from fairseq import trainer as fairseq_trainer
+from fairseq_helpers import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
+
+from regattn_fairseq import fairseq_adapter
+
+MAX_EPOCH = SEQ2SEQ_TRAIN_ARGS.index("--max-epoch") + 1
+# checkpoint_last.pt is what a run resumes from
+CHECKPOINTING = [arg for arg in COMMON_ARGS if arg != "--no-last-checkpoints"]
+WITH_DROPOUT = [*MODEL_ARGS["regattn_transformer"][:-1], "0.3"]
+
+
+def _train(data, save_dir, epochs, extra=()):
+    """fairseq-train on the tiny translation data up to `epochs`; continues the run in
+    `save_dir` when it holds one. Returns the training steps' losses, by update."""
+    task_args = list(SEQ2SEQ_TRAIN_ARGS)
+    task_args[MAX_EPOCH] = str(epochs)
+    records = train_in_process(
+        [str(data), *WITH_DROPOUT, *task_args, *CHECKPOINTING, "--save-dir", str(save_dir), *extra]
+    )
+    return {int(r["num_updates"]): r["loss"] for r in records if "loss" in r and "num_updates" in r}
+
+
+def _parameters(save_dir):
+    return torch.load(save_dir / "checkpoint_last.pt", weights_only=False)["model"]
+
+
+def _uninterrupted_and_resumed(data, tmp_path, extra=()):
+    """(losses, parameters) of a 3-epoch run, and of the same run cut after epoch 2 and
+    resumed to epoch 3."""
+    uninterrupted = _train(data, tmp_path / "uninterrupted", 3, extra)
+    _train(data, tmp_path / "resumed", 2, extra)
+    resumed = _train(data, tmp_path / "resumed", 3, extra)
+    return (
+        (uninterrupted, _parameters(tmp_path / "uninterrupted")),
+        (resumed, _parameters(tmp_path / "resumed")),
+    )
+
+
+def _same_run(first, second):
+    (losses_a, params_a), (losses_b, params_b) = first, second
+    after_resume = {u: loss for u, loss in losses_a.items() if u in losses_b}
+    return (
+        len(after_resume) > 0
+        and after_resume == losses_b
+        and params_a.keys() == params_b.keys()
+        and all(torch.equal(params_a[name], params_b[name]) for name in params_a)
+    )
+
+
+def test_a_resumed_run_continues_its_uninterrupted_run_exactly(translation_data, tmp_path):
+    uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
+    # the resumed process logs epoch 3 only: every one of its steps is compared
+    assert min(resumed[0]) > 1
+    assert _same_run(uninterrupted, resumed)
+
+
+def test_without_it_fairseq_resumes_on_other_batches(translation_data, tmp_path, monkeypatch):
+    """The check above can fail: fairseq's own iterator, which groups a resumed run's batches
+    at its resume epoch, gives another run."""
+    wrapped = fairseq_trainer.Trainer.get_train_iterator
+    monkeypatch.setattr(fairseq_trainer.Trainer, "get_train_iterator", wrapped.__wrapped__)
+    uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
+    assert not _same_run(uninterrupted, resumed)
+
+
+def test_batches_fairseq_groups_every_epoch_are_left_to_it(translation_data, tmp_path):
+    """With --update-epoch-batch-itr fairseq groups the batches anew each epoch from that
+    epoch's seed, and its own resume already matches."""
+    uninterrupted, resumed = _uninterrupted_and_resumed(
+        translation_data, tmp_path, ["--update-epoch-batch-itr", "True"]
+    )
+    assert _same_run(uninterrupted, resumed)
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_installing_it_again_wraps_once(monkeypatch, calls):
+    original = fairseq_trainer.Trainer.get_train_iterator.__wrapped__
+    monkeypatch.setattr(fairseq_trainer.Trainer, "get_train_iterator", original)
+    for _ in range(calls):
+        fairseq_adapter.resume_on_the_batches_of_an_uninterrupted_run()
+    installed = fairseq_trainer.Trainer.get_train_iterator
+    assert installed.regattn_batches_of_epoch_one
+    assert installed.__wrapped__ is original

@@ -494,6 +494,10 @@ def _train_iterator_with_the_batches_of_epoch_one(get_train_iterator):
             # fairseq rebuilds this dataset's batches every epoch, from that epoch's seed
             return get_train_iterator(self, epoch, combine, False, *rest)
         iterator.epoch = epoch  # the batches of epoch 1, shuffled in epoch E's order
+        logging.getLogger(__name__).info(
+            "resumed at epoch %s on the training batches of epoch 1, as the uninterrupted run",
+            epoch,
+        )
         return iterator
 
     build.regattn_batches_of_epoch_one = True

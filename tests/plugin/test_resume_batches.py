@@ -3,6 +3,8 @@
 makes the resumed run group its training batches as the uninterrupted run did, at epoch 1.
 With dropout, so that fairseq's per-update seeding is part of what must match."""
 
+import logging
+
 import pytest
 import torch
 from fairseq import trainer as fairseq_trainer
@@ -54,8 +56,16 @@ def _same_run(first, second):
     )
 
 
-def test_a_resumed_run_continues_its_uninterrupted_run_exactly(translation_data, tmp_path):
-    uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
+def test_a_resumed_run_continues_its_uninterrupted_run_exactly(translation_data, tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger=fairseq_adapter.__name__):
+        uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
+    # the log says so, once: at the resume
+    said = [
+        r.getMessage() for r in caplog.records if "training batches of epoch 1" in r.getMessage()
+    ]
+    assert said == [
+        "resumed at epoch 3 on the training batches of epoch 1, as the uninterrupted run"
+    ]
     # the resumed process logs epoch 3 only: every one of its steps is compared
     assert min(resumed[0]) > 1
     assert _same_run(uninterrupted, resumed)

@@ -4,6 +4,7 @@ makes the resumed run group its training batches as the uninterrupted run did, a
 With dropout, so that fairseq's per-update seeding is part of what must match."""
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -98,3 +99,54 @@ def test_installing_it_again_wraps_once(monkeypatch, calls):
     installed = fairseq_trainer.Trainer.get_train_iterator
     assert installed.regattn_batches_of_epoch_one
     assert installed.__wrapped__ is original
+
+
+class _Task:
+    def __init__(self, reusable, sharded=False):
+        self.reusable, self.sharded = reusable, sharded
+
+    def has_sharded_data(self, split):
+        return self.sharded
+
+    def dataset(self, split):
+        return split
+
+    def can_reuse_epoch_itr(self, dataset):
+        return self.reusable
+
+
+def _fake_trainer(task, update_epoch_batch_itr=False):
+    """A trainer as the wrapper sees it, and the calls it makes to fairseq's method, which
+    returns an iterator at the epoch asked for."""
+    calls = []
+
+    def get_train_iterator(self, epoch, combine, load_dataset, *rest):
+        calls.append((epoch, load_dataset))
+        return SimpleNamespace(epoch=epoch)
+
+    build = fairseq_adapter._train_iterator_with_the_batches_of_epoch_one(get_train_iterator)
+    dataset = SimpleNamespace(train_subset="train", update_epoch_batch_itr=update_epoch_batch_itr)
+    trainer = SimpleNamespace(cfg=SimpleNamespace(dataset=dataset), task=task)
+    return trainer, build, calls
+
+
+@pytest.mark.parametrize(
+    ("task", "update_epoch_batch_itr", "kwargs", "calls"),
+    [
+        # a resume: the batches of epoch 1, in epoch 5's order
+        (_Task(reusable=True), False, {}, [(1, True)]),
+        # a dataset that cannot reuse its batches (regattn_ner's): grouped at epoch 5, as fairseq
+        (_Task(reusable=False), False, {}, [(1, True), (5, False)]),
+        # fairseq's own per-epoch builds: passed through
+        (_Task(reusable=True, sharded=True), False, {}, [(5, True)]),
+        (_Task(reusable=True), True, {}, [(5, True)]),
+        (_Task(reusable=True), False, {"disable_iterator_cache": True}, [(5, True)]),
+        # an uninterrupted run's later epochs (the data loaded once): fairseq's cached iterator
+        (_Task(reusable=True), False, {"load_dataset": False}, [(5, False)]),
+    ],
+)
+def test_which_calls_get_the_batches_of_epoch_one(task, update_epoch_batch_itr, kwargs, calls):
+    trainer, build, made = _fake_trainer(task, update_epoch_batch_itr)
+    iterator = build(trainer, 5, **kwargs)
+    assert made == calls
+    assert iterator.epoch == 5

@@ -11,7 +11,9 @@ brings those rows into the committed one:
   the one the row records, and the figure sidecar of its attention (``raw/attention/``), when
   the source has one; a sidecar here with other bytes is refused;
 - the new rows are appended in the source's order under the table's lock, so that a row
-  trained again after an earlier one (same job key) still supersedes it.
+  trained or scored again after an earlier one (same job key) still supersedes it; the command
+  names the rows each new one supersedes, so that a second scoring of a run already here (a
+  worktree whose results folder lost the first row) is seen before it is committed.
 
 The table views are not rewritten here: `make results-tables` does that from the rows.
 """
@@ -28,6 +30,7 @@ from regattn_checkout.files import write_file
 from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.result_row import items_record, row_problem
 from regattn_fairseq.experiments.report.figures import figure_sidecar_name
+from regattn_fairseq.experiments.rows.keys import row_key
 from regattn_fairseq.experiments.rows.store import (
     append_rows,
     check_row_kinds,
@@ -130,6 +133,37 @@ def merge_rows(source: Path, results_dir: Path, table: str) -> list[dict]:
     return new
 
 
+def superseded_runs(results_dir: Path, table: str, rows: list[dict]) -> dict[tuple, list[str]]:
+    """The run ids of the rows here that each of ``rows`` supersedes: the earlier rows of the
+    same job and evaluation (`row_key`) under another run id, which the tables move to their
+    history.
+
+    Parameters
+    ----------
+    results_dir : Path
+        the results folder, ``rows`` already merged into it.
+    table : str
+        the table.
+    rows : list of dict
+        rows of that table.
+
+    Returns
+    -------
+    dict
+        ``(run_id, evaluation)`` -> the superseded run ids, in the file's order (empty list:
+        none).
+    """
+    earlier: dict[tuple, list[str]] = {}
+    superseded = {}
+    names = {_name(row) for row in rows}
+    for row in read_records(raw_file(results_dir, table), row_problem):
+        key = row_key(row)
+        if _name(row) in names:
+            superseded[_name(row)] = [run for run in earlier.get(key, []) if run != row["run_id"]]
+        earlier.setdefault(key, []).append(row["run_id"])
+    return superseded
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="the results folder the rows landed in")
@@ -144,11 +178,19 @@ def main(argv=None) -> int:
     try:
         for table in args.tables:
             new = merge_rows(args.source, args.results_dir, table)
+            superseded = superseded_runs(args.results_dir, table, new) if new else {}
             for row in new:
                 metrics = ", ".join(f"{k} {v}" for k, v in sorted(row.get("metrics", {}).items()))
+                older = superseded.get(_name(row))
+                note = (
+                    f" (supersedes {', '.join(older)}: the same job and evaluation, run or scored "
+                    "again; the tables count the newer row)"
+                    if older
+                    else ""
+                )
                 print(
                     f"{table}: {row['run_id']} {row['mapping']} seed {row['seed']} "
-                    f"{row['evaluation']}: {metrics}"
+                    f"{row['evaluation']}: {metrics}{note}"
                 )
             print(f"{table}: {len(new)} row(s) merged into {raw_file(args.results_dir, table)}")
     except ReproError as error:

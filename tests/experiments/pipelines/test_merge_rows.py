@@ -106,3 +106,18 @@ def test_cli_reports_and_fails_clearly(folders, capsys):
     assert "2 row(s) merged" in capsys.readouterr().out
     assert main([str(source), "table2", "--results-dir", str(target)]) == 1
     assert "no rows for table 'table2'" in capsys.readouterr().err
+
+
+def test_the_cli_names_the_rows_a_new_one_supersedes(folders, capsys):
+    """A worktree that lost a run's row scores the run again under another run id: the merge
+    says which row the new one supersedes (the same job and evaluation)."""
+    source, target = folders
+    rescored = _row("dddddddddddd", items=_items(source, "dddddddddddd"))  # seed 1, as aaaa…
+    _write(source, "nmt", [*read_records(source / "raw/nmt.jsonl"), rescored])
+    assert main([str(source), "nmt", "--results-dir", str(target)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith(
+        "nmt: dddddddddddd softmax seed 1 test: bleu 31.0 (supersedes aaaaaaaaaaaa:"
+    )
+    # the other new rows are of other seeds: they supersede nothing
+    assert not any("supersedes" in line for line in lines[:-2])

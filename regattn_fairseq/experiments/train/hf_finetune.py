@@ -37,7 +37,7 @@ from regattn import mappings
 from regattn.analysis import describe_learned_alpha, learned_alpha_spread
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.data.prepare import PreparedData
-from regattn_fairseq.experiments.train.fairseq_logs import replay_early_stopping
+from regattn_fairseq.experiments.train.fairseq_logs import json_records, replay_early_stopping
 from regattn_fairseq.experiments.train.train import learning_curve
 from regattn_fairseq.tasks.regattn_snli import LABELS
 
@@ -468,9 +468,13 @@ def _curve(run_dir: Path, settings: FineTuneSettings) -> dict:
     log = run_dir / LOG_FILE
     text = log.read_text(encoding="utf-8") if log.is_file() else ""
     curve = learning_curve(text, settings.patience, settings.max_epoch, METRIC, maximize=True)
-    alphas = [record["alpha"] for record in map(json.loads, text.splitlines()) if "alpha" in record]
+    # read as learning_curve reads the log (a line cut by a kill is skipped), one value per
+    # epoch of the curve
+    alphas = {r["epoch"]: r["alpha"] for r in json_records(text) if "alpha" in r}
     if alphas:
-        curve["alpha_sd"] = [round(learned_alpha_spread(alpha), 4) for alpha in alphas]
+        curve["alpha_sd"] = [
+            round(learned_alpha_spread(alphas[epoch]), 4) for epoch in curve["epochs"]
+        ]
     return curve
 
 

@@ -422,3 +422,29 @@ def test_evaluation_in_length_order_scores_each_pair_as_one_at_a_time(minilm):
     assert loss == pytest.approx(sum(x for x, _ in alone) / len(UNEVEN), abs=1e-5)
     correct = sum(p == label for (_, p), label in zip(alone, UNEVEN.labels, strict=True))
     assert accuracy == pytest.approx(100.0 * correct / len(UNEVEN))
+
+
+def test_the_alpha_spread_per_epoch_skips_a_log_line_cut_by_a_kill(tmp_path):
+    """`_curve` reads the learned α from the log as the learning curve does: a last line cut
+    off mid-write is skipped, and there is one spread per epoch of the curve."""
+    records = [
+        {
+            "epoch": 1,
+            "train_loss": 1.0,
+            "valid_loss": 0.9,
+            "valid_accuracy": 50.0,
+            "alpha": [[1.4, 1.6]],
+        },
+        {
+            "epoch": 2,
+            "train_loss": 0.8,
+            "valid_loss": 0.8,
+            "valid_accuracy": 60.0,
+            "alpha": [[1.3, 1.7]],
+        },
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in records) + '{"epoch": 3, "train_loss": 0.7, "al'
+    (tmp_path / ft.LOG_FILE).write_text(text, encoding="utf-8")
+    curve = ft._curve(tmp_path, _settings())
+    assert curve["epochs"] == [1, 2]
+    assert curve["alpha_sd"] == pytest.approx([0.1, 0.2])

@@ -143,6 +143,8 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   SEEDS        e.g. 1,2,3: train and score each mapping once per seed (default: the table's)
 #   MAPPINGS     e.g. "softmax sparsemax": these mappings only (default: the table's); one
 #                process per mapping may write one table at once
+#   EXPERIMENTS  e.g. snli: these experiments of the table only (default: all at the scale;
+#                the continuous table's cheap SNLI half before its NMT half)
 #   GAMMA        auto: choose each mapping's γ on validation from the table's gamma_grid
 #   GAMMA_GRID   e.g. 1,4: the grid GAMMA=auto searches instead (recorded with the choice)
 #   GAMMA_GRID_EXTEND=N  at most N values tried beyond a chosen edge of the grid, on each side
@@ -187,6 +189,7 @@ SWEEP_ARGS   = $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
                $(foreach o,$(LAUNCHER_ARGS),--launcher-override $(o))
 # only scripts/reproduce.py takes these (a sweep sets its own seeds and γ grid)
 TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAPPINGS)) \
+               $(if $(EXPERIMENTS),--experiments $(EXPERIMENTS)) \
                $(if $(GAMMA),--gamma $(GAMMA)) \
                $(if $(GAMMA_GRID),--gamma-grid $(GAMMA_GRID)) $(if $(GAMMA_SEEDS),--gamma-seeds $(GAMMA_SEEDS)) \
                $(if $(GAMMA_GRID_EXTEND),--gamma-grid-extend $(GAMMA_GRID_EXTEND)) \

@@ -87,11 +87,18 @@ def results_dir(args: argparse.Namespace) -> Path:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """A table run's options (scripts/reproduce.py), after its table: the mappings and seeds,
-    γ (`add_gamma_arguments`), the data and run options, what to run, a dry run's caps
-    (`add_dry_run_arguments`) and the launch (`launch.add_launch_arguments`); checked and
+    """A table run's options (scripts/reproduce.py), after its table: the mappings, experiments
+    and seeds, γ (`add_gamma_arguments`), the data and run options, what to run, a dry run's
+    caps (`add_dry_run_arguments`) and the launch (`launch.add_launch_arguments`); checked and
     completed by `settle_table_arguments`."""
     parser.add_argument("--mappings", nargs="+", help="subset of the table's attention mappings")
+    parser.add_argument(
+        "--experiments",
+        nargs="+",
+        metavar="EXPERIMENT",
+        help="subset of the table's experiments (configs/reproduce/<table>.yaml `experiments:`, "
+        "e.g. `snli` of the continuous table; default: all at the scale)",
+    )
     parser.add_argument(
         "--seeds",
         nargs="+",

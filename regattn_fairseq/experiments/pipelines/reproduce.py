@@ -35,7 +35,11 @@ from regattn_fairseq.experiments.pipelines.plan import (
     print_plan,
 )
 from regattn_fairseq.experiments.pipelines.table_jobs import run_baselines
-from regattn_fairseq.experiments.pipelines.trainers import check_table, trainer_of
+from regattn_fairseq.experiments.pipelines.trainers import (
+    check_table,
+    table_experiments,
+    trainer_of,
+)
 from regattn_fairseq.experiments.report.figures import (
     FigureSetup,
     figure_panels,
@@ -64,7 +68,7 @@ def run(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     use_threads(args.threads)
     spec = load_config("reproduce", args.table)
-    experiments = [e for e in spec.experiments if args.scale in e.scales]
+    experiments = table_experiments(spec, args)
     table = plan_table_run(spec, experiments, args)
     trainers = {e.name: trainer_of(e) for e in experiments}  # known: checked by check_table
     # Prepare every dataset before training anything: missing data fails in seconds.

@@ -41,6 +41,32 @@ def trainer_of(experiment) -> ExperimentTrainer:
     return TRAINERS[name]
 
 
+def table_experiments(spec, args) -> list:
+    """The experiments a table run trains: the table's at the run's scale, or of those the
+    ones `--experiments` names (the cheap SNLI half of the continuous table before its NMT
+    half, say), in the table's order.
+
+    Raises
+    ------
+    UsageError
+        an unknown scale, or a name that is none of the table's experiments at that scale.
+    """
+    try:
+        check_scale(args.scale)
+    except ReproError as error:
+        raise UsageError(str(error)) from None
+    at_scale = [e for e in spec.experiments if args.scale in e.scales]
+    names = args.experiments or [e.name for e in at_scale]
+    unknown = [name for name in names if name not in {e.name for e in at_scale}]
+    if unknown:
+        raise UsageError(
+            f"--experiments {' '.join(unknown)}: none of {spec.table}'s experiments at scale "
+            f"{args.scale} ({', '.join(e.name for e in at_scale)}; "
+            f"configs/reproduce/{spec.table}.yaml)"
+        )
+    return [e for e in at_scale if e.name in names]
+
+
 def check_table(spec, experiments, args) -> None:
     """What a table run's arguments must satisfy before any data is read.
 

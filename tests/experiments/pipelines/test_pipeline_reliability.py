@@ -270,6 +270,11 @@ def error_lines(stderr: str) -> list[str]:
         (["table2", "--gamma-select-epochs", "0"], "whole number >= 1, got '0'"),
         (["table2", "--scale", "huge"], "unknown scale 'huge'"),
         (["table2", "--mappings", "supermax"], "unknown attention mapping(s) ['supermax']"),
+        (
+            ["continuous", "--experiments", "imdb"],
+            "--experiments imdb: none of continuous's experiments at scale smoke "
+            "(multi30k_en_de, snli;",
+        ),
         (["table2", "--source", "usb"], "invalid choice: 'usb'"),
         (
             ["table2", "--mappings", "fusedmax", "--override", "model.attention_lambda=-1"],

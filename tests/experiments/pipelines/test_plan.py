@@ -86,6 +86,33 @@ def test_the_plan_finds_every_committed_cell_of_table2_done(tmp_path, monkeypatc
     assert "18 jobs, 17 done, 1 to do; estimated" in total and "CPU-hours left" in total
 
 
+def test_experiments_prepares_and_plans_only_the_experiments_named(tmp_path, monkeypatch, capsys):
+    """`EXPERIMENTS=snli make reproduce-continuous`: the continuous table's SNLI half alone,
+    its data the only data prepared and its jobs the only ones planned."""
+    results = tmp_path / "results"
+    (results / "raw").mkdir(parents=True)
+    data = type("Prepared", (), {"manifest": {"source": "offline"}, "bin_dir": tmp_path})()
+    prepared = []
+
+    def prepare(table, experiment):
+        prepared.append(experiment.name)
+        return data
+
+    monkeypatch.setattr(reproduce, "_prepare", prepare)
+    monkeypatch.setattr(reproduce, "_leave_out_missing_evaluations", lambda *a: None)
+    argv = ["continuous", "--experiments", "snli", "--plan-only", "--allow-dirty"]
+    reproduce.run([*argv, "--work-dir", str(tmp_path), "--results-dir", str(results)])
+    out = capsys.readouterr().out
+    assert prepared == ["snli"]
+    cells = [line.split()[1] for line in out.splitlines() if line.startswith("[plan]   ")]
+    assert set(cells) == {"snli"} and len(cells) == 6, out  # its 6 mappings, nothing else
+    assert "[plan] continuous at scale small: 18 jobs, 0 done, 18 to do" in out
+    # without the option, both experiments, in the table's order
+    args = reproduce.parse_args(["continuous"])
+    spec = reproduce.load_config("reproduce", "continuous")
+    assert [e.name for e in reproduce.table_experiments(spec, args)] == ["multi30k_en_de", "snli"]
+
+
 def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(capsys, monkeypatch):
     def row(run_id, mapping, wall, decode, stop="patience"):
         return {

@@ -107,7 +107,7 @@ def plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, fl
     for mapping in table.mappings_of(experiment):
         gamma, note, grid = planned_gamma(table, experiment, data, mapping, rows)
         grids += grid
-        estimate = estimate_seconds(rows, experiment.name, mapping)
+        estimate = estimate_seconds(rows, table.scale, experiment.name, mapping)
         setup = MappingSetup(mapping, gamma, None)
         for seed in table.seeds:
             done = False

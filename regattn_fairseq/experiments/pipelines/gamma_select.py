@@ -327,16 +327,17 @@ def _grid_left(table: TableRun, experiment, data, mapping, rows, how: SelectionH
         for seed in how.seeds
         if not _read_from_log(table, experiment, data, mapping, seed, gamma, how.epochs)
     ]
-    # this experiment's rows of the mapping (another experiment of the table chooses its own
-    # γ: inflection's entmax-output cell)
-    same_cell = [r for r in rows if (r["experiment"], r["mapping"]) == (experiment.name, mapping)]
+    # this experiment's rows of the mapping at this scale (another experiment of the table
+    # chooses its own γ: inflection's entmax-output cell; another scale, on its own runs)
+    cell = (experiment.name, table.scale, mapping)
+    same_cell = [r for r in rows if (r["experiment"], r["scale"], r["mapping"]) == cell]
     runs = len(how.grid) * len(how.seeds)
     note = (
         f"γ chosen on its grid first: {runs - len(missing)} of its {runs} runs read from their "
         f"logs, {len(missing)} to train"
     )
     epochs = how.epochs or max([train_record(r).get("epochs") or 0 for r in same_cell] or [10])
-    seconds = grid_seconds(rows, experiment.name, mapping, len(missing), epochs) or 0.0
+    seconds = grid_seconds(rows, table.scale, experiment.name, mapping, len(missing), epochs) or 0.0
     # a choice recorded before the edge rule settled it: most likely the grid's again, so the
     # jobs at it are counted as done (the run confirms it)
     unsettled = [

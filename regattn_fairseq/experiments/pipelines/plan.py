@@ -97,16 +97,19 @@ class PlannedJob:
 ESTIMATE_SCOPES = ((True, True), (True, False), (False, True), (False, False))
 
 
-def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> float | None:
-    """The wall time one job of `mapping` should take: the median of training plus decoding
-    (each run once) over the converged runs of the first of ESTIMATE_SCOPES that has any (the
-    mapping in this experiment, the experiment, the mapping in the table, the table); None
-    when the table has none."""
+def estimate_seconds(
+    rows: list[ResultRow], scale: str, experiment: str, mapping: str
+) -> float | None:
+    """The wall time one job of `mapping` at `scale` should take: the median of training plus
+    decoding (each run once) over the converged runs at that scale of the first of
+    ESTIMATE_SCOPES that has any (the mapping in this experiment, the experiment, the mapping
+    in the table, the table); None when the table has none. Another scale's runs never
+    stand in: a paper-scale job is not a small one's hour."""
 
     def costs(same_experiment: bool, same_mapping: bool) -> list[float]:
         runs: dict[str, list[dict]] = {}
         for row in split_current(rows)[0]:
-            if is_baseline(row) or row.get("dry_run"):
+            if is_baseline(row) or row.get("dry_run") or row["scale"] != scale:
                 continue
             if same_experiment and row["experiment"] != experiment:
                 continue
@@ -128,14 +131,17 @@ def estimate_seconds(rows: list[ResultRow], experiment: str, mapping: str) -> fl
     return None
 
 
-def grid_seconds(rows: list[ResultRow], experiment: str, mapping: str, runs: int, epochs: int):
+def grid_seconds(
+    rows: list[ResultRow], scale: str, experiment: str, mapping: str, runs: int, epochs: int
+):
     """A γ grid's estimate: `runs` runs of `epochs` epochs at the median seconds per epoch of
-    the first of ESTIMATE_SCOPES with rows; None when the table has none."""
+    the first of ESTIMATE_SCOPES with rows at `scale`; None when the table has none."""
     for same_experiment, same_mapping in ESTIMATE_SCOPES:
         per_epoch = [
             train["wall_s"] / train["epochs"]
             for row in split_current(rows)[0]
-            if (not same_experiment or row["experiment"] == experiment)
+            if row["scale"] == scale
+            and (not same_experiment or row["experiment"] == experiment)
             and (not same_mapping or row["mapping"] == mapping)
             and not is_baseline(row)
             and (train := train_record(row)).get("wall_s")

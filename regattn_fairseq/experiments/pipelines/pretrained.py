@@ -300,8 +300,9 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
             pairs = _train_size(data)
             share = min(pairs, select.get("train_pairs") or pairs) / pairs
             epochs = select.get("max_epoch", 1)
-            grids += share * (grid_seconds(rows, experiment.name, mapping, len(grid), epochs) or 0)
-        estimate = estimate_seconds(rows, experiment.name, mapping)
+            grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, len(grid), epochs)
+            grids += share * (grid_s or 0)
+        estimate = estimate_seconds(rows, table.scale, experiment.name, mapping)
         for seed in table.seeds:
             done = False
             if gamma is not None or mapping not in GAMMA_MAPPINGS or not table.args.gamma:

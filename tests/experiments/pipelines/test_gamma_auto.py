@@ -759,3 +759,36 @@ def test_seeds_added_later_train_at_the_first_seeds_choice(tmp_path, monkeypatch
     assert trained and selection != inside
     args.gamma_seeds = "all"
     assert _table(spec, args, [4, 5], tmp_path).selection_seeds == [4, 5]
+
+
+def test_a_gamma_choice_recorded_at_another_scale_is_not_this_scales(tmp_path):
+    """The plan of a mapping whose choice is not settled at this scale: a choice its rows
+    record at another scale is neither shown as this scale's nor its epochs and seconds used."""
+    spec = reproduce.load_config("reproduce", "nmt")
+    args = reproduce.parse_args(["nmt", "--scale", "smoke", "--gamma", "auto"])
+    table = _table(spec, args, [1], tmp_path)
+    how = gamma_select.SelectionHow([1.0, 4.0], 0, "best valid loss", [1], None, [])
+    small = {
+        "experiment": "multi30k_en_de",
+        "scale": "small",
+        "mapping": "sparsemax",
+        "seed": 1,
+        "evaluation": "test2016",
+        "run_id": "r1",
+        "config_sha256": "c",
+        "date": "2026-11-28",
+        "train": {"config": {}, "wall_s": 3600.0, "epochs": 20},
+        "gamma_selection": {"chosen": 4.0, **how.matched},
+    }
+    experiment = spec.experiments[0]
+    gamma, note, seconds = gamma_select._grid_left(
+        table, experiment, None, "sparsemax", [small], how
+    )
+    assert (gamma, seconds) == (None, 0.0) and "to be confirmed" not in note
+    # at its own scale the same row is the unsettled choice, its epochs and seconds the grid's
+    table.args.scale = "small"
+    gamma, note, seconds = gamma_select._grid_left(
+        table, experiment, None, "sparsemax", [small], how
+    )
+    assert gamma == 4.0 and "(recorded γ = 4, to be confirmed)" in note
+    assert seconds == pytest.approx(2 * 20 * 180.0)

@@ -136,14 +136,22 @@ def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(ca
 
     rows = [row("a1", "softmax", 600, 60), row("a2", "softmax", 800, 60)]
     rows.append(row("a3", "softmax", 9000, 60, stop="max_epoch"))  # not converged: not used
-    assert plan.estimate_seconds(rows, "e", "softmax") == pytest.approx(760)
-    assert plan.estimate_seconds(rows, "e", "uniform") == pytest.approx(760)  # the experiment's
+    assert plan.estimate_seconds(rows, "small", "e", "softmax") == pytest.approx(760)
+    # no uniform run: the experiment's
+    assert plan.estimate_seconds(rows, "small", "e", "uniform") == pytest.approx(760)
     rows.append({**row("b1", "uniform", 100, 20), "experiment": "f"})
     # another experiment of the table: its mapping's runs there, else all its runs
-    assert plan.estimate_seconds(rows, "other", "softmax") == pytest.approx(760)
-    assert plan.estimate_seconds(rows, "other", "uniform") == pytest.approx(120)
-    assert plan.estimate_seconds(rows, "other", "fusedmax") == pytest.approx(660)
-    assert plan.estimate_seconds([], "e", "softmax") is None
+    assert plan.estimate_seconds(rows, "small", "other", "softmax") == pytest.approx(760)
+    assert plan.estimate_seconds(rows, "small", "other", "uniform") == pytest.approx(120)
+    assert plan.estimate_seconds(rows, "small", "other", "fusedmax") == pytest.approx(660)
+    assert plan.estimate_seconds([], "small", "e", "softmax") is None
+    # another scale's runs never stand in: a paper-scale job is not a small one's minutes
+    assert plan.estimate_seconds(rows, "paper", "e", "softmax") is None
+    paper = {**row("p1", "softmax", 90000, 600), "scale": "paper"}
+    assert plan.estimate_seconds([*rows, paper], "paper", "e", "softmax") == pytest.approx(90600)
+    assert plan.estimate_seconds([*rows, paper], "small", "e", "softmax") == pytest.approx(760)
+    assert plan.grid_seconds(rows, "paper", "e", "softmax", 3, 2) is None
+    assert plan.grid_seconds([*rows, paper], "paper", "e", "softmax", 3, 2) == pytest.approx(54000)
     jobs = [
         plan.PlannedJob("e", "softmax", 1, True),
         plan.PlannedJob("e", "softmax", 2, False, 600.0),

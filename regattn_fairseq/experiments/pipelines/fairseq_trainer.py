@@ -20,7 +20,6 @@ from regattn_fairseq.experiments.pipelines.plan import (
     ExperimentTrainer,
     PlannedJob,
     TableRun,
-    estimate_seconds,
     has_files,
 )
 from regattn_fairseq.experiments.pipelines.table_jobs import (
@@ -107,7 +106,8 @@ def plan_jobs(table: TableRun, experiment, data: PreparedData) -> tuple[list, fl
     for mapping in table.mappings_of(experiment):
         gamma, note, grid = planned_gamma(table, experiment, data, mapping, rows)
         grids += grid
-        estimate = estimate_seconds(rows, table.scale, experiment.name, mapping)
+        estimate, source = table.estimate(rows, experiment, mapping)
+        note = "; ".join(part for part in (note, source) if part)
         setup = MappingSetup(mapping, gamma, None)
         for seed in table.seeds:
             done = False

@@ -28,7 +28,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from regattn_checkout.errors import ReproError
-from regattn_fairseq.experiments.core.config import experiment_mappings
+from regattn_fairseq.experiments.core.config import experiment_mappings, load_config
+from regattn_fairseq.experiments.core.paths import CONFIG_DIR
 from regattn_fairseq.experiments.core.result_row import ResultRow, decode_record, train_record
 from regattn_fairseq.experiments.report.convergence import converged
 from regattn_fairseq.experiments.rows.keys import is_baseline, split_current
@@ -152,6 +153,37 @@ def grid_seconds(
     return None
 
 
+# what makes another table's experiment train the same model on the same data
+KINSHIP = ("train_config", "scale_group", "dataset", "dataset_options")
+
+
+def kindred_rows(spec: DictConfig, experiment, results_dir: Path):
+    """The committed runs of the other tables' experiments that train `experiment`'s model on
+    its data (the same `KINSHIP` fields: the continuous table's snli and Table 1's, its
+    multi30k_en_de and the NMT table's), for a table with no converged run of its own yet.
+
+    Yields
+    ------
+    tuple
+        (table, experiment name, its rows), the tables in name order.
+    """
+    if not experiment.get("train_config"):  # a trainer of its own (a pretrained encoder)
+        return
+    kin = {field: experiment.get(field) for field in KINSHIP}
+    for path in sorted((CONFIG_DIR / "reproduce").glob("*.yaml")):
+        if path.stem == spec.table:
+            continue
+        other = load_config("reproduce", path.stem)
+        for candidate in other.experiments:
+            if all(candidate.get(field) == value for field, value in kin.items()):
+                rows = load_rows(results_dir, other.table)
+                yield (
+                    other.table,
+                    candidate.name,
+                    [r for r in rows if r["experiment"] == candidate.name],
+                )
+
+
 def hours(seconds: float | None) -> str:
     """'1.4 h', '12 min' or 'unknown'."""
     if seconds is None:
@@ -168,7 +200,10 @@ def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: fl
     total = sum(known) + extra_seconds
     if todo and not known and not extra_seconds:
         # "0.0 CPU-hours" would read as nothing left to do
-        estimate = "no estimate yet (the table has no converged committed run to estimate from)"
+        estimate = (
+            "no estimate yet (neither the table nor another training its model on its data "
+            "has a converged committed run to estimate from)"
+        )
     else:
         estimate = (
             f"estimated {total / 3600:.1f} CPU-hours left"
@@ -353,6 +388,24 @@ class TableRun:
     def rows(self) -> list[dict]:
         """The table's raw rows as they are now."""
         return load_rows(self.results_dir, self.spec.table)
+
+    def estimate(self, rows: list[ResultRow], experiment, mapping: str) -> tuple[float | None, str]:
+        """A job's estimate (`estimate_seconds`) from this table's `rows`, else from the first
+        of `kindred_rows` that has a converged run at the scale, and a note naming those.
+
+        Returns
+        -------
+        tuple
+            (seconds or None, "" or "estimated from <table>'s <experiment> runs").
+        """
+        seconds = estimate_seconds(rows, self.scale, experiment.name, mapping)
+        if seconds is not None:
+            return seconds, ""
+        for table, name, kin in kindred_rows(self.spec, experiment, self.results_dir):
+            seconds = estimate_seconds(kin, self.scale, name, mapping)
+            if seconds is not None:
+                return seconds, f"estimated from {table}'s {name} runs"
+        return None, ""
 
     def run_dir(self, experiment, data, mapping: str, seed: int, gamma=None) -> Path:
         """The folder of one of this run's jobs (`run_dir`)."""

@@ -39,7 +39,6 @@ from regattn_fairseq.experiments.pipelines.jobs import run_job
 from regattn_fairseq.experiments.pipelines.plan import (
     ExperimentTrainer,
     PlannedJob,
-    estimate_seconds,
     grid_seconds,
     has_files,
 )
@@ -302,7 +301,7 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
             epochs = select.get("max_epoch", 1)
             grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, len(grid), epochs)
             grids += share * (grid_s or 0)
-        estimate = estimate_seconds(rows, table.scale, experiment.name, mapping)
+        estimate, _ = table.estimate(rows, experiment, mapping)  # none akin: its own trainer
         for seed in table.seeds:
             done = False
             if gamma is not None or mapping not in GAMMA_MAPPINGS or not table.args.gamma:

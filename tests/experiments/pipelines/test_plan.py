@@ -235,8 +235,72 @@ def test_a_plan_with_no_estimate_says_so_rather_than_zero_hours(capsys):
     jobs = [plan.PlannedJob("e", "softmax", seed, False) for seed in (1, 2)]
     assert plan.print_plan("t", "small", jobs) == 0.0
     out = capsys.readouterr().out
-    assert "2 to do; no estimate yet (the table has no converged committed run" in out
+    assert "2 to do; no estimate yet (neither the table nor another training its model" in out
     assert "CPU-hours" not in out
+
+
+def test_a_table_with_no_converged_run_is_estimated_from_one_that_trains_its_model(
+    tmp_path, monkeypatch
+):
+    """The continuous table's snli trains Table 1's model on Table 1's data: until it has a
+    converged run of its own, its jobs are estimated from Table 1's snli runs at the scale, and
+    the plan says so. E2's Transformer has no kin: no estimate."""
+
+    def row(table, experiment, mapping, seed, wall, scale="small"):
+        return {
+            "table": table,
+            "run_id": f"{table}-{mapping}-{seed}-{scale}",
+            "experiment": experiment,
+            "scale": scale,
+            "data_source": "offline",
+            "evaluation": "test",
+            "mapping": mapping,
+            "seed": seed,
+            "date": "2026-11-28",
+            "config_sha256": "c",
+            "train": {"config": {}, "wall_s": wall, "learning_curve": {"stop": "patience"}},
+            "decode": {"wall_s": 10.0},
+        }
+
+    stored = {
+        "table1": [
+            row("table1", "snli", "softmax", 1, 590.0),
+            row("table1", "snli", "softmax", 2, 790.0),
+            row("table1", "snli", "sparsemax", 1, 1990.0),
+            row("table1", "snli", "softmax", 3, 99990.0, scale="paper"),
+        ],
+        "nmt": [row("nmt", "multi30k_en_de", "softmax", 1, 3590.0)],
+    }
+    monkeypatch.setattr(plan, "load_rows", lambda results_dir, table: stored.get(table, []))
+
+    def estimate(table, experiment, mapping, scale="small"):
+        spec = reproduce.load_config("reproduce", table)
+        args = reproduce.parse_args([table, "--scale", scale])
+        run = plan.TableRun(spec, args, [1], list(spec.mappings), tmp_path, tmp_path)
+        chosen = next(e for e in spec.experiments if e.name == experiment)
+        return run.estimate([], chosen, mapping)
+
+    from_table1 = "estimated from table1's snli runs"
+    assert estimate("continuous", "snli", "softmax") == (pytest.approx(700.0), from_table1)
+    # a mapping Table 1 has not: any of its mappings' runs
+    assert estimate("continuous", "snli", "continuous_softmax") == (
+        pytest.approx(800.0),
+        from_table1,
+    )
+    assert estimate("continuous", "multi30k_en_de", "softmax") == (
+        pytest.approx(3600.0),
+        "estimated from nmt's multi30k_en_de runs",
+    )
+    assert estimate("e2_transformer", "multi30k_en_de_transformer", "softmax") == (None, "")
+    assert estimate("continuous", "snli", "softmax", scale="paper") == (
+        pytest.approx(100000.0),
+        from_table1,
+    )
+    # the table's own converged runs come first
+    spec = reproduce.load_config("reproduce", "continuous")
+    run = plan.TableRun(spec, reproduce.parse_args(["continuous"]), [1], [], tmp_path, tmp_path)
+    own = [row("continuous", "snli", "softmax", 1, 290.0)]
+    assert run.estimate(own, spec.experiments[1], "softmax") == (pytest.approx(300.0), "")
 
 
 def test_a_resumed_job_is_kept_out_of_the_pace(monkeypatch, capsys):

@@ -12,6 +12,7 @@ from fairseq import trainer as fairseq_trainer
 from fairseq_helpers import COMMON_ARGS, MODEL_ARGS, SEQ2SEQ_TRAIN_ARGS, train_in_process
 
 from regattn_fairseq import fairseq_adapter
+from regattn_fairseq.experiments.train.fairseq_logs import BATCHES_OF_EPOCH_ONE, resumes
 
 MAX_EPOCH = SEQ2SEQ_TRAIN_ARGS.index("--max-epoch") + 1
 # checkpoint_last.pt is what a run resumes from
@@ -57,8 +58,13 @@ def _same_run(first, second):
     )
 
 
+def _log_text(caplog) -> str:
+    """The captured records as a train.log has them (Hydra's job-logging format)."""
+    return "\n".join(f"[{r.name}][{r.levelname}] - {r.getMessage()}" for r in caplog.records)
+
+
 def test_a_resumed_run_continues_its_uninterrupted_run_exactly(translation_data, tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger=fairseq_adapter.__name__):
+    with caplog.at_level(logging.INFO):
         uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
     # the log says so, once: at the resume
     said = [
@@ -67,18 +73,30 @@ def test_a_resumed_run_continues_its_uninterrupted_run_exactly(translation_data,
     assert said == [
         "resumed at epoch 3 on the training batches of epoch 1, as the uninterrupted run"
     ]
+    # and the row's record of the resume reads it off the log: epoch 3, after epoch 2's updates
+    updates = max(u for u in uninterrupted[0] if u not in resumed[0])
+    assert updates < min(resumed[0])
+    found = resumes(_log_text(caplog))
+    assert [(r["epoch"], r["batches"]) for r in found] == [(3, BATCHES_OF_EPOCH_ONE)], found
+    assert found[0]["updates"] >= updates
     # the resumed process logs epoch 3 only: every one of its steps is compared
     assert min(resumed[0]) > 1
     assert _same_run(uninterrupted, resumed)
 
 
-def test_without_it_fairseq_resumes_on_other_batches(translation_data, tmp_path, monkeypatch):
+def test_without_it_fairseq_resumes_on_other_batches(
+    translation_data, tmp_path, monkeypatch, caplog
+):
     """The check above can fail: fairseq's own iterator, which groups a resumed run's batches
-    at its resume epoch, gives another run."""
+    at its resume epoch, gives another run; the record of its resume says they were
+    regrouped."""
     wrapped = fairseq_trainer.Trainer.get_train_iterator
     monkeypatch.setattr(fairseq_trainer.Trainer, "get_train_iterator", wrapped.__wrapped__)
-    uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
+    with caplog.at_level(logging.INFO):
+        uninterrupted, resumed = _uninterrupted_and_resumed(translation_data, tmp_path)
     assert not _same_run(uninterrupted, resumed)
+    found = resumes(_log_text(caplog))
+    assert [(r["epoch"], r["batches"]) for r in found] == [(3, "regrouped at epoch 3")], found
 
 
 def test_batches_fairseq_groups_every_epoch_are_left_to_it(translation_data, tmp_path):

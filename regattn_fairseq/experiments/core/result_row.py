@@ -74,6 +74,9 @@ class TrainRecord(TypedDict, total=False):
     # before it was recorded, absent in the oldest rows
     started: Provenance | NotRecorded
     learning_curve: dict[str, Any]  # per-epoch losses and why it stopped (`report.learning_curves`)
+    # each resume from a checkpoint: epoch, updates or step, and the batches it went on with
+    # (`train.fairseq_logs.resumes`, `train.hf_finetune`); absent in rows before 2026-12-01
+    resumes: list[dict[str, Any]]
     pretrained_embeddings: dict[str, Any]  # `pretrained_embeddings.row_fields`
     # a fine-tuned pretrained encoder's (`pipelines.pretrained`)
     pretrained: dict[str, Any]  # name, distribution, licence, weights_sha256

@@ -389,6 +389,7 @@ def finetuned_rows(job: Job, table: str, results_dir: Path, run, started: dict) 
         "tokens_per_s": run.tokens_per_s,
         "epochs": run.epochs,
         "learning_curve": run.curve,
+        "resumes": run.resumes,
         "checkpoint": str(run.best_dir),
         "started": started,
         "config": settings.config(),

@@ -132,12 +132,13 @@ def job_rows(
 
 def model_train_record(model: TrainedModel, config: dict) -> TrainRecord:
     """A fairseq model's ``train`` record: its training's wall time, speed, epochs, learning
-    curve, checkpoint, start, overrides and composed config."""
+    curve, resumes, checkpoint, start, overrides and composed config."""
     return {
         "wall_s": model.wall_s,
         "tokens_per_s": model.tokens_per_s,
         "epochs": model.epochs,
         "learning_curve": model.curve,
+        "resumes": model.resumes,
         "checkpoint": str(model.checkpoint),
         "started": model.started,
         "overrides": model.overrides,

@@ -1,6 +1,6 @@
 """fairseq's log lines: JSON records (`--log-format json`, and fairseq-hydra-train's default
 log; each a JSON object at the end of a line, after a logger prefix), the lines that say a
-checkpoint was saved, and which lines are the training's progress."""
+checkpoint was saved or a run resumed from one, and which lines are the training's progress."""
 
 from __future__ import annotations
 
@@ -82,6 +82,53 @@ def last_record_with(text: str, key: str) -> dict | None:
 # fairseq's line for each checkpoint it saves (checkpoint_utils.save_checkpoint); every save
 # also writes checkpoint_last.pt, which a resumed run loads
 _SAVED_CHECKPOINT = re.compile(r"Saved checkpoint \S+ \(epoch (\d+) @ (\d+) updates")
+
+
+# fairseq's line when a run resumes from its checkpoint_last.pt (Trainer.load_checkpoint): the
+# epoch it resumes at and the updates done; the plugin's when it keeps epoch 1's batches
+# (fairseq_adapter.resume_on_the_batches_of_an_uninterrupted_run)
+_LOADED_CHECKPOINT = re.compile(r"Loaded checkpoint \S+ \(epoch (\d+) @ (\d+) updates\)")
+_KEPT_BATCHES = re.compile(r"resumed at epoch (\d+) on the training batches of epoch 1")
+BATCHES_OF_EPOCH_ONE = "epoch 1's, as the uninterrupted run"
+
+
+def resumes(text: str) -> list[dict]:
+    """Each resume of a training log from its checkpoint, in order: the epoch it resumed at,
+    the updates done before, and on which batches it went on.
+
+    The batches are epoch 1's (`BATCHES_OF_EPOCH_ONE`) where the plugin kept them, and
+    ``"regrouped at epoch E"`` otherwise: by fairseq itself before the plugin kept them
+    (4068ff3), so not the uninterrupted run's; or where fairseq regroups every epoch anyway
+    (sharded data, ``update_epoch_batch_itr``, regattn_ner's dataset), whose resume the
+    uninterrupted run matches.
+
+    Parameters
+    ----------
+    text : str
+        the training log (a resumed run appends to it).
+
+    Returns
+    -------
+    list of dict
+        ``{"epoch": E, "updates": U, "batches": ...}`` per resume; none for a run trained at
+        one go.
+    """
+    found = []
+    for line in text.splitlines():
+        loaded = _LOADED_CHECKPOINT.search(line)
+        if loaded:
+            epoch = int(loaded.group(1))
+            found.append(
+                {
+                    "epoch": epoch,
+                    "updates": int(loaded.group(2)),
+                    "batches": f"regrouped at epoch {epoch}",
+                }
+            )
+        kept = _KEPT_BATCHES.search(line)
+        if kept and found and found[-1]["epoch"] == int(kept.group(1)):
+            found[-1]["batches"] = BATCHES_OF_EPOCH_ONE
+    return found
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import json
 import os
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -47,6 +47,8 @@ LOG_FILE = "train.log"
 BEST_DIR = "best"
 LAST_CHECKPOINT = "checkpoint_last.pt"
 PARTIAL_CHECKPOINT = "checkpoint_partial.pt"
+# one JSON line per resume (`_resume_run`), apart from train.log's epoch records
+RESUMES_FILE = "resumes.jsonl"
 # how much training a run cut off mid-epoch may lose (a save takes about a second)
 PARTIAL_EVERY_S = 600.0
 # the metric that picks the best epoch and stops the run, as the fairseq SNLI runs use it
@@ -255,6 +257,9 @@ class FineTuned:
         how it was trained.
     optimizer : str
         the AdamW implementation its epochs logged (`optimizer_kind`).
+    resumes : list of dict
+        each resume from its checkpoints: the epoch it went on in, the steps of that epoch
+        done before, its batches (none for a run trained at one go).
     """
 
     best_dir: Path
@@ -264,6 +269,7 @@ class FineTuned:
     tokens_per_s: float | None
     settings: FineTuneSettings
     optimizer: str
+    resumes: list[dict] = field(default_factory=list)
 
     @property
     def epochs(self) -> int | None:
@@ -454,8 +460,8 @@ def _save_atomically(obj, path: Path) -> None:
     os.replace(partial, path)
 
 
-def _log(run_dir: Path, record: dict) -> None:
-    with open(run_dir / LOG_FILE, "a", encoding="utf-8") as handle:
+def _log(run_dir: Path, record: dict, name: str = LOG_FILE) -> None:
+    with open(run_dir / name, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
@@ -653,6 +659,13 @@ def _resume_run(run_dir: Path, state: dict, progress) -> tuple[int, PartialEpoch
     partial = _resume_partial(run_dir / PARTIAL_CHECKPOINT, state, epoch + 1)
     if partial is not None:
         progress(f"[finetune] resuming {run_dir} in epoch {epoch + 1} after step {partial.step}")
+    if epoch or partial is not None:
+        # the epoch's batches come from (seed, epoch) and the random state from the
+        # checkpoint: the run goes on as the uninterrupted one
+        # (tests/experiments/train/test_hf_finetune.py)
+        step = partial.step if partial is not None else 0
+        batches = f"epoch {epoch + 1}'s from the seed, as the uninterrupted run"
+        _log(run_dir, {"epoch": epoch + 1, "step": step, "batches": batches}, RESUMES_FILE)
     return epoch, partial
 
 
@@ -782,11 +795,11 @@ def _load_state_dicts(saved: dict, state: dict) -> None:
     torch.set_rng_state(saved["torch_rng"])
 
 
-def _records(run_dir: Path) -> list[dict]:
-    log = run_dir / LOG_FILE
-    if not log.is_file():
-        return []
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+def _records(run_dir: Path, name: str = LOG_FILE) -> list[dict]:
+    """The JSON records of one of the run's logs, as `_curve` reads them: a last line cut off
+    by a kill mid-write is skipped."""
+    log = run_dir / name
+    return json_records(log.read_text(encoding="utf-8")) if log.is_file() else []
 
 
 def _finished(run_dir: Path, settings: FineTuneSettings) -> FineTuned:
@@ -801,4 +814,5 @@ def _finished(run_dir: Path, settings: FineTuneSettings) -> FineTuned:
         settings=settings,
         # a run keeps its kernel across resumes (`training_state`): one name for all its epochs
         optimizer=records[-1].get("optimizer", OPTIMIZER_KINDS[False]),
+        resumes=_records(run_dir, RESUMES_FILE),
     )

@@ -28,6 +28,7 @@ from regattn_fairseq.experiments.train.fairseq_logs import (
     json_records,
     last_record_with,
     replay_early_stopping,
+    resumes,
 )
 from regattn_fairseq.experiments.train.launch import ONE_PROCESS, Launch
 from regattn_fairseq.fairseq_adapter import EARLY_STOPPING_ENV
@@ -44,6 +45,8 @@ class TrainedModel:
     overrides: list[str] = field(default_factory=list)
     # the validation loss after each epoch (`learning_curve`): where training stopped and why
     curve: dict = field(default_factory=dict)
+    # each resume from its checkpoint (`fairseq_logs.resumes`); none for a run trained at one go
+    resumes: list[dict] = field(default_factory=list)
 
 
 def learning_curve(
@@ -371,6 +374,7 @@ def collect_trained(
         config_file=config_file,
         overrides=overrides,
         curve=curve,
+        resumes=resumes(log_text),
     )
 
 

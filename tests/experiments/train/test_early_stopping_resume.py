@@ -16,7 +16,11 @@ from omegaconf import OmegaConf
 
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.train import train as runs
-from regattn_fairseq.experiments.train.fairseq_logs import early_stopping_state
+from regattn_fairseq.experiments.train.fairseq_logs import (
+    BATCHES_OF_EPOCH_ONE,
+    early_stopping_state,
+    resumes,
+)
 from regattn_fairseq.fairseq_adapter import (
     EARLY_STOPPING_ENV,
     reset_best_checkpoint_loss,
@@ -235,3 +239,30 @@ def test_the_checkpoint_says_where_the_replay_ends(tmp_path):
     # the resumed run repeats it, so it is left out
     state = early_stopping_state(_log([3.0, 2.0, 2.5, 1.0]), 3, last_checkpoint=(30, 2.5))
     assert (state.updates, state.best, state.num_runs) == (30, 2.0, 1)
+
+
+def test_each_resume_of_a_log_is_read_with_its_batches():
+    """The lines of a real NMT log (entmax15 seed 5, resumed at epoch 17 after the plugin kept
+    epoch 1's batches), one of a run resumed before (sparsemax seed 5's, at epoch 5: fairseq
+    regrouped them), and a run trained at one go."""
+    prefix = "[2026-11-30 23:56:01,868][fairseq.trainer][INFO] - "
+    kept = (
+        "[2026-11-30 23:56:01,905][regattn_fairseq.fairseq_adapter][INFO] - resumed at epoch "
+        "17 on the training batches of epoch 1, as the uninterrupted run"
+    )
+    log = "\n".join(
+        [
+            prefix + "No existing checkpoint found /r/checkpoints/checkpoint_last.pt",
+            '[x][train][INFO] - {"epoch": 4, "train_loss": "2.9"}',
+            prefix + "Loaded checkpoint /r/checkpoints/checkpoint_last.pt (epoch 5 @ 1816 updates)",
+            '[x][train][INFO] - {"epoch": 16, "train_loss": "2.6"}',
+            prefix
+            + "Loaded checkpoint /r/checkpoints/checkpoint_last.pt (epoch 17 @ 7264 updates)",
+            kept,
+        ]
+    )
+    assert resumes(log) == [
+        {"epoch": 5, "updates": 1816, "batches": "regrouped at epoch 5"},
+        {"epoch": 17, "updates": 7264, "batches": BATCHES_OF_EPOCH_ONE},
+    ]
+    assert resumes(log.splitlines()[0]) == []

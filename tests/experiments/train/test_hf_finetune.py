@@ -136,8 +136,12 @@ def test_a_resumed_run_trains_as_an_uninterrupted_one(minilm, tmp_path):
     _assert_same_parameters(whole.best_dir, resumed.best_dir)
     # and is not trained again
     again = []
-    ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=again.append)
+    finished = ft.fine_tune(settings, minilm, PAIRS, PAIRS, tmp_path / "cut", progress=again.append)
     assert again == []
+    # the resume is recorded once, for the row; a run trained at one go has none
+    batches = "epoch 2's from the seed, as the uninterrupted run"
+    assert resumed.resumes == finished.resumes == [{"epoch": 2, "step": 0, "batches": batches}]
+    assert whole.resumes == []
 
 
 @needs_minilm
@@ -174,6 +178,8 @@ def test_a_run_cut_mid_epoch_resumes_at_its_next_step(minilm, tmp_path, monkeypa
         assert resumed.curve[key] == whole.curve[key], key
     assert not (tmp_path / "cut" / ft.PARTIAL_CHECKPOINT).exists()
     _assert_same_parameters(whole.best_dir, resumed.best_dir)
+    batches = "epoch 2's from the seed, as the uninterrupted run"
+    assert resumed.resumes == [{"epoch": 2, "step": 2, "batches": batches}]
 
 
 def test_a_resumed_run_keeps_the_adamw_kernel_it_started_with():
@@ -448,3 +454,9 @@ def test_the_alpha_spread_per_epoch_skips_a_log_line_cut_by_a_kill(tmp_path):
     curve = ft._curve(tmp_path, _settings())
     assert curve["epochs"] == [1, 2]
     assert curve["alpha_sd"] == pytest.approx([0.1, 0.2])
+    # the run's record reads both its logs the same way (json.loads of every line raised)
+    resume = {"epoch": 2, "step": 0, "batches": "epoch 2's from the seed, as the uninterrupted run"}
+    resumes = json.dumps(resume) + "\n" + '{"epoch": 3, "st'
+    (tmp_path / ft.RESUMES_FILE).write_text(resumes, encoding="utf-8")
+    run = ft._finished(tmp_path, _settings())
+    assert run.resumes == [resume] and run.curve["epochs"] == [1, 2]

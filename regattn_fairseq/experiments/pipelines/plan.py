@@ -226,8 +226,9 @@ def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: fl
             parts.append(f"seeds {','.join(done)} done")
         if left:
             each = left[0].seconds
+            cost = "no estimate" if each is None else f"~{hours(each)} each"
             parts.append(
-                f"seeds {','.join(str(j.seed) for j in left)} to do (~{hours(each)} each"
+                f"seeds {','.join(str(j.seed) for j in left)} to do ({cost}"
                 + (f"; {left[0].note}" if left[0].note else "")
                 + ")"
             )

@@ -301,7 +301,7 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
             epochs = select.get("max_epoch", 1)
             grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, len(grid), epochs)
             grids += share * (grid_s or 0)
-        estimate, _ = table.estimate(rows, experiment, mapping)  # none akin: its own trainer
+        estimate, _ = table.estimate(rows, experiment, mapping)  # its own trainer: no kin
         for seed in table.seeds:
             done = False
             if gamma is not None or mapping not in GAMMA_MAPPINGS or not table.args.gamma:

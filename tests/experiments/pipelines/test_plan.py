@@ -236,6 +236,7 @@ def test_a_plan_with_no_estimate_says_so_rather_than_zero_hours(capsys):
     assert plan.print_plan("t", "small", jobs) == 0.0
     out = capsys.readouterr().out
     assert "2 to do; no estimate yet (neither the table nor another training its model" in out
+    assert "[plan]   e softmax: seeds 1,2 to do (no estimate)" in out  # not "~unknown each"
     assert "CPU-hours" not in out
 
 

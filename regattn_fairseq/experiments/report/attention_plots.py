@@ -156,16 +156,26 @@ def draw_panel(ax, record: dict, norm: Normalize, tol: float, note: str = "") ->
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_color(BORDER_COLOUR)
-    title = mapping_label(mapping["name"], mapping.get("params", {}))
-    if "continuous" in record:  # continuous attention: the cells are the density's mass per token
-        options = record["continuous"]
-        density = f"{options['density'].replace('_', ' ')} density (N={options['num_basis']})"
-        title = f"{density} + discrete {title}" if options["combine"] == "sum" else density
+    title = panel_label(record)
     if note:
         title += f" ({note})"
     if "label" in record:  # SNLI
         title += f"\ngold: {record['label']}, predicted: {record.get('prediction', '?')}"
     ax.set_title(title, fontsize=9)
+
+
+def panel_label(record: dict) -> str:
+    """What a panel shows, from its export record: the mapping with its parameters, or for
+    continuous attention (whose cells are the density's mass per token, and whose record's
+    mapping is the discrete one its density is fitted to) the density, with the discrete
+    mapping where the two contexts are summed."""
+    mapping = record["mapping"]
+    label = mapping_label(mapping["name"], mapping.get("params", {}))
+    if "continuous" not in record:
+        return label
+    options = record["continuous"]
+    density = f"{options['density'].replace('_', ' ')} density (N={options['num_basis']})"
+    return f"{density} + discrete {label}" if options["combine"] == "sum" else density
 
 
 def _attention_wording(records: list[dict]) -> dict:

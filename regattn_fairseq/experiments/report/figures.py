@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from regattn_checkout.files import replacing, write_file
-from regattn_fairseq.experiments.core.labels import mapping_label
 from regattn_fairseq.experiments.core.result_row import (
     ResultRow,
     attention_stats,
@@ -20,7 +19,11 @@ from regattn_fairseq.experiments.core.result_row import (
 )
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.decode.attention_format import read_export, write_compressed_export
-from regattn_fairseq.experiments.report.attention_plots import is_tag_marginals, plot_sentence
+from regattn_fairseq.experiments.report.attention_plots import (
+    is_tag_marginals,
+    panel_label,
+    plot_sentence,
+)
 from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label, split_current
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
@@ -136,11 +139,8 @@ def plot_attention_figure(
         str(r["id"]) for r in records[0] if str(r["id"]) in shared and _readable(r, source_tokens)
     ]
     sentence = (candidates or sorted(shared))[0]
-    # the panel titles' labels (attention_plots titles each panel with mapping_label)
-    panels = [
-        mapping_label(export[0]["mapping"]["name"], export[0]["mapping"].get("params", {}))
-        for export in records
-    ]
+    # the panel titles' labels, as attention_plots titles the panels
+    panels = [panel_label(export[0]) for export in records]
     name = _name_beside_kept(figures_dir, name, panels, records)
     # panels of runs of different seeds (a cell whose first seed's attention is gone) say whose
     seeds = [run.get("seed") for run in runs or []]
@@ -173,7 +173,7 @@ def _name_beside_kept(figures_dir: Path, name: str, panels: list[str], records) 
         shows = f"panels not recorded (drawn before figures had a manifest: {missing})"
     if not missing:
         return name
-    beside = f"{name}_{'-'.join(sorted({export[0]['mapping']['name'] for export in records}))}"
+    beside = f"{name}_{'-'.join(sorted({_panel_slug(export[0]) for export in records}))}"
     print(
         f"[figure] {name} kept: it shows {shows}, and this drawing has only "
         f"{', '.join(panels)} (the others' exports and sidecars are not on disk); it goes "
@@ -181,6 +181,15 @@ def _name_beside_kept(figures_dir: Path, name: str, panels: list[str], records) 
         flush=True,
     )
     return beside
+
+
+def _panel_slug(record: dict) -> str:
+    """A panel's mapping in a file name: its name, or a continuous density's
+    (``truncated_parabola``, ``gaussian_sum`` where summed with the discrete context)."""
+    options = record.get("continuous")
+    if options is None:
+        return record["mapping"]["name"]
+    return options["density"] + ("_sum" if options["combine"] == "sum" else "")
 
 
 def gamma_suffix(gamma: str | None) -> str:

@@ -792,3 +792,28 @@ def test_a_gamma_choice_recorded_at_another_scale_is_not_this_scales(tmp_path):
     )
     assert gamma == 4.0 and "(recorded γ = 4, to be confirmed)" in note
     assert seconds == pytest.approx(2 * 20 * 180.0)
+
+
+def test_a_continuous_panel_is_named_for_its_density_not_its_discrete_mapping(tmp_path):
+    """A continuous run's export records the discrete softmax its density is fitted to; the
+    manifest's panels, and the name of a drawing beside a kept figure, say the density, as the
+    panel's title does (the continuous table's figure read 'softmax (γ=1)' five times)."""
+    from regattn_fairseq.experiments.report.figures import plot_attention_figure
+
+    softmax = _export(tmp_path / "softmax.jsonl", "softmax", 1.0)
+    continuous = []
+    for density, combine in (("gaussian", "none"), ("truncated_parabola", "sum")):
+        path = _export(tmp_path / f"{density}.jsonl", "softmax", 1.0)
+        options = {"density": density, "num_basis": 64, "combine": combine}
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**r, "continuous": options}) + "\n" for r in records))
+        continuous.append(path)
+    figures, name = tmp_path / "figures", "continuous_snli_small_attention"
+    plot_attention_figure(figures, name, [softmax, *continuous])
+    assert json.loads((figures / f"{name}.json").read_text())["panels"] == [
+        "softmax (γ=1)",
+        "gaussian density (N=64)",
+        "truncated parabola density (N=64) + discrete softmax (γ=1)",
+    ]
+    fewer = plot_attention_figure(figures, name, continuous)
+    assert fewer[0].name == f"{name}_gaussian-truncated_parabola_sum_1.png"

@@ -18,7 +18,9 @@ a good one. So a run counts as converged when all of these hold:
    The scale is the MAD of the best losses of every run of the experiment (all its cells, at
    least ``MIN_RUNS_FOR_OUTLIERS`` runs), as three seeds alone cannot estimate a spread: their
    median is one of them. One-sided, because what it guards against is a run that settled in
-   a worse basin; a run that found a better one is not a failure to converge.
+   a worse basin; a run that found a better one is not a failure to converge. The best
+   validation loss is the kept epoch's (``best_valid_loss``): for a run kept on another metric
+   (SNLI: validation accuracy) not its lowest.
 
 A run that fails is kept out of the verdicts with its reason shown (`check_cell`); the way back
 in is to train it again with a longer patience. Runs that trained past their own rule

@@ -15,11 +15,26 @@ machine).
 
 import datetime
 import os
+import random
+import zlib
 
 import pytest
 from slow_tier import CI_DEADLINE_ENV, changed_modules, past_ci_deadline, todays_slow_tests
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _seeded_global_generators(request):
+    """Each test starts from its own fixed state of torch's and Python's global generators,
+    derived from its id: a test that draws without a generator of its own then draws the same
+    numbers whichever tests ran before it in its worker (pytest-xdist orders them anew each
+    run), so a tolerance it passes here it passes in CI."""
+    import torch
+
+    seed = zlib.crc32(request.node.nodeid.encode())
+    random.seed(seed)
+    torch.manual_seed(seed)
 
 
 @pytest.fixture(scope="session")

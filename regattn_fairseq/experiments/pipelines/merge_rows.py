@@ -13,7 +13,9 @@ brings those rows into the committed one:
 - the new rows are appended in the source's order under the table's lock, so that a row
   trained or scored again after an earlier one (same job key) still supersedes it; the command
   names the rows each new one supersedes, so that a second scoring of a run already here (a
-  worktree whose results folder lost the first row) is seen before it is committed.
+  worktree whose results folder lost the first row) is seen before it is committed;
+- the fine-tuned tables' γ-selection short runs the source kept (`short_runs`) and this folder
+  lacks are copied, so that a grid is committed before the first row that records its choice.
 
 The table views are not rewritten here: `make results-tables` does that from the rows.
 """
@@ -29,6 +31,7 @@ from regattn_checkout.errors import ReproError
 from regattn_checkout.files import write_file
 from regattn_checkout.paths import RESULTS_DIR
 from regattn_fairseq.experiments.core.result_row import items_record, row_problem
+from regattn_fairseq.experiments.pipelines import short_runs
 from regattn_fairseq.experiments.report.figures import figure_sidecar_name
 from regattn_fairseq.experiments.rows.keys import row_key
 from regattn_fairseq.experiments.rows.store import (
@@ -133,6 +136,39 @@ def merge_rows(source: Path, results_dir: Path, table: str) -> list[dict]:
     return new
 
 
+def merge_short_runs(source: Path, results_dir: Path, table: str) -> list[Path]:
+    """Copy the γ-selection short runs ``source`` kept for ``table`` (`short_runs`) that
+    ``results_dir`` lacks.
+
+    Returns
+    -------
+    list of Path
+        the folders copied (empty when there was nothing new).
+
+    Raises
+    ------
+    ReproError
+        a folder here holds a file with other bytes than the source's; nothing copied.
+    """
+    copies = []
+    for settings in sorted((Path(source) / short_runs.FOLDER / table).glob("*/*.json")):
+        if settings.name != short_runs.SETTINGS_FILE:
+            continue
+        folder = settings.parent
+        target = Path(results_dir) / short_runs.FOLDER / table / folder.name
+        for origin in sorted(folder.iterdir()):
+            here = target / origin.name
+            if here.is_file() and _sha256(here) != _sha256(origin):
+                raise ReproError(f"{here} exists with other content than {origin}; nothing copied")
+        if not (target / short_runs.SETTINGS_FILE).is_file():
+            copies.append((folder, target))
+    for folder, target in copies:
+        # settings.json last, as `short_runs.keep` writes it: it marks a complete folder
+        for origin in sorted(folder.iterdir(), key=lambda f: f.name == short_runs.SETTINGS_FILE):
+            write_file(target / origin.name, origin.read_bytes())
+    return [target for _, target in copies]
+
+
 def superseded_runs(results_dir: Path, table: str, rows: list[dict]) -> dict[tuple, list[str]]:
     """The run ids of the rows here that each of ``rows`` supersedes: the earlier rows of the
     same job and evaluation (`row_key`) under another run id, which the tables move to their
@@ -193,6 +229,8 @@ def main(argv=None) -> int:
                     f"{row['evaluation']}: {metrics}{note}"
                 )
             print(f"{table}: {len(new)} row(s) merged into {raw_file(args.results_dir, table)}")
+            for folder in merge_short_runs(args.source, args.results_dir, table):
+                print(f"{table}: γ-selection short run {folder.name} copied into {folder.parent}")
     except ReproError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

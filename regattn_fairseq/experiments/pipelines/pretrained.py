@@ -34,6 +34,7 @@ from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
+from regattn_fairseq.experiments.pipelines import short_runs
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid
 from regattn_fairseq.experiments.pipelines.jobs import run_job
 from regattn_fairseq.experiments.pipelines.plan import (
@@ -205,11 +206,7 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
         losses = []
         for seed in seeds:
             job = _job(table, experiment, data, mapping, seed, gamma, select=True)
-            with run_lock(job.run_dir, job.label):
-                run = fine_tune(
-                    _settings(job, select=True), model_path, train, valid, job.run_dir, _say
-                )
-            losses.append(run.curve["best_valid_loss"])
+            losses.append(_short_run_loss(table, job, model_path, train, valid))
         return round(sum(losses) / len(losses), 4)
 
     def beyond_the_edge(tried, beyond):
@@ -226,6 +223,25 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
         "validation": validation,
         "chosen": chosen,
     }
+
+
+def _short_run_loss(table, job: Job, model_path: Path, train, valid) -> float:
+    """A short run's best validation loss: the kept one (`short_runs`), else trained now and
+    kept as it ends. A dry run's short runs are not kept: their numbers mean nothing."""
+    settings = _settings(job, select=True)
+    keeps = not table.args.dry_run.active and not table.args.retrain
+    if keeps:
+        loss = short_runs.recorded_loss(table.results_dir, table.spec.table, job, settings)
+        if loss is not None:
+            _say(f"[gamma] {job.label}: validation loss {loss}, kept from an earlier short run")
+            return loss
+    with run_lock(job.run_dir, job.label):
+        _started(job.run_dir)
+        run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
+    if keeps:
+        folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
+        _say(f"[gamma] {job.label}: kept in {folder}")
+    return run.curve["best_valid_loss"]
 
 
 def _criterion(experiment, scale: str) -> str:
@@ -283,6 +299,19 @@ def _train_size(data: PreparedData) -> int:
     return _train_size_of(data.root)
 
 
+def _kept_short_runs(table, experiment, data: PreparedData, mapping: str, grid) -> int:
+    """How many of the grid's short runs are kept (`short_runs`): none to train again."""
+    if table.args.dry_run.active or table.args.retrain:
+        return 0
+    return sum(
+        short_runs.recorded_loss(table.results_dir, table.spec.table, job, _settings(job, True))
+        is not None
+        for gamma in grid
+        for seed in table.selection_seeds
+        for job in [_job(table, experiment, data, mapping, seed, gamma, select=True)]
+    )
+
+
 def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
     """Each job of the experiment, done or to do (`fairseq_trainer.plan_jobs`' counterpart), and
     the estimated seconds of the γ grids left."""
@@ -293,13 +322,17 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
         note = ""
         if gamma is None and mapping in GAMMA_MAPPINGS and table.args.gamma == "auto":
             grid, _ = _grid(table)
+            kept = _kept_short_runs(table, experiment, data, mapping, grid)
             note = f"γ chosen first on {len(grid)} short runs"
+            if kept:
+                note += f", {kept} of them kept from earlier"
             # a short run: its epochs on its share of the training pairs
             select = experiment.gamma_select[table.scale]
             pairs = _train_size(data)
             share = min(pairs, select.get("train_pairs") or pairs) / pairs
             epochs = select.get("max_epoch", 1)
-            grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, len(grid), epochs)
+            left = len(grid) * len(table.selection_seeds) - kept
+            grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, left, epochs)
             grids += share * (grid_s or 0)
         estimate, _ = table.estimate(rows, experiment, mapping)  # its own trainer: no kin
         for seed in table.seeds:

@@ -468,11 +468,15 @@ def _log(run_dir: Path, record: dict, name: str = LOG_FILE) -> None:
 
 
 def _curve(run_dir: Path, settings: FineTuneSettings) -> dict:
-    """The run's `learning_curve` from its log, with a learned α's ``alpha_sd``: the standard
-    deviation of α over every head after each epoch, which shows whether the heads were still
-    spreading apart (specialising) when the run stopped."""
+    """The run's `log_curve` from the log in its folder (empty for a run not started)."""
     log = run_dir / LOG_FILE
-    text = log.read_text(encoding="utf-8") if log.is_file() else ""
+    return log_curve(log.read_text(encoding="utf-8") if log.is_file() else "", settings)
+
+
+def log_curve(text: str, settings: FineTuneSettings) -> dict:
+    """A run's `learning_curve` from its log's text, with a learned α's ``alpha_sd``: the
+    standard deviation of α over every head after each epoch, which shows whether the heads
+    were still spreading apart (specialising) when the run stopped."""
     curve = learning_curve(text, settings.patience, settings.max_epoch, METRIC, maximize=True)
     # read as learning_curve reads the log (a line cut by a kill is skipped), one value per
     # epoch of the curve

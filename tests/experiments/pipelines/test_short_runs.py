@@ -1,0 +1,131 @@
+"""A fine-tuned table's γ-selection short runs are kept in the results folder as each one ends
+(pipelines/short_runs.py), read back instead of trained again, and merged from a worktree."""
+
+import gzip
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from regattn_checkout.errors import ReproError
+from regattn_fairseq.experiments.core.config import load_config
+from regattn_fairseq.experiments.core.dry_run import DryRun
+from regattn_fairseq.experiments.pipelines import pretrained, short_runs
+from regattn_fairseq.experiments.pipelines.merge_rows import merge_short_runs
+from regattn_fairseq.experiments.train.hf_finetune import LOG_FILE, log_curve
+
+TABLE = "table1_pretrained"
+
+
+def _table(tmp_path, dry_run=None, retrain=False):
+    spec = load_config("reproduce", TABLE)
+    args = SimpleNamespace(dry_run=dry_run or DryRun(), retrain=retrain, gamma_grid=None)
+    table = SimpleNamespace(spec=spec, args=args, scale="small", results_dir=tmp_path / "results")
+    table.run_dir = lambda experiment, data, mapping, seed, gamma=None: (
+        tmp_path / "work" / mapping / f"gamma{gamma}" / f"seed{seed}"
+    )
+    return table, spec.experiments[0]
+
+
+def _job(table, experiment, gamma=4.0, seed=1):
+    data = SimpleNamespace(manifest={"source": "offline"})
+    return pretrained._job(table, experiment, data, "oscarmax", seed, gamma, select=True)
+
+
+class FakeFineTune:
+    """`fine_tune` as a finished one-epoch short run leaves its folder: settings and log."""
+
+    def __init__(self, valid_loss=0.6123):
+        self.calls, self.valid_loss = 0, valid_loss
+
+    def __call__(self, settings, model_path, train, valid, run_dir, progress):
+        self.calls += 1
+        (run_dir / "settings.json").write_text(json.dumps(settings.record()))
+        record = {"epoch": 1, "train_loss": 0.9, "valid_loss": self.valid_loss}
+        log = json.dumps({**record, "valid_accuracy": 74.1}) + "\n"
+        (run_dir / LOG_FILE).write_text(log)
+        return SimpleNamespace(curve=log_curve(log, settings))
+
+
+@pytest.fixture
+def fake_fine_tune(monkeypatch):
+    fake = FakeFineTune()
+    monkeypatch.setattr(pretrained, "fine_tune", fake)
+    return fake
+
+
+def test_a_short_run_is_kept_as_it_ends_and_not_trained_again(tmp_path, fake_fine_tune):
+    table, experiment = _table(tmp_path)
+    job = _job(table, experiment)
+    assert pretrained._short_run_loss(table, job, tmp_path, [], []) == 0.6123
+    settings = pretrained._settings(job, select=True)
+    folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
+    assert folder.parent == table.results_dir / "gamma_grids" / "finetune" / TABLE
+    assert folder.name.startswith("snli_minilm-oscarmax-gamma4.0-seed1-")
+    assert json.loads((folder / "settings.json").read_text()) == settings.record()
+    assert json.loads((folder / "started.json").read_text())["git_commit"]
+    logged = gzip.decompress((folder / "train.log.gz").read_bytes()).decode()
+    assert json.loads(logged)["valid_loss"] == 0.6123
+    # the machine is lost: the work folder with it; the kept run is read, not trained again
+    for path in sorted((tmp_path / "work").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    assert pretrained._short_run_loss(table, job, tmp_path, [], []) == 0.6123
+    assert fake_fine_tune.calls == 1
+    # another γ is another short run
+    assert pretrained._short_run_loss(table, _job(table, experiment, gamma=16.0), tmp_path, [], [])
+    assert fake_fine_tune.calls == 2
+
+
+def test_a_kept_folder_is_never_replaced(tmp_path, fake_fine_tune):
+    table, experiment = _table(tmp_path)
+    job = _job(table, experiment)
+    pretrained._short_run_loss(table, job, tmp_path, [], [])
+    settings = pretrained._settings(job, select=True)
+    folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
+    kept = {f.name: f.read_bytes() for f in folder.iterdir()}
+    # --retrain trains it again, and leaves what was kept as it was
+    again, _ = _table(tmp_path, retrain=True)
+    fake_fine_tune.valid_loss = 0.7
+    assert pretrained._short_run_loss(again, job, tmp_path, [], []) == 0.7
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == kept
+    # so does keeping the retrained run's log (0.7 in the work folder now)
+    assert short_runs.keep(table.results_dir, TABLE, job, settings) == folder
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == kept
+
+
+def test_a_dry_runs_short_runs_are_not_kept(tmp_path, fake_fine_tune):
+    table, experiment = _table(tmp_path, dry_run=DryRun(max_train=8, max_eval=8, max_update=2))
+    pretrained._short_run_loss(table, _job(table, experiment), tmp_path, [], [])
+    assert not (table.results_dir / "gamma_grids").exists()
+
+
+def test_a_kept_folder_of_other_settings_or_an_unfinished_log_is_refused(tmp_path):
+    table, experiment = _table(tmp_path)
+    job = _job(table, experiment)
+    settings = pretrained._settings(job, select=True)
+    folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
+    folder.mkdir(parents=True)
+    (folder / "train.log.gz").write_bytes(gzip.compress(b""))
+    other = {**settings.record(), "finetune": {"seed": 7}}
+    (folder / "settings.json").write_text(json.dumps(other))
+    with pytest.raises(ReproError, match="not the settings of snli_minilm oscarmax γ=4.0"):
+        short_runs.recorded_loss(table.results_dir, TABLE, job, settings)
+    (folder / "settings.json").write_text(json.dumps(settings.record()))
+    with pytest.raises(ReproError, match="the log of an unfinished run"):
+        short_runs.recorded_loss(table.results_dir, TABLE, job, settings)
+
+
+def test_kept_short_runs_are_merged_once_and_a_conflict_is_refused(tmp_path, fake_fine_tune):
+    table, experiment = _table(tmp_path)
+    pretrained._short_run_loss(table, _job(table, experiment), tmp_path, [], [])
+    target = tmp_path / "committed"
+    [copied] = merge_short_runs(table.results_dir, target, TABLE)
+    assert sorted(f.name for f in copied.iterdir()) == [
+        "settings.json",
+        "started.json",
+        "train.log.gz",
+    ]
+    assert merge_short_runs(table.results_dir, target, TABLE) == []
+    (copied / "train.log.gz").write_bytes(gzip.compress(b"other"))
+    with pytest.raises(ReproError, match="exists with other content"):
+        merge_short_runs(table.results_dir, target, TABLE)

@@ -195,18 +195,23 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
     -------
     dict
         the rows' ``gamma_selection``: grid, extend, extended, criterion, seeds, validation
-        ({str(γ): mean validation loss}), chosen.
+        ({str(γ): mean validation loss}), chosen, and short_runs ({str(γ): each seed's kept
+        short run, `short_runs.KeptShortRun.citation`}; absent where none is kept: a dry run).
     """
     grid, extend = _grid(table)
     seeds = table.selection_seeds
     model_path = pretrained_models.model_dir(pinned_model(experiment))
     train, valid = read_pairs(data, "train"), read_pairs(data, "valid")
+    cited = {}
 
     def validation_loss(gamma: float) -> float:
         losses = []
         for seed in seeds:
             job = _job(table, experiment, data, mapping, seed, gamma, select=True)
-            losses.append(_short_run_loss(table, job, model_path, train, valid))
+            loss, kept = _short_run(table, job, model_path, train, valid)
+            losses.append(loss)
+            if kept is not None:
+                cited.setdefault(str(gamma), []).append(kept.citation())
         return round(sum(losses) / len(losses), 4)
 
     def beyond_the_edge(tried, beyond):
@@ -214,7 +219,7 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
 
     validation, extended, chosen = search_grid(grid, extend, validation_loss, beyond_the_edge)
     _say(f"[gamma] {mapping}: validation loss {validation} -> γ = {chosen}")
-    return {
+    selection = {
         "grid": grid,
         "extend": extend,
         "extended": extended,
@@ -223,25 +228,37 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
         "validation": validation,
         "chosen": chosen,
     }
+    return {**selection, "short_runs": cited} if cited else selection
 
 
-def _short_run_loss(table, job: Job, model_path: Path, train, valid) -> float:
-    """A short run's best validation loss: the kept one (`short_runs`), else trained now and
-    kept as it ends. A dry run's short runs are not kept: their numbers mean nothing."""
+def _short_run(table, job: Job, model_path: Path, train, valid):
+    """A short run's best validation loss, and its kept record (`short_runs.KeptShortRun`): the
+    kept one, else trained now and kept as it ends. A dry run's short runs are not kept (their
+    numbers mean nothing): its record is None.
+
+    Returns
+    -------
+    tuple
+        (best validation loss, `short_runs.KeptShortRun` or None).
+    """
     settings = _settings(job, select=True)
     keeps = not table.args.dry_run.active and not table.args.retrain
     if keeps:
-        loss = short_runs.recorded_loss(table.results_dir, table.spec.table, job, settings)
-        if loss is not None:
+        kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
+        if kept is not None:
+            loss = kept.best_valid_loss
             _say(f"[gamma] {job.label}: validation loss {loss}, kept from an earlier short run")
-            return loss
+            return loss, kept
     with run_lock(job.run_dir, job.label):
         _started(job.run_dir)
         run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
-    if keeps:
-        folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
-        _say(f"[gamma] {job.label}: kept in {folder}")
-    return run.curve["best_valid_loss"]
+    if not keeps:
+        return run.curve["best_valid_loss"], None
+    folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
+    _say(f"[gamma] {job.label}: kept in {folder}")
+    # read back from the folder: the number the choice uses is the one committed
+    kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
+    return kept.best_valid_loss, kept
 
 
 def _criterion(experiment, scale: str) -> str:
@@ -304,7 +321,7 @@ def _kept_short_runs(table, experiment, data: PreparedData, mapping: str, grid) 
     if table.args.dry_run.active or table.args.retrain:
         return 0
     return sum(
-        short_runs.recorded_loss(table.results_dir, table.spec.table, job, _settings(job, True))
+        short_runs.recorded(table.results_dir, table.spec.table, job, _settings(job, True))
         is not None
         for gamma in grid
         for seed in table.selection_seeds

@@ -8,9 +8,13 @@ settings, log and provenance are written when it ends, to
     <results>/gamma_grids/finetune/<table>/<experiment>-<mapping>-gamma<γ>-seed<s>-<config hash>/
         settings.json  train.log.gz  started.json
 
-and `recorded_loss` reads the loss back from there. A later run does not train that short run
-again, on any machine or from a fresh clone once the folder is committed. The config hash and
+and `recorded` reads it back from there (`KeptShortRun`). A later run does not train that short
+run again, on any machine or from a fresh clone once the folder is committed. The config hash and
 the full ``settings.json`` must both match: a short run of other settings is another run.
+``started.json`` is the run's provenance (commit, package versions, hardware, date): a folder
+without it is refused, and the rows' γ selection cites each short run by its folder and commit
+(`KeptShortRun.citation`). It is kept apart from ``settings.json``, which holds only what makes
+two short runs the same run.
 
 The fairseq tables' grids are kept otherwise. Their logs are committed by hand, batch by batch,
 and `grid_logs` puts them back into a work folder.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from regattn_checkout.errors import ReproError
@@ -43,30 +48,82 @@ def record_dir(results_dir: Path, table: str, job: Job, settings: FineTuneSettin
     return Path(results_dir) / FOLDER / table / name
 
 
-def recorded_loss(results_dir: Path, table: str, job: Job, settings: FineTuneSettings):
-    """The best validation loss of the kept short run of `job`, or None when none is kept.
+@dataclass(frozen=True)
+class KeptShortRun:
+    """A kept short run: its folder, its best validation loss, and what trained it.
+
+    Attributes
+    ----------
+    folder : Path
+        ``<results>/gamma_grids/finetune/<table>/<name>/`` (`record_dir`).
+    best_valid_loss : float
+        the number the γ choice uses.
+    started : dict
+        its ``started.json``: git_commit, git_dirty, date, hardware, versions.
+    """
+
+    folder: Path
+    best_valid_loss: float
+    started: dict
+
+    def citation(self) -> dict:
+        """What a row's γ selection records of this short run: enough to find its folder and
+        the code that trained it."""
+        return {
+            "folder": self.folder.name,
+            "best_valid_loss": self.best_valid_loss,
+            "git_commit": self.started["git_commit"],
+            "git_dirty": self.started.get("git_dirty"),
+            "date": self.started.get("date"),
+            "cpu": (self.started.get("hardware") or {}).get("cpu"),
+        }
+
+
+def recorded(results_dir: Path, table: str, job: Job, settings: FineTuneSettings):
+    """The kept short run of `job` (`KeptShortRun`), or None when none is kept.
 
     Raises
     ------
     ReproError
-        the folder holds a run of other settings (a hash collision, or an edited file), or its
-        log does not show a finished run.
+        the folder holds a run of other settings (a hash collision, or an edited file), its log
+        does not show a finished run, or its provenance (``started.json``) is missing or names
+        no commit.
     """
     folder = record_dir(results_dir, table, job, settings)
     if not (folder / SETTINGS_FILE).is_file():
         return None
     if json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8")) != settings.record():
         raise ReproError(f"{folder / SETTINGS_FILE}: not the settings of {job.label}")
+    started = _provenance(folder / STARTED_FILE, job)
     text = gzip.decompress((folder / LOG_ARCHIVE).read_bytes()).decode("utf-8")
     curve = log_curve(text, settings)
     if curve.get("stop") is None or curve.get("best_valid_loss") is None:
         raise ReproError(f"{folder / LOG_ARCHIVE}: the log of an unfinished run ({job.label})")
-    return curve["best_valid_loss"]
+    return KeptShortRun(folder, curve["best_valid_loss"], started)
+
+
+def _provenance(path: Path, job: Job) -> dict:
+    """The ``started.json`` at `path`; a short run whose commit is unknown is not kept or read."""
+    if not path.is_file():
+        raise ReproError(
+            f"{path}: missing; the short run of {job.label} has no record of the code that "
+            "trained it"
+        )
+    started = json.loads(path.read_text(encoding="utf-8"))
+    if not started.get("git_commit"):
+        raise ReproError(f"{path}: names no git commit ({job.label})")
+    return started
 
 
 def keep(results_dir: Path, table: str, job: Job, settings: FineTuneSettings) -> Path:
     """Write the finished short run in ``job.run_dir`` to its folder (`record_dir`). A folder
     already there is left as it is: re-running never replaces what was kept.
+
+    Raises
+    ------
+    ReproError
+        ``job.run_dir`` has no ``started.json`` naming a commit; nothing is written, and the run
+        stays in ``job.run_dir``.
 
     Returns
     -------
@@ -77,10 +134,10 @@ def keep(results_dir: Path, table: str, job: Job, settings: FineTuneSettings) ->
     if (folder / SETTINGS_FILE).is_file():
         return folder
     started = job.run_dir / STARTED_FILE
-    if started.is_file():
-        write_file(folder / STARTED_FILE, started.read_bytes())
+    _provenance(started, job)
+    write_file(folder / STARTED_FILE, started.read_bytes())
     log = (job.run_dir / LOG_FILE).read_bytes()
     write_file(folder / LOG_ARCHIVE, gzip.compress(log, mtime=0))
-    # written last: a folder is kept (`recorded_loss`) once its settings are there
+    # written last: a folder is kept (`recorded`) once its settings are there
     write_json(folder / SETTINGS_FILE, settings.record())
     return folder

@@ -3,6 +3,8 @@
 
 import gzip
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +17,7 @@ from regattn_fairseq.experiments.pipelines.merge_rows import merge_short_runs
 from regattn_fairseq.experiments.train.hf_finetune import LOG_FILE, log_curve
 
 TABLE = "table1_pretrained"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _table(tmp_path, dry_run=None, retrain=False):
@@ -30,6 +33,11 @@ def _table(tmp_path, dry_run=None, retrain=False):
 def _job(table, experiment, gamma=4.0, seed=1):
     data = SimpleNamespace(manifest={"source": "offline"})
     return pretrained._job(table, experiment, data, "oscarmax", seed, gamma, select=True)
+
+
+def _loss(table, job, model_path):
+    loss, _ = pretrained._short_run(table, job, model_path, [], [])
+    return loss
 
 
 class FakeFineTune:
@@ -57,7 +65,7 @@ def fake_fine_tune(monkeypatch):
 def test_a_short_run_is_kept_as_it_ends_and_not_trained_again(tmp_path, fake_fine_tune):
     table, experiment = _table(tmp_path)
     job = _job(table, experiment)
-    assert pretrained._short_run_loss(table, job, tmp_path, [], []) == 0.6123
+    assert _loss(table, job, tmp_path) == 0.6123
     settings = pretrained._settings(job, select=True)
     folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
     assert folder.parent == table.results_dir / "gamma_grids" / "finetune" / TABLE
@@ -69,24 +77,24 @@ def test_a_short_run_is_kept_as_it_ends_and_not_trained_again(tmp_path, fake_fin
     # the machine is lost: the work folder with it; the kept run is read, not trained again
     for path in sorted((tmp_path / "work").rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
-    assert pretrained._short_run_loss(table, job, tmp_path, [], []) == 0.6123
+    assert _loss(table, job, tmp_path) == 0.6123
     assert fake_fine_tune.calls == 1
     # another γ is another short run
-    assert pretrained._short_run_loss(table, _job(table, experiment, gamma=16.0), tmp_path, [], [])
+    assert _loss(table, _job(table, experiment, gamma=16.0), tmp_path)
     assert fake_fine_tune.calls == 2
 
 
 def test_a_kept_folder_is_never_replaced(tmp_path, fake_fine_tune):
     table, experiment = _table(tmp_path)
     job = _job(table, experiment)
-    pretrained._short_run_loss(table, job, tmp_path, [], [])
+    _loss(table, job, tmp_path)
     settings = pretrained._settings(job, select=True)
     folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
     kept = {f.name: f.read_bytes() for f in folder.iterdir()}
     # --retrain trains it again, and leaves what was kept as it was
     again, _ = _table(tmp_path, retrain=True)
     fake_fine_tune.valid_loss = 0.7
-    assert pretrained._short_run_loss(again, job, tmp_path, [], []) == 0.7
+    assert _loss(again, job, tmp_path) == 0.7
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == kept
     # so does keeping the retrained run's log (0.7 in the work folder now)
     assert short_runs.keep(table.results_dir, TABLE, job, settings) == folder
@@ -95,7 +103,7 @@ def test_a_kept_folder_is_never_replaced(tmp_path, fake_fine_tune):
 
 def test_a_dry_runs_short_runs_are_not_kept(tmp_path, fake_fine_tune):
     table, experiment = _table(tmp_path, dry_run=DryRun(max_train=8, max_eval=8, max_update=2))
-    pretrained._short_run_loss(table, _job(table, experiment), tmp_path, [], [])
+    _loss(table, _job(table, experiment), tmp_path)
     assert not (table.results_dir / "gamma_grids").exists()
 
 
@@ -109,15 +117,82 @@ def test_a_kept_folder_of_other_settings_or_an_unfinished_log_is_refused(tmp_pat
     other = {**settings.record(), "finetune": {"seed": 7}}
     (folder / "settings.json").write_text(json.dumps(other))
     with pytest.raises(ReproError, match="not the settings of snli_minilm oscarmax γ=4.0"):
-        short_runs.recorded_loss(table.results_dir, TABLE, job, settings)
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
     (folder / "settings.json").write_text(json.dumps(settings.record()))
+    with pytest.raises(ReproError, match="started.json: missing; the short run of snli_minilm"):
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
+    (folder / "started.json").write_text(json.dumps({"git_commit": None}))
+    with pytest.raises(ReproError, match="started.json: names no git commit"):
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
+    (folder / "started.json").write_text(json.dumps({"git_commit": "0" * 40}))
     with pytest.raises(ReproError, match="the log of an unfinished run"):
-        short_runs.recorded_loss(table.results_dir, TABLE, job, settings)
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
+
+
+def test_a_run_without_its_provenance_is_not_kept(tmp_path, fake_fine_tune):
+    table, experiment = _table(tmp_path)
+    job = _job(table, experiment)
+    settings = pretrained._settings(job, select=True)
+    job.run_dir.mkdir(parents=True)
+    fake_fine_tune(settings, tmp_path, [], [], job.run_dir, print)
+    with pytest.raises(ReproError, match="started.json: missing"):
+        short_runs.keep(table.results_dir, TABLE, job, settings)
+    assert not short_runs.record_dir(table.results_dir, TABLE, job, settings).exists()
+    assert (job.run_dir / LOG_FILE).is_file()  # the run is still there, to keep once mended
+
+
+def test_the_gamma_choice_cites_each_short_run_by_folder_and_commit(
+    tmp_path, fake_fine_tune, monkeypatch
+):
+    table, experiment = _table(tmp_path)
+    table.selection_seeds = [1]
+    monkeypatch.setattr(pretrained, "read_pairs", lambda data, split: [])
+    monkeypatch.setattr(pretrained.pretrained_models, "model_dir", lambda model: tmp_path)
+    data = SimpleNamespace(manifest={"source": "offline"})
+    losses = iter([0.9, 0.6, 0.5, 0.7])  # the grid's order: 0.25, 1, 4, 16
+
+    def fine_tune(settings, *args):
+        fake_fine_tune.valid_loss = next(losses)
+        return fake_fine_tune(settings, *args)
+
+    monkeypatch.setattr(pretrained, "fine_tune", fine_tune)
+    selection = pretrained.choose_gamma(table, experiment, data, "oscarmax")
+    assert selection["chosen"] == 4.0
+    assert selection["validation"] == {"0.25": 0.9, "1.0": 0.6, "4.0": 0.5, "16.0": 0.7}
+    assert set(selection["short_runs"]) == set(selection["validation"])
+    for gamma, [cited] in selection["short_runs"].items():
+        folder = table.results_dir / short_runs.FOLDER / TABLE / cited["folder"]
+        started = json.loads((folder / "started.json").read_text())
+        assert cited["folder"].startswith(f"snli_minilm-oscarmax-gamma{gamma}-seed1-")
+        assert cited["git_commit"] == started["git_commit"]
+        assert cited["best_valid_loss"] == selection["validation"][gamma]
+    # read again from the kept folders, the same choice and the same citations
+    monkeypatch.setattr(pretrained, "fine_tune", None)
+    assert pretrained.choose_gamma(table, experiment, data, "oscarmax") == selection
+
+
+def test_every_committed_short_run_is_read_back_with_its_provenance(tmp_path):
+    """The committed folders are what the next run reuses: each must match the settings that
+    today's code builds for its job, show a finished log, and name the commit that trained it."""
+    table, experiment = _table(tmp_path)
+    table.results_dir = REPO / "results"
+    committed = sorted((table.results_dir / short_runs.FOLDER / TABLE).iterdir())
+    assert committed, "no committed short run to check"
+    for folder in committed:
+        name = re.fullmatch(r"snli_minilm-(\w+)-gamma([\d.]+)-seed(\d+)-[0-9a-f]{12}", folder.name)
+        mapping, gamma, seed = name[1], float(name[2]), int(name[3])
+        data = SimpleNamespace(manifest={"source": "offline"})
+        job = pretrained._job(table, experiment, data, mapping, seed, gamma, select=True)
+        settings = pretrained._settings(job, select=True)
+        assert short_runs.record_dir(table.results_dir, TABLE, job, settings) == folder
+        kept = short_runs.recorded(table.results_dir, TABLE, job, settings)
+        assert re.fullmatch(r"[0-9a-f]{40}", kept.citation()["git_commit"])
+        assert 0 < kept.best_valid_loss < 2
 
 
 def test_kept_short_runs_are_merged_once_and_a_conflict_is_refused(tmp_path, fake_fine_tune):
     table, experiment = _table(tmp_path)
-    pretrained._short_run_loss(table, _job(table, experiment), tmp_path, [], [])
+    _loss(table, _job(table, experiment), tmp_path)
     target = tmp_path / "committed"
     [copied] = merge_short_runs(table.results_dir, target, TABLE)
     assert sorted(f.name for f in copied.iterdir()) == [

@@ -204,3 +204,14 @@ def test_kept_short_runs_are_merged_once_and_a_conflict_is_refused(tmp_path, fak
     (copied / "train.log.gz").write_bytes(gzip.compress(b"other"))
     with pytest.raises(ReproError, match="exists with other content"):
         merge_short_runs(table.results_dir, target, TABLE)
+
+
+def test_a_short_run_without_its_provenance_is_not_merged(tmp_path, fake_fine_tune):
+    table, experiment = _table(tmp_path)
+    _loss(table, _job(table, experiment), tmp_path)
+    [kept] = (table.results_dir / short_runs.FOLDER / TABLE).iterdir()
+    (kept / "started.json").unlink()
+    target = tmp_path / "committed"
+    with pytest.raises(ReproError, match="no started.json .the commit that trained"):
+        merge_short_runs(table.results_dir, target, TABLE)
+    assert not target.exists()

@@ -20,7 +20,7 @@ from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.result_row import gamma_selection, train_record
 from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
-from regattn_fairseq.experiments.pipelines.plan import TableRun, grid_seconds
+from regattn_fairseq.experiments.pipelines.plan import TableRun, grid_seconds, stand_ins
 from regattn_fairseq.experiments.pipelines.table_jobs import (
     fairseq_job,
     gamma_overrides,
@@ -337,7 +337,9 @@ def _grid_left(table: TableRun, experiment, data, mapping, rows, how: SelectionH
         f"logs, {len(missing)} to train"
     )
     epochs = how.epochs or max([train_record(r).get("epochs") or 0 for r in same_cell] or [10])
-    seconds = grid_seconds(rows, table.scale, experiment.name, mapping, len(missing), epochs) or 0.0
+    kin = stand_ins(table.spec, experiment)
+    seconds = grid_seconds(rows, table.scale, experiment.name, mapping, len(missing), epochs, kin)
+    seconds = seconds or 0.0
     # a choice recorded before the edge rule settled it: most likely the grid's again, so the
     # jobs at it are counted as done (the run confirms it)
     unsettled = [

@@ -92,61 +92,86 @@ class PlannedJob:
     note: str = ""
 
 
-# where an estimate is taken from, most specific first: (same experiment?, same mapping?); a
-# new experiment of a table (inflection's sparse-output cell) is estimated from the table's
-# other experiments, which train the same models on the same data
+# where an estimate is taken from, most specific first: (same experiment?, same mapping?); the
+# other experiments are only the stand-ins (`stand_ins`)
 ESTIMATE_SCOPES = ((True, True), (True, False), (False, True), (False, False))
+
+# what makes another experiment of the same table stand in for an estimate: a model of the same
+# group on the same data (inflection's sparse-output cell and its medium cell). The continuous
+# table's snli classifier is no stand-in for its NMT model: its 5 minutes once estimated a
+# converged NMT job, an hour or more
+STAND_IN_FIELDS = ("scale_group", "dataset", "dataset_options")
+
+
+def stand_ins(spec: DictConfig, experiment) -> frozenset[str]:
+    """The other experiments of `spec`'s table whose runs may stand in for `experiment`'s in an
+    estimate (`STAND_IN_FIELDS`)."""
+    own = [experiment.get(field) for field in STAND_IN_FIELDS]
+    return frozenset(
+        other.name
+        for other in spec.experiments
+        if other.name != experiment.name and [other.get(f) for f in STAND_IN_FIELDS] == own
+    )
+
+
+def _scoped(rows: list[ResultRow], scale: str, experiment: str, mapping: str, kin: frozenset):
+    """The non-baseline, non-dry rows at `scale` of each `ESTIMATE_SCOPES` scope in turn: this
+    experiment's (of the mapping, then all), then its stand-ins' `kin` (the same)."""
+    current = [
+        row
+        for row in split_current(rows)[0]
+        if not is_baseline(row) and not row.get("dry_run") and row["scale"] == scale
+    ]
+    for same_experiment, same_mapping in ESTIMATE_SCOPES:
+        yield [
+            row
+            for row in current
+            if (row["experiment"] == experiment if same_experiment else row["experiment"] in kin)
+            and (not same_mapping or row["mapping"] == mapping)
+        ]
 
 
 def estimate_seconds(
-    rows: list[ResultRow], scale: str, experiment: str, mapping: str
+    rows: list[ResultRow], scale: str, experiment: str, mapping: str, kin: frozenset = frozenset()
 ) -> float | None:
     """The wall time one job of `mapping` at `scale` should take: the median of training plus
     decoding (each run once) over the converged runs at that scale of the first of
     ESTIMATE_SCOPES that has any (the mapping in this experiment, the experiment, the mapping
-    in the table, the table); None when the table has none. Another scale's runs never
-    stand in: a paper-scale job is not a small one's hour."""
-
-    def costs(same_experiment: bool, same_mapping: bool) -> list[float]:
+    in the stand-in experiments `kin`, those experiments); None when none has any. Another
+    scale's runs never stand in: a paper-scale job is not a small one's hour."""
+    for scoped in _scoped(rows, scale, experiment, mapping, kin):
         runs: dict[str, list[dict]] = {}
-        for row in split_current(rows)[0]:
-            if is_baseline(row) or row.get("dry_run") or row["scale"] != scale:
-                continue
-            if same_experiment and row["experiment"] != experiment:
-                continue
-            if same_mapping and row["mapping"] != mapping:
-                continue
+        for row in scoped:
             runs.setdefault(row["run_id"], []).append(row)
         kept, _ = converged([run_rows[0] for run_rows in runs.values()])
-        return [
+        values = [
             float(train_record(row)["wall_s"])
             + sum(float(decode_record(r).get("wall_s") or 0) for r in runs[row["run_id"]])
             for row in kept
             if train_record(row).get("wall_s")
         ]
-
-    for scope in ESTIMATE_SCOPES:
-        values = costs(*scope)
         if values:
             return statistics.median(values)
     return None
 
 
 def grid_seconds(
-    rows: list[ResultRow], scale: str, experiment: str, mapping: str, runs: int, epochs: int
+    rows: list[ResultRow],
+    scale: str,
+    experiment: str,
+    mapping: str,
+    runs: int,
+    epochs: int,
+    kin: frozenset = frozenset(),
 ):
     """A γ grid's estimate: `runs` runs of `epochs` epochs at the median seconds per epoch of
-    the first of ESTIMATE_SCOPES with rows at `scale`; None when the table has none."""
-    for same_experiment, same_mapping in ESTIMATE_SCOPES:
+    the first of ESTIMATE_SCOPES with rows at `scale` (the stand-ins `kin`, as in
+    `estimate_seconds`); None when none has any."""
+    for scoped in _scoped(rows, scale, experiment, mapping, kin):
         per_epoch = [
             train["wall_s"] / train["epochs"]
-            for row in split_current(rows)[0]
-            if row["scale"] == scale
-            and (not same_experiment or row["experiment"] == experiment)
-            and (not same_mapping or row["mapping"] == mapping)
-            and not is_baseline(row)
-            and (train := train_record(row)).get("wall_s")
-            and train.get("epochs")
+            for row in scoped
+            if (train := train_record(row)).get("wall_s") and train.get("epochs")
         ]
         if per_epoch:
             return runs * epochs * statistics.median(per_epoch)
@@ -391,15 +416,17 @@ class TableRun:
         return load_rows(self.results_dir, self.spec.table)
 
     def estimate(self, rows: list[ResultRow], experiment, mapping: str) -> tuple[float | None, str]:
-        """A job's estimate (`estimate_seconds`) from this table's `rows`, else from the first
-        of `kindred_rows` that has a converged run at the scale, and a note naming those.
+        """A job's estimate (`estimate_seconds`) from this table's `rows` of `experiment` and its
+        `stand_ins`, else from the first of `kindred_rows` that has a converged run at the
+        scale, and a note naming those.
 
         Returns
         -------
         tuple
             (seconds or None, "" or "estimated from <table>'s <experiment> runs").
         """
-        seconds = estimate_seconds(rows, self.scale, experiment.name, mapping)
+        kin = stand_ins(self.spec, experiment)
+        seconds = estimate_seconds(rows, self.scale, experiment.name, mapping, kin)
         if seconds is not None:
             return seconds, ""
         for table, name, kin in kindred_rows(self.spec, experiment, self.results_dir):

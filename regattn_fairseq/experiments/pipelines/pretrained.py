@@ -42,6 +42,7 @@ from regattn_fairseq.experiments.pipelines.plan import (
     PlannedJob,
     grid_seconds,
     has_files,
+    stand_ins,
 )
 from regattn_fairseq.experiments.pipelines.table_jobs import table_outputs
 from regattn_fairseq.experiments.rows.build import Scored, job_rows
@@ -349,7 +350,8 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
             share = min(pairs, select.get("train_pairs") or pairs) / pairs
             epochs = select.get("max_epoch", 1)
             left = len(grid) * len(table.selection_seeds) - kept
-            grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, left, epochs)
+            kin = stand_ins(table.spec, experiment)
+            grid_s = grid_seconds(rows, table.scale, experiment.name, mapping, left, epochs, kin)
             grids += share * (grid_s or 0)
         estimate, _ = table.estimate(rows, experiment, mapping)  # its own trainer: no kin
         for seed in table.seeds:

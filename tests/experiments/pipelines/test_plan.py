@@ -140,10 +140,16 @@ def test_estimates_come_from_converged_runs_and_progress_counts_the_jobs_left(ca
     # no uniform run: the experiment's
     assert plan.estimate_seconds(rows, "small", "e", "uniform") == pytest.approx(760)
     rows.append({**row("b1", "uniform", 100, 20), "experiment": "f"})
-    # another experiment of the table: its mapping's runs there, else all its runs
-    assert plan.estimate_seconds(rows, "small", "other", "softmax") == pytest.approx(760)
-    assert plan.estimate_seconds(rows, "small", "other", "uniform") == pytest.approx(120)
-    assert plan.estimate_seconds(rows, "small", "other", "fusedmax") == pytest.approx(660)
+    # the table's stand-in experiments: the mapping's runs there, else all their runs
+    kin = frozenset({"e", "f"})
+    assert plan.estimate_seconds(rows, "small", "other", "softmax", kin) == pytest.approx(760)
+    assert plan.estimate_seconds(rows, "small", "other", "uniform", kin) == pytest.approx(120)
+    assert plan.estimate_seconds(rows, "small", "other", "fusedmax", kin) == pytest.approx(660)
+    # an experiment that is no stand-in never estimates another's jobs
+    assert plan.estimate_seconds(rows, "small", "other", "softmax", frozenset({"f"})) == 120
+    assert plan.estimate_seconds(rows, "small", "other", "softmax") is None
+    assert plan.grid_seconds(rows, "small", "other", "softmax", 3, 2) is None
+    assert plan.grid_seconds(rows, "small", "other", "uniform", 3, 2, kin) == pytest.approx(60)
     assert plan.estimate_seconds([], "small", "e", "softmax") is None
     # another scale's runs never stand in: a paper-scale job is not a small one's minutes
     assert plan.estimate_seconds(rows, "paper", "e", "softmax") is None
@@ -302,6 +308,27 @@ def test_a_table_with_no_converged_run_is_estimated_from_one_that_trains_its_mod
     run = plan.TableRun(spec, reproduce.parse_args(["continuous"]), [1], [], tmp_path, tmp_path)
     own = [row("continuous", "snli", "softmax", 1, 290.0)]
     assert run.estimate(own, spec.experiments[1], "softmax") == (pytest.approx(300.0), "")
+    # but its snli classifier never estimates its NMT model: the NMT table's runs do (the
+    # 5-minute classifier once put 18 converged NMT jobs at 1.6 CPU-hours)
+    assert [e.name for e in spec.experiments] == ["multi30k_en_de", "snli"]
+    assert run.estimate(own, spec.experiments[0], "softmax") == (
+        pytest.approx(3600.0),
+        "estimated from nmt's multi30k_en_de runs",
+    )
+
+
+def test_an_experiment_stands_in_for_another_of_its_table_on_the_same_model_and_data():
+    def kin(table, experiment):
+        spec = reproduce.load_config("reproduce", table)
+        chosen = next(e for e in spec.experiments if e.name == experiment)
+        return plan.stand_ins(spec, chosen)
+
+    assert kin("inflection", "medium_entmax_output") == {"medium"}
+    assert kin("inflection", "medium") == {"medium_entmax_output"}
+    assert kin("inflection", "high") == set()  # other data: ten times the pairs
+    assert kin("continuous", "multi30k_en_de") == set()
+    assert kin("ner", "dutch") == set()
+    assert kin("nmt", "iwslt14_de_en") == set()
 
 
 def test_a_resumed_job_is_kept_out_of_the_pace(monkeypatch, capsys):

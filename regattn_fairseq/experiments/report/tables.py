@@ -189,6 +189,19 @@ def _gamma_tuning(row: ResultRow) -> tuple | None:
     return (tuple(selection["grid"]), selection["criterion"], tuple(selection["seeds"]))
 
 
+def _short_runs_note(selection: dict) -> str:
+    """Where a choice's short runs are kept and the commits that trained them, when the rows
+    cite them (a fine-tuned table's ``short_runs``); "" otherwise."""
+    cited = [run for runs in (selection.get("short_runs") or {}).values() for run in runs]
+    if not cited:
+        return ""
+    commits = sorted({run["git_commit"][:10] for run in cited})
+    return (
+        f"; its {len(cited)} short runs are kept under `results/gamma_grids/finetune/`, "
+        f"trained at commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}"
+    )
+
+
 def _gamma_edge_note(selection: dict) -> str:
     """What a γ choice says about the optimum: the values tried beyond the grid's edge (the
     edge rule of `gamma_select.choose_gamma`), and whether the choice is still at the edge of
@@ -316,7 +329,7 @@ def _experiment_table(
             scores = ", ".join(f"γ={g}: {v}" for g, v in selection["validation"].items())
             lines.append(
                 f"- {row['mapping']}: γ = {selection['chosen']}{_gamma_edge_note(selection)} "
-                f"({selection['criterion']}: {scores})"
+                f"({selection['criterion']}: {scores}){_short_runs_note(selection)}"
             )
         lines.append("")
     return lines

@@ -20,7 +20,11 @@ from regattn_fairseq.experiments.core import provenance
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.pipelines import rerun
 from regattn_fairseq.experiments.pipelines.reproduce import parse_args
-from regattn_fairseq.experiments.report.tables import _gamma_edge_note, render_table
+from regattn_fairseq.experiments.report.tables import (
+    _gamma_edge_note,
+    _short_runs_note,
+    render_table,
+)
 from regattn_fairseq.experiments.report.views import write_outputs
 from regattn_fairseq.experiments.rows import keys as rowkeys
 from regattn_fairseq.experiments.rows.store import load_rows, read_rows
@@ -562,3 +566,21 @@ def test_gamma_choice_line_names_the_values_tried_beyond_the_grid():
     still = _gamma_edge_note({**grid, "chosen": 64.0, "extended": [16.0, 64.0]})
     assert still.endswith("(at the edge of the γ tried: the best γ may lie beyond it)")
     assert _gamma_edge_note({"grid": [1.0, 4.0, 16.0], "chosen": 4.0}) == ""
+
+
+def test_gamma_choice_line_names_where_its_short_runs_are_kept():
+    """A fine-tuned table's choice cites its short runs (pipelines/short_runs.py): the line says
+    how many, where, and the commits that trained them; a choice without citations says
+    nothing of them."""
+    run = {"folder": "f", "best_valid_loss": 0.5, "date": "d", "cpu": "c", "git_dirty": False}
+    selection = {
+        "short_runs": {
+            "1.0": [{**run, "git_commit": "a" * 40}],
+            "4.0": [{**run, "git_commit": "b" * 40}, {**run, "git_commit": "a" * 40}],
+        }
+    }
+    assert _short_runs_note(selection) == (
+        "; its 3 short runs are kept under `results/gamma_grids/finetune/`, trained at commits "
+        "aaaaaaaaaa, bbbbbbbbbb"
+    )
+    assert _short_runs_note({"grid": [1.0], "chosen": 1.0}) == ""

@@ -148,20 +148,19 @@ def merge_short_runs(source: Path, results_dir: Path, table: str) -> list[Path]:
     Raises
     ------
     ReproError
-        a folder here holds a file with other bytes than the source's, or a source folder has
-        no ``started.json`` (the commit that trained it, which `short_runs.recorded` requires);
-        nothing copied.
+        a folder here holds a file with other bytes than the source's, or a source folder's
+        ``settings.json`` names no commit that trained it (`short_runs.read_kept`, which
+        `short_runs.recorded` requires too); nothing copied.
     """
     copies = []
     for settings in sorted((Path(source) / short_runs.FOLDER / table).glob("*/*.json")):
         if settings.name != short_runs.SETTINGS_FILE:
             continue
         folder = settings.parent
-        if not (folder / short_runs.STARTED_FILE).is_file():
-            raise ReproError(
-                f"{folder}: no {short_runs.STARTED_FILE} (the commit that trained this short run); "
-                "nothing copied"
-            )
+        try:
+            short_runs.read_kept(settings)
+        except ReproError as error:
+            raise ReproError(f"{error}; nothing copied") from None
         target = Path(results_dir) / short_runs.FOLDER / table / folder.name
         for origin in sorted(folder.iterdir()):
             here = target / origin.name

@@ -3,18 +3,22 @@
 A short run gives the γ choice one number, its best validation loss; its model is not kept. The
 choice itself is recorded only in the rows of the mapping's first converged run, hours later. A
 machine lost in between (they are lent, and go) would lose the whole grid. So each short run's
-settings, log and provenance are written when it ends, to
+settings, provenance and log are written when it ends, to
 
     <results>/gamma_grids/finetune/<table>/<experiment>-<mapping>-gamma<γ>-seed<s>-<config hash>/
-        settings.json  train.log.gz  started.json
+        settings.json  train.log.gz
 
 and `recorded` reads it back from there (`KeptShortRun`). A later run does not train that short
-run again, on any machine or from a fresh clone once the folder is committed. The config hash and
-the full ``settings.json`` must both match: a short run of other settings is another run.
-``started.json`` is the run's provenance (commit, package versions, hardware, date): a folder
-without it is refused, and the rows' γ selection cites each short run by its folder and commit
-(`KeptShortRun.citation`). It is kept apart from ``settings.json``, which holds only what makes
-two short runs the same run.
+run again, on any machine or from a fresh clone once the folder is committed.
+
+``settings.json`` is one record, ``{"settings": ..., "provenance": ...}``:
+
+- ``settings`` is what makes two short runs the same run. The config hash and this part must both
+  match; a short run of other settings is another run. Only this part is compared.
+- ``provenance`` is the run's ``started.json`` (commit, package versions, hardware, date), so the
+  file that a γ choice is read through names the code that trained it. A folder whose
+  provenance is missing or names no commit is refused, and the rows' γ selection cites each short
+  run by its folder and commit (`KeptShortRun.citation`).
 
 The fairseq tables' grids are kept otherwise. Their logs are committed by hand, batch by batch,
 and `grid_logs` puts them back into a work folder.
@@ -36,6 +40,7 @@ from regattn_fairseq.experiments.train.hf_finetune import LOG_FILE, FineTuneSett
 FOLDER = Path("gamma_grids") / "finetune"
 SETTINGS_FILE = "settings.json"
 LOG_ARCHIVE = LOG_FILE + ".gz"
+# the provenance that train.py writes in a run folder, which `keep` copies into SETTINGS_FILE
 STARTED_FILE = "started.json"
 
 
@@ -59,7 +64,8 @@ class KeptShortRun:
     best_valid_loss : float
         the number the γ choice uses.
     started : dict
-        its ``started.json``: git_commit, git_dirty, date, hardware, versions.
+        the provenance in its ``settings.json``: git_commit, git_dirty, date, hardware,
+        versions.
     """
 
     folder: Path
@@ -86,24 +92,44 @@ def recorded(results_dir: Path, table: str, job: Job, settings: FineTuneSettings
     ------
     ReproError
         the folder holds a run of other settings (a hash collision, or an edited file), its log
-        does not show a finished run, or its provenance (``started.json``) is missing or names
-        no commit.
+        does not show a finished run, or its ``settings.json`` has no provenance naming a commit.
     """
     folder = record_dir(results_dir, table, job, settings)
     if not (folder / SETTINGS_FILE).is_file():
         return None
-    if json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8")) != settings.record():
+    kept = read_kept(folder / SETTINGS_FILE)
+    if kept["settings"] != settings.record():
         raise ReproError(f"{folder / SETTINGS_FILE}: not the settings of {job.label}")
-    started = _provenance(folder / STARTED_FILE, job)
     text = gzip.decompress((folder / LOG_ARCHIVE).read_bytes()).decode("utf-8")
     curve = log_curve(text, settings)
     if curve.get("stop") is None or curve.get("best_valid_loss") is None:
         raise ReproError(f"{folder / LOG_ARCHIVE}: the log of an unfinished run ({job.label})")
-    return KeptShortRun(folder, curve["best_valid_loss"], started)
+    return KeptShortRun(folder, curve["best_valid_loss"], kept["provenance"])
 
 
-def _provenance(path: Path, job: Job) -> dict:
-    """The ``started.json`` at `path`; a short run whose commit is unknown is not kept or read."""
+def read_kept(path: Path) -> dict:
+    """A kept folder's ``settings.json`` at `path`: ``{"settings", "provenance"}``.
+
+    Raises
+    ------
+    ReproError
+        the file is not that record, or its provenance names no commit: a short run whose code
+        is unknown is not read (nor merged).
+    """
+    kept = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(kept, dict) or set(kept) != {"settings", "provenance"}:
+        raise ReproError(
+            f"{path}: not a kept short run's record ({{settings, provenance}}); "
+            "the code that trained it is unknown"
+        )
+    if not (kept["provenance"] or {}).get("git_commit"):
+        raise ReproError(f"{path}: its provenance names no git commit")
+    return kept
+
+
+def _started(path: Path, job: Job) -> dict:
+    """The ``started.json`` of a finished short run at `path`; a run whose commit is unknown is
+    not kept."""
     if not path.is_file():
         raise ReproError(
             f"{path}: missing; the short run of {job.label} has no record of the code that "
@@ -133,11 +159,9 @@ def keep(results_dir: Path, table: str, job: Job, settings: FineTuneSettings) ->
     folder = record_dir(results_dir, table, job, settings)
     if (folder / SETTINGS_FILE).is_file():
         return folder
-    started = job.run_dir / STARTED_FILE
-    _provenance(started, job)
-    write_file(folder / STARTED_FILE, started.read_bytes())
+    started = _started(job.run_dir / STARTED_FILE, job)
     log = (job.run_dir / LOG_FILE).read_bytes()
     write_file(folder / LOG_ARCHIVE, gzip.compress(log, mtime=0))
     # written last: a folder is kept (`recorded`) once its settings are there
-    write_json(folder / SETTINGS_FILE, settings.record())
+    write_json(folder / SETTINGS_FILE, {"settings": settings.record(), "provenance": started})
     return folder

@@ -70,8 +70,12 @@ def test_a_short_run_is_kept_as_it_ends_and_not_trained_again(tmp_path, fake_fin
     folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
     assert folder.parent == table.results_dir / "gamma_grids" / "finetune" / TABLE
     assert folder.name.startswith("snli_minilm-oscarmax-gamma4.0-seed1-")
-    assert json.loads((folder / "settings.json").read_text()) == settings.record()
-    assert json.loads((folder / "started.json").read_text())["git_commit"]
+    kept = json.loads((folder / "settings.json").read_text())
+    assert kept["settings"] == settings.record()
+    # the provenance is in the same file: the work folder's started.json, whole
+    assert kept["provenance"] == json.loads((job.run_dir / "started.json").read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}", kept["provenance"]["git_commit"])
+    assert sorted(f.name for f in folder.iterdir()) == ["settings.json", "train.log.gz"]
     logged = gzip.decompress((folder / "train.log.gz").read_bytes()).decode()
     assert json.loads(logged)["valid_loss"] == 0.6123
     # the machine is lost: the work folder with it; the kept run is read, not trained again
@@ -114,17 +118,26 @@ def test_a_kept_folder_of_other_settings_or_an_unfinished_log_is_refused(tmp_pat
     folder = short_runs.record_dir(table.results_dir, TABLE, job, settings)
     folder.mkdir(parents=True)
     (folder / "train.log.gz").write_bytes(gzip.compress(b""))
-    other = {**settings.record(), "finetune": {"seed": 7}}
-    (folder / "settings.json").write_text(json.dumps(other))
+    provenance = {"git_commit": "0" * 40, "date": "2026-12-02T00:00:00+00:00"}
+
+    def kept(record):
+        (folder / "settings.json").write_text(json.dumps(record))
+
+    kept({"settings": {**settings.record(), "finetune": {"seed": 7}}, "provenance": provenance})
     with pytest.raises(ReproError, match="not the settings of snli_minilm oscarmax γ=4.0"):
         short_runs.recorded(table.results_dir, TABLE, job, settings)
-    (folder / "settings.json").write_text(json.dumps(settings.record()))
-    with pytest.raises(ReproError, match="started.json: missing; the short run of snli_minilm"):
+    # the settings alone, as folders were kept before 2026-12-02: the code is unknown
+    kept(settings.record())
+    with pytest.raises(ReproError, match=r"settings.json: not a kept short run's record"):
         short_runs.recorded(table.results_dir, TABLE, job, settings)
-    (folder / "started.json").write_text(json.dumps({"git_commit": None}))
-    with pytest.raises(ReproError, match="started.json: names no git commit"):
+    kept({"settings": settings.record(), "provenance": {"git_commit": None}})
+    with pytest.raises(ReproError, match="settings.json: its provenance names no git commit"):
         short_runs.recorded(table.results_dir, TABLE, job, settings)
-    (folder / "started.json").write_text(json.dumps({"git_commit": "0" * 40}))
+    kept({"settings": settings.record(), "provenance": None})
+    with pytest.raises(ReproError, match="settings.json: its provenance names no git commit"):
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
+    # only the settings part is compared: another machine's provenance is the same run
+    kept({"settings": settings.record(), "provenance": provenance})
     with pytest.raises(ReproError, match="the log of an unfinished run"):
         short_runs.recorded(table.results_dir, TABLE, job, settings)
 
@@ -162,7 +175,7 @@ def test_the_gamma_choice_cites_each_short_run_by_folder_and_commit(
     assert set(selection["short_runs"]) == set(selection["validation"])
     for gamma, [cited] in selection["short_runs"].items():
         folder = table.results_dir / short_runs.FOLDER / TABLE / cited["folder"]
-        started = json.loads((folder / "started.json").read_text())
+        started = json.loads((folder / "settings.json").read_text())["provenance"]
         assert cited["folder"].startswith(f"snli_minilm-oscarmax-gamma{gamma}-seed1-")
         assert cited["git_commit"] == started["git_commit"]
         assert cited["best_valid_loss"] == selection["validation"][gamma]
@@ -188,6 +201,7 @@ def test_every_committed_short_run_is_read_back_with_its_provenance(tmp_path):
         kept = short_runs.recorded(table.results_dir, TABLE, job, settings)
         assert re.fullmatch(r"[0-9a-f]{40}", kept.citation()["git_commit"])
         assert 0 < kept.best_valid_loss < 2
+        assert sorted(f.name for f in folder.iterdir()) == ["settings.json", "train.log.gz"]
 
 
 def test_kept_short_runs_are_merged_once_and_a_conflict_is_refused(tmp_path, fake_fine_tune):
@@ -195,11 +209,7 @@ def test_kept_short_runs_are_merged_once_and_a_conflict_is_refused(tmp_path, fak
     _loss(table, _job(table, experiment), tmp_path)
     target = tmp_path / "committed"
     [copied] = merge_short_runs(table.results_dir, target, TABLE)
-    assert sorted(f.name for f in copied.iterdir()) == [
-        "settings.json",
-        "started.json",
-        "train.log.gz",
-    ]
+    assert sorted(f.name for f in copied.iterdir()) == ["settings.json", "train.log.gz"]
     assert merge_short_runs(table.results_dir, target, TABLE) == []
     (copied / "train.log.gz").write_bytes(gzip.compress(b"other"))
     with pytest.raises(ReproError, match="exists with other content"):
@@ -210,8 +220,9 @@ def test_a_short_run_without_its_provenance_is_not_merged(tmp_path, fake_fine_tu
     table, experiment = _table(tmp_path)
     _loss(table, _job(table, experiment), tmp_path)
     [kept] = (table.results_dir / short_runs.FOLDER / TABLE).iterdir()
-    (kept / "started.json").unlink()
+    record = json.loads((kept / "settings.json").read_text())
+    (kept / "settings.json").write_text(json.dumps(record["settings"]))  # the provenance lost
     target = tmp_path / "committed"
-    with pytest.raises(ReproError, match="no started.json .the commit that trained"):
+    with pytest.raises(ReproError, match="not a kept short run's record .*; nothing copied"):
         merge_short_runs(table.results_dir, target, TABLE)
     assert not target.exists()

@@ -116,13 +116,18 @@ def read_kept(path: Path) -> dict:
         the file is not that record, or its provenance names no commit: a short run whose code
         is unknown is not read (nor merged).
     """
-    kept = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        kept = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        # a file cut short by a lost machine, or edited by hand
+        raise ReproError(f"{path}: not JSON ({error}); the kept short run cannot be read") from None
     if not isinstance(kept, dict) or set(kept) != {"settings", "provenance"}:
         raise ReproError(
             f"{path}: not a kept short run's record ({{settings, provenance}}); "
             "the code that trained it is unknown"
         )
-    if not (kept["provenance"] or {}).get("git_commit"):
+    provenance = kept["provenance"]
+    if not isinstance(provenance, dict) or not provenance.get("git_commit"):
         raise ReproError(f"{path}: its provenance names no git commit")
     return kept
 

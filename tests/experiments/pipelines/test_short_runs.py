@@ -136,6 +136,13 @@ def test_a_kept_folder_of_other_settings_or_an_unfinished_log_is_refused(tmp_pat
     kept({"settings": settings.record(), "provenance": None})
     with pytest.raises(ReproError, match="settings.json: its provenance names no git commit"):
         short_runs.recorded(table.results_dir, TABLE, job, settings)
+    kept({"settings": settings.record(), "provenance": "0" * 40})
+    with pytest.raises(ReproError, match="settings.json: its provenance names no git commit"):
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
+    # a file cut short: the error names it, not a bare JSONDecodeError
+    (folder / "settings.json").write_text(json.dumps({"settings": settings.record()})[:20])
+    with pytest.raises(ReproError, match=r"settings.json: not JSON .*cannot be read"):
+        short_runs.recorded(table.results_dir, TABLE, job, settings)
     # only the settings part is compared: another machine's provenance is the same run
     kept({"settings": settings.record(), "provenance": provenance})
     with pytest.raises(ReproError, match="the log of an unfinished run"):

@@ -157,8 +157,11 @@ clean-venv: ## remove .venv (the cached fairseq wheel stays)
 #   PLAN_ONLY=1  print the plan (each job done or to do, CPU-hours left) and stop; with no
 #                variables, every target runs its table's recipe (configs/reproduce/<table>.yaml)
 #   ALLOW_DIRTY=1  let SCALE=small|paper start on a dirty work tree (rows are marked †)
-#   THREADS=N    intra-op threads per training process (default 1: run two tables or two
-#                MAPPINGS=... at once on 2 cores rather than one with 2 threads). Measured on
+#   WORKERS=N    N processes share the table's jobs, each training a job no other one holds
+#                (default 1; WORKERS x THREADS at most the cores; the others' output in
+#                WORK_DIR/logs/reproduce-<table>-<scale>-worker<k>.log)
+#   THREADS=N    intra-op threads per training process (default 1: WORKERS=2, or two tables
+#                at once, on 2 cores rather than one process with 2 threads). Measured on
 #                NMT fusedmax (results/bench/training_threads_cpu.md): 2 processes x 1 thread, 2,007 target tokens/s each
 #                (3,994 in all); 1 process x 2 threads, 3,284: 18% less in all, but each run
 #                done 1.64x sooner (THREADS=2 where a run must end before the machine does)
@@ -198,7 +201,7 @@ TABLE_ARGS   = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAPPINGS),--mappings $(MAP
                $(if $(filter 1 true yes,$(BASELINES_ONLY)),--baselines-only) \
                $(if $(filter 1 true yes,$(PLAN_ONLY)),--plan-only) \
                $(if $(MAX_TRAIN),--max-train $(MAX_TRAIN)) $(if $(MAX_EVAL),--max-eval $(MAX_EVAL)) \
-               $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE))
+               $(if $(MAX_UPDATE),--max-update $(MAX_UPDATE)) $(if $(WORKERS),--workers $(WORKERS))
 
 .PHONY: reproduce-table1 reproduce-table1-pretrained reproduce-table2 reproduce-e2-transformer reproduce-nmt reproduce-inflection reproduce-ner reproduce-continuous sweep-lambda sweep-alpha sweep-gamma \
         results-tables rerun-row

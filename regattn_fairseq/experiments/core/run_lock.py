@@ -7,8 +7,10 @@ Now the second process to reach a run folder **waits** for the first to finish i
 the table again and skips the job as finished (or, if the first one failed or was killed
 before its rows, runs it itself, resuming from the checkpoints). Waiting rather than skipping
 keeps one contract: a command that exits 0 leaves every job it was asked for finished, and
-GAMMA=auto needs every grid run's validation loss anyway. Run MAPPINGS=... per process to
-share a table's work between processes.
+GAMMA=auto needs every grid run's validation loss anyway.
+
+Processes that share a table's work (``--workers``) take a job only when its folder is free
+(`claim_run_lock`): a held one is left to its holder and waited for once the free ones are done.
 
 The lock is `fcntl.flock` on a file beside the run folder (``.<folder>.lock``; --retrain
 deletes the folder itself). The kernel releases it when its holder dies, SIGKILL included, so a
@@ -98,9 +100,7 @@ def run_lock(run_dir: Path, label: str) -> Iterator[bool]:
         Whether this process had to wait (the caller then reads the table again: the other
         process may have finished the job).
     """
-    path = lock_path(run_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    with _lock_file(run_dir) as handle:
         waited = False
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -112,28 +112,76 @@ def run_lock(run_dir: Path, label: str) -> Iterator[bool]:
             )
             fcntl.flock(handle, fcntl.LOCK_EX)
             waited = True
-        previous = _read_owner(handle)
-        if previous is not None:  # its holder ended without clearing it: killed
+        with _held(handle, run_dir, label):
+            yield waited
+
+
+@contextmanager
+def claim_run_lock(run_dir: Path, label: str) -> Iterator[dict | None]:
+    """Hold a run folder's lock if no other process holds it; never wait.
+
+    Parameters
+    ----------
+    run_dir, label
+        as for `run_lock`.
+
+    Yields
+    ------
+    dict or None
+        None when this process holds the lock (as `run_lock` would); else the holder's record
+        (pid, host, since, command; empty when it wrote none), said in a line, and nothing is
+        held.
+    """
+    with _lock_file(run_dir) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_owner(handle) or {}
             print(
-                f"[lock] {label}: taking over {run_dir} from pid {previous['pid']} on "
-                f"{previous['host']} (started {previous['since']}), which ended without "
-                "releasing it; its checkpoints are resumed",
+                f"[share] {label}: {run_dir} is run by {describe_owner(holder)}; on to the next "
+                "job (this one is waited for at the end)",
                 flush=True,
             )
+            yield holder
+            return
+        with _held(handle, run_dir, label):
+            yield None
+
+
+@contextmanager
+def _lock_file(run_dir: Path):
+    path = lock_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        yield handle
+
+
+@contextmanager
+def _held(handle, run_dir: Path, label: str) -> Iterator[None]:
+    """With the lock taken on `handle`: record this process as its owner (saying so when the
+    previous owner was killed holding it), and clear the record and release on the way out."""
+    previous = _read_owner(handle)
+    if previous is not None:  # its holder ended without clearing it: killed
+        print(
+            f"[lock] {label}: taking over {run_dir} from pid {previous['pid']} on "
+            f"{previous['host']} (started {previous['since']}), which ended without "
+            "releasing it; its checkpoints are resumed",
+            flush=True,
+        )
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(owner_record()) + "\n")
+    handle.flush()
+    _HELD.append(handle.fileno())
+    try:
+        yield
+    finally:
+        _HELD.remove(handle.fileno())
+        # cleared: a record left in the file means its owner was killed
         handle.seek(0)
         handle.truncate()
-        handle.write(json.dumps(owner_record()) + "\n")
         handle.flush()
-        _HELD.append(handle.fileno())
-        try:
-            yield waited
-        finally:
-            _HELD.remove(handle.fileno())
-            # cleared: a record left in the file means its owner was killed
-            handle.seek(0)
-            handle.truncate()
-            handle.flush()
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def inherited_fds() -> tuple[int, ...]:

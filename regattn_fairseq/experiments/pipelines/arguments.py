@@ -133,6 +133,26 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_dry_run_arguments(parser)
     add_launch_arguments(parser)
+    add_worker_arguments(parser)
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers: processes that share a table's jobs on one machine (`workers`)."""
+    group = parser.add_argument_group(
+        "workers",
+        "processes that share the table's jobs on this machine (pipelines/workers.py): each "
+        "trains a job no other one holds, then waits for the others' to finish",
+    )
+    group.add_argument(
+        "--workers",
+        type=whole_number(1),
+        default=1,
+        help="processes sharing the jobs (WORKERS=N, default 1), each with --threads threads: "
+        "WORKERS x THREADS at most the cores; the others' output goes to "
+        "WORK_DIR/logs/reproduce-<table>-<scale>-worker<k>.log",
+    )
+    # set by the first worker on the others it starts (their number, 1..N-1)
+    group.add_argument("--worker", type=whole_number(1), default=0, help=argparse.SUPPRESS)
 
 
 def add_gamma_arguments(parser: argparse.ArgumentParser) -> None:
@@ -234,6 +254,32 @@ def settle_table_arguments(parser: argparse.ArgumentParser, args: argparse.Names
         args.seeds = [seed for group in args.seeds for seed in group]
     if args.baselines_only and args.dry_run.active:
         parser.error("--baselines-only scores the full evaluation sets: no dry-run caps")
+    _check_worker_arguments(parser, args)
+
+
+def _check_worker_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--workers shares jobs that are to do once each: not with the options that ask finished
+    jobs again, train no job, or launch a job over several processes or machines."""
+    if args.worker >= args.workers:
+        parser.error(f"--worker {args.worker} is not one of the {args.workers} workers")
+    if args.workers == 1:
+        return
+    refused = {
+        "--retrain": args.retrain,
+        "--rescore": args.rescore,
+        "--baselines-only": args.baselines_only,
+        "--gamma-select-only": args.gamma_select_only,
+        "--gpus": args.launch.gpus > 0,
+        "--cpu-processes": args.launch.cpu_processes > 1,
+        "--nodes": args.launch.nodes > 1,
+    }
+    named = [option for option, given in refused.items() if given]
+    if named:
+        parser.error(
+            f"--workers {args.workers} cannot be combined with {', '.join(named)}: workers "
+            "share the jobs still to do, each trained once on the CPU by one process; run it "
+            "with --workers 1 (or MAPPINGS=... per process)"
+        )
 
 
 def _check_gamma_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

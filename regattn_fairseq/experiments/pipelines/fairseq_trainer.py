@@ -15,13 +15,9 @@ from regattn_fairseq.experiments.pipelines.gamma_select import (
     GAMMA_MAPPINGS,
     choose_gamma,
     planned_gamma,
+    train_free_grid_runs,
 )
-from regattn_fairseq.experiments.pipelines.plan import (
-    ExperimentTrainer,
-    PlannedJob,
-    TableRun,
-    has_files,
-)
+from regattn_fairseq.experiments.pipelines.plan import ExperimentTrainer, PlannedJob, TableRun
 from regattn_fairseq.experiments.pipelines.table_jobs import (
     MappingSetup,
     run_table_job,
@@ -147,7 +143,9 @@ def choose_gammas(table: TableRun, experiment, data: PreparedData) -> None:
 
 def run_experiment(table: TableRun, experiment, data: PreparedData, progress=None) -> list[Path]:
     """Train and score every mapping and seed of an experiment whose rows are missing;
-    `progress` (`plan.Progress`) prints a line as each job to do starts.
+    `progress` (`plan.Progress`) prints a line as each job to do starts. Shared with other
+    workers (``--workers``), a first pass trains only the jobs no other worker holds
+    (`_run_free_jobs`); this pass then waits for the others' and finds them finished.
 
     Returns
     -------
@@ -155,17 +153,30 @@ def run_experiment(table: TableRun, experiment, data: PreparedData, progress=Non
         the attention exports of the first seed and evaluation set, one per mapping (the
         figure's panels).
     """
+    starting = progress.starting if progress is not None else None
+    if table.args.workers > 1:
+        _run_free_jobs(table, experiment, data, starting)
     exports = []
     for mapping in table.mappings_of(experiment):
         setup = mapping_setup(table, experiment, data, mapping)
         for seed in table.seeds:
-            if progress is not None:
-                folder = table.run_dir(experiment, data, mapping, seed, setup.gamma)
-                progress.start(experiment.name, mapping, seed, resumed=has_files(folder))
-            export = run_table_job(table, experiment, data, setup, seed)
+            export = run_table_job(table, experiment, data, setup, seed, started=starting)
             if export is not None:
                 exports.append(export)
     return exports
+
+
+def _run_free_jobs(table: TableRun, experiment, data: PreparedData, starting) -> None:
+    """The first pass of a worker sharing the table: each mapping's γ grid runs that no other
+    worker holds (`gamma_select.train_free_grid_runs`), then, where its γ can be chosen, its
+    seeds that no other worker holds; held ones are left to their holders."""
+    for mapping in table.mappings_of(experiment):
+        tuned = table.args.gamma == "auto" and mapping in GAMMA_MAPPINGS
+        if tuned and not train_free_grid_runs(table, experiment, data, mapping, table.rows()):
+            continue  # part of its grid is another worker's: its choice waits for the next pass
+        setup = mapping_setup(table, experiment, data, mapping)
+        for seed in table.seeds:
+            run_table_job(table, experiment, data, setup, seed, share=True, started=starting)
 
 
 TRAINER = ExperimentTrainer(

@@ -18,7 +18,7 @@ from pathlib import Path
 from regattn import mappings
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.result_row import gamma_selection, train_record
-from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.core.run_lock import claim_run_lock, run_lock
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
 from regattn_fairseq.experiments.pipelines.plan import TableRun, grid_seconds, stand_ins
 from regattn_fairseq.experiments.pipelines.table_jobs import (
@@ -148,13 +148,33 @@ def choose_gamma(table: TableRun, experiment, data, mapping: str, rows=()) -> di
 
 def _selection_loss(table: TableRun, experiment, data, mapping, seed, gamma, run_dir, how):
     """The best validation loss of one grid run of the choice in `run_dir`, trained there
-    (`table_jobs.train_fresh` of its job) unless it is a shortened selection run whose log
-    holds its last epoch.
+    first (`_train_selection_run`).
 
     Raises
     ------
     ReproError
         the run's log holds no validation loss.
+    """
+    _train_selection_run(table, experiment, data, mapping, seed, gamma, run_dir, how)
+    # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
+    # valid_best_loss only from the second validation on)
+    curve = _selection_curve(run_dir)
+    if not curve:
+        raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
+    return curve["best_valid_loss"]
+
+
+def _train_selection_run(
+    table: TableRun, experiment, data, mapping, seed, gamma, run_dir, how, share=False
+) -> bool:
+    """Train one grid run of the choice in `run_dir` (`table_jobs.train_fresh` of its job)
+    unless it is a shortened selection run whose log holds its last epoch. Sharing the table's
+    jobs (``share``), a run another process holds is left to it.
+
+    Returns
+    -------
+    bool
+        False when it was left to another process.
     """
     args = table.args
     extra = [*gamma_overrides(args.override, gamma), *how.overrides]
@@ -180,17 +200,43 @@ def _selection_loss(table: TableRun, experiment, data, mapping, seed, gamma, run
             "trained again",
             flush=True,
         )
-    else:
-        # Otherwise through fairseq: a finished run stops at once, an interrupted one resumes
-        # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
-        with run_lock(job.run_dir, job.label):
-            train_fresh(job, args.retrain, args.launch)
-    # the best epoch's loss, the one checkpoint_best.pt was kept for (fairseq logs
-    # valid_best_loss only from the second validation on)
-    curve = _selection_curve(run_dir)
-    if not curve:
-        raise ReproError(f"no validation loss in {run_dir / 'train.log'}")
-    return curve["best_valid_loss"]
+        return True
+    # Otherwise through fairseq: a finished run stops at once, an interrupted one resumes
+    # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
+    if share:
+        with claim_run_lock(job.run_dir, job.label) as holder:
+            if holder is None:
+                train_fresh(job, args.retrain, args.launch)
+        return holder is None
+    with run_lock(job.run_dir, job.label):
+        train_fresh(job, args.retrain, args.launch)
+    return True
+
+
+def train_free_grid_runs(table: TableRun, experiment, data, mapping: str, rows=()) -> bool:
+    """Sharing the table's jobs (``--workers``): train the runs of `mapping`'s γ grid that no
+    other process holds, without choosing (`choose_gamma` chooses once all are done; the
+    values beyond the grid's edge depend on the choice and are trained then).
+
+    Returns
+    -------
+    bool
+        True when no grid run was left to another process (or a choice is recorded in
+        `rows`): the choice can be made now.
+    """
+    how = _selection_how(table.spec, table.args, table.selection_seeds)
+    if _recorded_gamma_choice(table, experiment, data, mapping, rows, how) is not None:
+        return True
+    free = True
+    for gamma in how.grid:
+        for seed in how.seeds:
+            run_dir = _selection_dir(
+                table.run_dir(experiment, data, mapping, seed, gamma), how.epochs
+            )
+            free &= _train_selection_run(
+                table, experiment, data, mapping, seed, gamma, run_dir, how, share=True
+            )
+    return free
 
 
 def _selection_how(spec, args, selection_seeds: list[int]) -> SelectionHow:

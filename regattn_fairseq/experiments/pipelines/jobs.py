@@ -5,7 +5,9 @@
 `run_job`: one writer at a time on the job's folder (`run_lock`, held to the rows: a second
 process waits, then finds the job finished); skipped when its rows exist (unless asked
 again: --rescore, --retrain); else trained, scored (decoded and measured on every evaluation
-set: `score_model` for a fairseq model) and its rows written (the table regenerated). A sweep
+set: `score_model` for a fairseq model) and its rows written (the table regenerated). Shared
+between processes (``--workers``), a job whose folder another process holds is left to it
+(`HELD_ELSEWHERE`): the caller comes back to it, waiting, once the free jobs are done. A sweep
 trains its jobs together, in one Hydra multirun (`run_jobs_together`): the same steps, each
 job's lock held over the training of all.
 """
@@ -24,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from regattn_fairseq.experiments.core import cli
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.core.result_row import ResultRow
-from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.core.run_lock import claim_run_lock, run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.views import write_outputs
@@ -37,9 +39,21 @@ from regattn_fairseq.experiments.train import tracking
 from regattn_fairseq.experiments.train.train import TrainedModel, composed_config
 
 # train(job) -> what was trained, or None on a machine that does not score (a multi-machine
-# launch's others); score(job, trained) -> the job's rows
+# launch's others); score(job, trained) -> the job's rows; started(job): called as a job to do
+# starts (its lock held, its rows missing), before it trains
 Train = Callable[[Job], Any]
 Score = Callable[[Job, Any], list[ResultRow]]
+Started = Callable[[Job], None]
+
+
+class HeldElsewhere:
+    """What `run_job` returns, sharing, for a job whose folder another process holds."""
+
+    def __repr__(self) -> str:
+        return "HELD_ELSEWHERE"
+
+
+HELD_ELSEWHERE = HeldElsewhere()
 
 
 @dataclass(frozen=True)
@@ -82,8 +96,14 @@ def finished(job: Job, outputs: Outputs) -> list[dict]:
 
 
 def run_job(
-    job: Job, outputs: Outputs, train: Train, score: Score, writes_rows: bool = True
-) -> list[dict] | None:
+    job: Job,
+    outputs: Outputs,
+    train: Train,
+    score: Score,
+    writes_rows: bool = True,
+    share: bool = False,
+    started: Started | None = None,
+) -> list[dict] | HeldElsewhere | None:
     """Train and score one job unless its rows exist (see the module docstring).
 
     Parameters
@@ -92,23 +112,41 @@ def run_job(
         False when the training step's own process writes the job's rows to `outputs` (a
         re-run at its commit, `rerun`): `score` then collects them, and they are not
         appended again.
+    share : bool
+        the table's jobs are shared with other processes (``--workers``): a job whose folder
+        another process holds is not waited for but left to it (`HELD_ELSEWHERE`).
+    started : callable, optional
+        called with the job when it is to be trained (its lock held, its rows missing): a
+        progress line.
 
     Returns
     -------
-    list of dict or None
-        Its rows (those found, or the new ones); None on a machine that does not score.
+    list of dict, HELD_ELSEWHERE or None
+        Its rows (those found, or the new ones); HELD_ELSEWHERE when sharing and another
+        process holds it; None on a machine that does not score.
     """
+    if share:
+        with claim_run_lock(job.run_dir, job.label) as holder:
+            if holder is not None:
+                return HELD_ELSEWHERE
+            return _run_held_job(job, outputs, train, score, writes_rows, started)
     # one writer per run folder, held to the rows (run_lock): a second process waits here,
     # then finds the job finished
     with run_lock(job.run_dir, job.label):
-        done = finished(job, outputs)
-        if done:
-            return done
-        trained = train(job)
-        if trained is None:  # another machine than the first: it scores
-            return None
-        rows = score(job, trained)
-        return write_rows(job, outputs, rows) if writes_rows else rows
+        return _run_held_job(job, outputs, train, score, writes_rows, started)
+
+
+def _run_held_job(job, outputs, train, score, writes_rows, started) -> list[dict] | None:
+    done = finished(job, outputs)
+    if done:
+        return done
+    if started is not None:
+        started(job)
+    trained = train(job)
+    if trained is None:  # another machine than the first: it scores
+        return None
+    rows = score(job, trained)
+    return write_rows(job, outputs, rows) if writes_rows else rows
 
 
 def run_jobs_together(

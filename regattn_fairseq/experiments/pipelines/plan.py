@@ -216,10 +216,13 @@ def hours(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
-def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: float = 0.0):
+def print_plan(
+    table: str, scale: str, jobs: list[PlannedJob], extra_seconds: float = 0.0, workers: int = 1
+):
     """The plan, before any training: per (experiment, mapping), the seeds done and to do,
     then the count and the CPU-hours left (one process at a time: each job uses the cores
-    THREADS gives it)."""
+    THREADS gives it), and with `workers` processes sharing the jobs, about how long they take
+    together."""
     todo = [job for job in jobs if not job.done]
     known = [job.seconds for job in todo if job.seconds is not None]
     total = sum(known) + extra_seconds
@@ -234,6 +237,7 @@ def print_plan(table: str, scale: str, jobs: list[PlannedJob], extra_seconds: fl
             f"estimated {total / 3600:.1f} CPU-hours left"
             + (f" ({len(todo) - len(known)} without an estimate)" if len(known) < len(todo) else "")
             + " (medians of the committed rows' training + decoding wall times)"
+            + (f"; about {hours(total / workers)} for {workers} workers" if workers > 1 else "")
         )
     print(
         f"[plan] {table} at scale {scale}: {len(jobs)} jobs, {len(jobs) - len(todo)} done, "
@@ -281,6 +285,9 @@ class Progress:
     A job that resumes a run cut earlier (``resumed``) takes here only what was left of it: it
     is kept out of the pace and the median, which would otherwise read the machine as that much
     faster (a run resumed after 5 of its 7 epochs once put the pace at 0.22).
+
+    With ``workers`` processes sharing the jobs (``--workers``), each prints the lines of the
+    jobs it trains, and the ETA is the jobs left over the workers.
     """
 
     jobs: list[PlannedJob]
@@ -291,6 +298,11 @@ class Progress:
     job_started: float | None = None
     current: PlannedJob | None = None
     current_resumed: bool = False
+    workers: int = 1
+
+    def starting(self, job) -> None:
+        """`jobs.run_job`'s ``started``: the line of a job (`rows.job.Job`) about to train."""
+        self.start(job.experiment.name, job.mapping, job.seed, resumed=has_files(job.run_dir))
 
     def start(self, experiment: str, mapping: str, seed: int, resumed: bool = False) -> None:
         todo = [job for job in self.jobs if not job.done]
@@ -339,7 +351,9 @@ class Progress:
             notes.append(
                 f"{unknown} of {len(left)} jobs counted at this run's median job, {hours(typical)}"
             )
-        total = hours(pace * sum(known) + unknown * typical)
+        if self.workers > 1:
+            notes.append(f"shared by {self.workers} workers")
+        total = hours((pace * sum(known) + unknown * typical) / self.workers)
         return total + (f" ({'; '.join(notes)})" if notes else "")
 
 

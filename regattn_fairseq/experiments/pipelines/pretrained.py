@@ -41,7 +41,6 @@ from regattn_fairseq.experiments.pipelines.plan import (
     ExperimentTrainer,
     PlannedJob,
     grid_seconds,
-    has_files,
     stand_ins,
 )
 from regattn_fairseq.experiments.pipelines.table_jobs import table_outputs
@@ -244,15 +243,25 @@ def _short_run(table, job: Job, model_path: Path, train, valid):
     """
     settings = _settings(job, select=True)
     keeps = not table.args.dry_run.active and not table.args.retrain
-    if keeps:
+
+    def kept_earlier():
         kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
         if kept is not None:
             loss = kept.best_valid_loss
             _say(f"[gamma] {job.label}: validation loss {loss}, kept from an earlier short run")
-            return loss, kept
-    with run_lock(job.run_dir, job.label):
-        _started(job.run_dir)
-        run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
+        return kept
+
+    kept = kept_earlier() if keeps else None
+    if kept is not None:
+        return kept.best_valid_loss, kept
+    with run_lock(job.run_dir, job.label) as waited:
+        # the process waited for may have trained and kept it
+        kept = kept_earlier() if keeps and waited else None
+        if kept is None:
+            _started(job.run_dir)
+            run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
+    if kept is not None:
+        return kept.best_valid_loss, kept
     if not keeps:
         return run.curve["best_valid_loss"], None
     folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
@@ -301,6 +310,11 @@ def gamma_of(table, experiment, data, mapping: str, choose: bool):
     return (selection["chosen"], selection) if selection else (None, None)
 
 
+def _choice_pending(table, mapping: str, gamma) -> bool:
+    """Whether `mapping`'s γ is to be chosen on short runs (GAMMA=auto, no choice recorded)."""
+    return gamma is None and mapping in GAMMA_MAPPINGS and table.args.gamma == "auto"
+
+
 def choose_gammas(table, experiment, data: PreparedData) -> None:
     """--gamma-select-only: each mapping's γ chosen on its short runs where no choice is
     recorded (`gamma_of`)."""
@@ -338,7 +352,7 @@ def plan_jobs(table, experiment, data: PreparedData) -> tuple[list, float]:
     for mapping in table.mappings_of(experiment):
         gamma, _ = gamma_of(table, experiment, data, mapping, choose=False)
         note = ""
-        if gamma is None and mapping in GAMMA_MAPPINGS and table.args.gamma == "auto":
+        if _choice_pending(table, mapping, gamma):
             grid, _ = _grid(table)
             kept = _kept_short_runs(table, experiment, data, mapping, grid)
             note = f"γ chosen first on {len(grid)} short runs"
@@ -392,14 +406,24 @@ def run_experiment(table, experiment, data: PreparedData, progress=None) -> list
         run, started = trained
         return finetuned_rows(job, table.spec.table, table.results_dir, run, started)
 
+    starting = progress.starting if progress is not None else None
+    if table.args.workers > 1:
+        # the first pass of a worker sharing the table: the seeds no other worker holds, of
+        # the mappings whose γ is known (a γ still to choose is chosen in the next pass, its
+        # short runs by whichever worker comes first, the others waiting for each)
+        for mapping in table.mappings_of(experiment):
+            gamma, selection = gamma_of(table, experiment, data, mapping, choose=False)
+            if _choice_pending(table, mapping, gamma):
+                continue
+            for seed in table.seeds:
+                job = _job(table, experiment, data, mapping, seed, gamma, selection)
+                run_job(job, outputs, train_step, score_step, share=True, started=starting)
     exports = []
     for mapping in table.mappings_of(experiment):
         gamma, selection = gamma_of(table, experiment, data, mapping, choose=True)
         for seed in table.seeds:
             job = _job(table, experiment, data, mapping, seed, gamma, selection)
-            if progress is not None:
-                progress.start(experiment.name, mapping, seed, resumed=has_files(job.run_dir))
-            rows = run_job(job, outputs, train_step, score_step)
+            rows = run_job(job, outputs, train_step, score_step, started=starting)
             if seed == table.seeds[0] and attention_stats(rows[0]).get("export"):
                 exports.append(Path(attention_stats(rows[0])["export"]))
     return exports

@@ -10,9 +10,11 @@ trainer's (`trainers`): fairseq-hydra-train, then fairseq-generate or fairseq-va
 
 Tables are the files in configs/reproduce/. A run directory
 (WORK_DIR/checkpoints/<table>/<experiment>/<scale>-<source>/<mapping>/seed<N>) is stable, so an
-interrupted run resumes from its last checkpoint; delete it to train from scratch."""
+interrupted run resumes from its last checkpoint; delete it to train from scratch. With
+--workers N, N processes share the jobs (`workers`)."""
 
 import argparse
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -40,6 +42,7 @@ from regattn_fairseq.experiments.pipelines.trainers import (
     table_experiments,
     trainer_of,
 )
+from regattn_fairseq.experiments.pipelines.workers import other_workers
 from regattn_fairseq.experiments.report.figures import (
     FigureSetup,
     figure_panels,
@@ -82,10 +85,20 @@ def run(argv: list[str] | None = None) -> None:
             table, experiment, prepared[experiment.name]
         )
         jobs, grids = jobs + planned, grids + grid
-    print_plan(args.table, table.scale, jobs, grids)
+    print_plan(args.table, table.scale, jobs, grids, args.workers)
     if args.plan_only:
         return
-    progress = Progress(jobs)
+    # with --workers, the first worker (the process the user started) starts the others
+    starts = args.workers if args.worker == 0 else 1
+    argv = sys.argv[1:] if argv is None else argv
+    progress = Progress(jobs, workers=args.workers)
+    with other_workers(argv, starts, table.work_dir, args.table, table.scale):
+        _run_jobs(args, table, experiments, trainers, prepared, progress)
+
+
+def _run_jobs(args, table: TableRun, experiments, trainers, prepared, progress: Progress) -> None:
+    """The baselines, then each experiment's jobs (or only its γ choices, or only the
+    baselines), then its attention figure (the first worker's, once every job is done)."""
     # a dry run's capped data would make a meaningless baseline; a γ-grid-only run scores none;
     # of a multi-machine launch, machine 0 alone writes rows (the baselines' too)
     if args.launch.scores and not (args.dry_run.active or args.gamma_select_only):
@@ -94,7 +107,7 @@ def run(argv: list[str] | None = None) -> None:
         rescore_baselines = args.rescore and (args.baselines_only or not args.mappings)
         for experiment in experiments:
             run_baselines(
-                spec,
+                table.spec,
                 experiment,
                 table.scale,
                 prepared[experiment.name],
@@ -110,7 +123,8 @@ def run(argv: list[str] | None = None) -> None:
             trainer.choose_gammas(table, experiment, data)
         else:
             exports = trainer.run(table, experiment, data, progress)
-            _draw_attention_figure(table, experiment, trainer, exports)
+            if args.worker == 0:
+                _draw_attention_figure(table, experiment, trainer, exports)
 
 
 def plan_table_run(spec: DictConfig, experiments: list, args: argparse.Namespace) -> TableRun:

@@ -20,7 +20,7 @@ from regattn_fairseq.experiments.core.result_row import attention_stats
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.pipelines import plan
-from regattn_fairseq.experiments.pipelines.jobs import Outputs, run_job, score_model
+from regattn_fairseq.experiments.pipelines.jobs import HELD_ELSEWHERE, Outputs, run_job, score_model
 from regattn_fairseq.experiments.pipelines.plan import TableRun
 from regattn_fairseq.experiments.rows import baselines
 from regattn_fairseq.experiments.rows.job import Job
@@ -161,16 +161,22 @@ def table_outputs(table: TableRun) -> Outputs:
 
 
 def run_table_job(
-    table: TableRun, experiment, data: PreparedData, setup: MappingSetup, seed: int
+    table: TableRun,
+    experiment,
+    data: PreparedData,
+    setup: MappingSetup,
+    seed: int,
+    share: bool = False,
+    started=None,
 ) -> Path | None:
-    """Train and score one seed of a mapping (`jobs.run_job`), unless its rows exist
-    (--rescore, --retrain: run it again).
+    """Train and score one seed of a mapping (`jobs.run_job`, with its `share` and `started`),
+    unless its rows exist (--rescore, --retrain: run it again).
 
     Returns
     -------
     Path or None
         The attention export of its first evaluation set when `seed` is the first seed (a
-        panel of the figure) and it has one.
+        panel of the figure) and it has one; None too for a job left to another process.
     """
     args = table.args
     # a seed that chose γ was trained (or retrained) by choose_gamma: collect it, never train
@@ -184,8 +190,8 @@ def run_table_job(
         return score_model(job, model, table.spec.table, table.spec.decode, table.results_dir)
 
     job = table_job(table, experiment, data, setup, seed)
-    rows = run_job(job, table_outputs(table), train_step, score_step)
-    if seed != table.seeds[0] or not rows:
+    rows = run_job(job, table_outputs(table), train_step, score_step, share=share, started=started)
+    if rows is HELD_ELSEWHERE or seed != table.seeds[0] or not rows:
         return None
     export = attention_stats(rows[0]).get("export")
     return Path(export) if export else None

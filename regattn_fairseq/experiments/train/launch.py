@@ -202,7 +202,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
         "default: the table's recipe, else 1): the LSTMs' small matrix products scale poorly "
         "over threads, and a "
         "2-thread run collapses when another process takes a core, so two 1-thread runs "
-        "(two MAPPINGS=... processes) use two cores best (results/bench/training_cpu.md)",
+        "(--workers 2) use two cores best (results/bench/training_cpu.md)",
     )
     group.add_argument("--nodes", type=int, default=1, help="machines (NODES=M)")
     group.add_argument(

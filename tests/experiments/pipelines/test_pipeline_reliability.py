@@ -425,9 +425,10 @@ def test_ctrl_c_says_where_it_stopped_and_how_to_resume(shared_data, tmp_path):
     assert len({rowkeys.row_key(row) for row in rows}) == len(rows) > 0
 
 
-@pytest.mark.slow
-def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_path):
-    command = [
+def nmt_smoke_command(shared_data: Path, tmp_path: Path, *options: str) -> list[str]:
+    """`scripts/reproduce.py nmt --scale smoke` on softmax and sparsemax with `options`, its
+    work and results in `tmp_path`."""
+    return [
         sys.executable,
         "scripts/reproduce.py",
         "nmt",
@@ -436,6 +437,7 @@ def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_pa
         "--mappings",
         "softmax",
         "sparsemax",
+        *options,
         "--data-dir",
         str(shared_data),
         "--work-dir",
@@ -443,6 +445,11 @@ def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_pa
         "--results-dir",
         str(tmp_path / "results"),
     ]
+
+
+@pytest.mark.slow
+def test_two_identical_tables_at_once_write_one_row_per_cell(shared_data, tmp_path):
+    command = nmt_smoke_command(shared_data, tmp_path)
     # output to files: one process blocked on a full pipe, holding the locks, blocks the other
     logs = [tmp_path / f"reproduce{i}.log" for i in range(2)]
     with contextlib.ExitStack() as running:

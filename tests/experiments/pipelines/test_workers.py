@@ -11,7 +11,7 @@ import children
 import pytest
 from omegaconf import OmegaConf
 from pipelines.test_jobs import _job, _scorer
-from pipelines.test_pipeline_reliability import holding
+from pipelines.test_pipeline_reliability import holding, nmt_smoke_command
 from rows.test_rigor import SPEC
 
 from regattn_checkout.errors import ReproError
@@ -234,27 +234,7 @@ def test_the_workers_command_is_this_command_told_its_number():
 
 @pytest.mark.slow
 def test_two_workers_train_each_job_once(shared_data, tmp_path):
-    command = [
-        sys.executable,
-        "scripts/reproduce.py",
-        "nmt",
-        "--scale",
-        "smoke",
-        "--mappings",
-        "softmax",
-        "sparsemax",
-        "--seeds",
-        "1",
-        "2",
-        "--workers",
-        "2",
-        "--data-dir",
-        str(shared_data),
-        "--work-dir",
-        str(tmp_path),
-        "--results-dir",
-        str(tmp_path / "results"),
-    ]
+    command = nmt_smoke_command(shared_data, tmp_path, "--seeds", "1", "2", "--workers", "2")
     log = tmp_path / "worker0.log"
     with contextlib.ExitStack() as running:
         process = running.enter_context(children.started(command, cwd=REPO_ROOT, output=log))

@@ -35,6 +35,8 @@ def test_a_held_folder_is_claimed_by_no_one_else(tmp_path, capsys):
     # free now (its holder was killed): claimed, held as run_lock holds it, released after
     with run_lock.claim_run_lock(run_dir, "nmt softmax seed 1") as owner:
         assert owner is None and len(run_lock.inherited_fds()) == 1
+        said = capsys.readouterr().out  # the killed holder's record is taken over, and said
+        assert f"[lock] nmt softmax seed 1: taking over {run_dir} from pid {holder.pid}" in said
         # a second claim, from another open file of this same process, finds it held
         with run_lock.claim_run_lock(run_dir, "again") as other:
             assert other is not None and other["command"]

@@ -30,7 +30,7 @@ from regattn_fairseq.experiments.core.cli import UsageError
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats, gamma_selection
-from regattn_fairseq.experiments.core.run_lock import run_lock
+from regattn_fairseq.experiments.core.run_lock import claim_run_lock, run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
@@ -231,37 +231,50 @@ def choose_gamma(table, experiment, data: PreparedData, mapping: str) -> dict:
     return {**selection, "short_runs": cited} if cited else selection
 
 
-def _short_run(table, job: Job, model_path: Path, train, valid):
+def _short_run(table, job: Job, model_path: Path, train, valid, share: bool = False):
     """A short run's best validation loss, and its kept record (`short_runs.KeptShortRun`): the
-    kept one, else trained now and kept as it ends. A dry run's short runs are not kept (their
-    numbers mean nothing): its record is None.
+    kept one, else trained now and kept as it ends, under the run's lock (a process that waited
+    for the lock reads what its holder kept). A dry run's short runs are not kept (their
+    numbers mean nothing): its record is None. Sharing the table's jobs (``share``), a short
+    run that another process holds is left to it.
 
     Returns
     -------
-    tuple
-        (best validation loss, `short_runs.KeptShortRun` or None).
+    tuple or None
+        (best validation loss, `short_runs.KeptShortRun` or None); None when it was left to
+        another process.
     """
     settings = _settings(job, select=True)
     keeps = not table.args.dry_run.active and not table.args.retrain
-
-    def kept_earlier():
-        kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
-        if kept is not None:
-            loss = kept.best_valid_loss
-            _say(f"[gamma] {job.label}: validation loss {loss}, kept from an earlier short run")
-        return kept
-
-    kept = kept_earlier() if keeps else None
+    kept = _kept_short_run(table, job, settings) if keeps else None
     if kept is not None:
         return kept.best_valid_loss, kept
+    if share:
+        with claim_run_lock(job.run_dir, job.label) as holder:
+            if holder is not None:
+                return None
+            return _train_short_run(table, job, settings, keeps, model_path, train, valid)
     with run_lock(job.run_dir, job.label) as waited:
         # the process waited for may have trained and kept it
-        kept = kept_earlier() if keeps and waited else None
-        if kept is None:
-            _started(job.run_dir)
-            run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
+        kept = _kept_short_run(table, job, settings) if keeps and waited else None
+        if kept is not None:
+            return kept.best_valid_loss, kept
+        return _train_short_run(table, job, settings, keeps, model_path, train, valid)
+
+
+def _kept_short_run(table, job: Job, settings: FineTuneSettings):
+    """The short run's kept record (`short_runs.recorded`), said when there is one."""
+    kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
     if kept is not None:
-        return kept.best_valid_loss, kept
+        loss = kept.best_valid_loss
+        _say(f"[gamma] {job.label}: validation loss {loss}, kept from an earlier short run")
+    return kept
+
+
+def _train_short_run(table, job: Job, settings, keeps: bool, model_path: Path, train, valid):
+    """Fine-tune a short run (its lock held), then keep it unless `keeps` is False."""
+    _started(job.run_dir)
+    run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
     if not keeps:
         return run.curve["best_valid_loss"], None
     folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
@@ -269,6 +282,26 @@ def _short_run(table, job: Job, model_path: Path, train, valid):
     # read back from the folder: the number the choice uses is the one committed
     kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
     return kept.best_valid_loss, kept
+
+
+def _train_free_short_runs(table, experiment, data, mapping: str, model_path: Path, splits) -> bool:
+    """Sharing the table's jobs (``--workers``): train the short runs of `mapping`'s γ grid
+    that no other process holds, without choosing (`choose_gamma` chooses once all are kept;
+    the values beyond the grid's edge depend on the choice and are trained then).
+
+    Returns
+    -------
+    bool
+        True when none was left to another process: the choice can be made now.
+    """
+    grid, _ = _grid(table)
+    free = True
+    for gamma in grid:
+        for seed in table.selection_seeds:
+            job = _job(table, experiment, data, mapping, seed, gamma, select=True)
+            ran = _short_run(table, job, model_path, splits["train"], splits["valid"], share=True)
+            free &= ran is not None
+    return free
 
 
 def _criterion(experiment, scale: str) -> str:
@@ -408,13 +441,15 @@ def run_experiment(table, experiment, data: PreparedData, progress=None) -> list
 
     starting = progress.starting if progress is not None else None
     if table.args.workers > 1:
-        # the first pass of a worker sharing the table: the seeds no other worker holds, of
-        # the mappings whose γ is known (a γ still to choose is chosen in the next pass, its
-        # short runs by whichever worker comes first, the others waiting for each)
+        # the first pass of a worker sharing the table: the short runs of a γ still to choose
+        # and then the seeds that no other worker holds; a mapping whose short runs are partly
+        # another worker's is chosen and trained in the next pass
         for mapping in table.mappings_of(experiment):
             gamma, selection = gamma_of(table, experiment, data, mapping, choose=False)
             if _choice_pending(table, mapping, gamma):
-                continue
+                if not _train_free_short_runs(table, experiment, data, mapping, model_path, splits):
+                    continue
+                gamma, selection = gamma_of(table, experiment, data, mapping, choose=True)
             for seed in table.seeds:
                 job = _job(table, experiment, data, mapping, seed, gamma, selection)
                 run_job(job, outputs, train_step, score_step, share=True, started=starting)

@@ -4,10 +4,13 @@
 import gzip
 import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from pipelines.test_pipeline_reliability import holding
 
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.config import load_config
@@ -103,6 +106,24 @@ def test_a_kept_folder_is_never_replaced(tmp_path, fake_fine_tune):
     # so does keeping the retrained run's log (0.7 in the work folder now)
     assert short_runs.keep(table.results_dir, TABLE, job, settings) == folder
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == kept
+
+
+def test_a_short_run_waited_for_is_read_from_what_its_holder_kept(tmp_path, fake_fine_tune):
+    """Two processes choosing the same γ (two workers): the one that waited for a short run's
+    lock reads the run its holder trained and kept, and trains nothing."""
+    table, experiment = _table(tmp_path)
+    job = _job(table, experiment)
+    settings = pretrained._settings(job, select=True)
+    with holding(job.run_dir, "3"):
+        waiting = ThreadPoolExecutor(1).submit(_loss, table, job, tmp_path)
+        time.sleep(1)  # it found nothing kept and waits for the lock
+        assert not waiting.done()
+        # meanwhile the holder trains the run and keeps it, before it lets go of the lock
+        pretrained._started(job.run_dir)
+        FakeFineTune(valid_loss=0.55)(settings, tmp_path, [], [], job.run_dir, None)
+        short_runs.keep(table.results_dir, TABLE, job, settings)
+        assert waiting.result(timeout=30) == 0.55
+    assert fake_fine_tune.calls == 0
 
 
 def test_a_dry_runs_short_runs_are_not_kept(tmp_path, fake_fine_tune):

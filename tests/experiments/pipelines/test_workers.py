@@ -12,6 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 from pipelines.test_jobs import _job, _scorer
 from pipelines.test_pipeline_reliability import holding, nmt_smoke_command
+from pipelines.test_short_runs import FakeFineTune
+from pipelines.test_short_runs import _table as short_run_table
 from rows.test_rigor import SPEC
 
 from regattn_checkout.errors import ReproError
@@ -135,10 +137,11 @@ def test_a_mapping_whose_grid_another_worker_holds_waits_for_the_second_pass(tmp
     assert calls == first + second
 
 
-def test_a_pretrained_worker_leaves_a_gamma_still_to_choose_to_the_second_pass(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize("free", [True, False])
+def test_a_pretrained_worker_chooses_a_gamma_in_the_first_pass_once_its_short_runs_are_in(
+    tmp_path, monkeypatch, free
 ):
-    calls = []
+    calls, short_runs = [], []
 
     def run_job(job, outputs, train, score, share=False, started=None):
         calls.append((job.mapping, job.seed, share))
@@ -148,8 +151,13 @@ def test_a_pretrained_worker_leaves_a_gamma_still_to_choose_to_the_second_pass(
         # sparsemax's γ is chosen on short runs (none recorded): only when asked to choose
         return (4.0, {"chosen": 4.0}) if mapping == "softmax" or choose else (None, None)
 
+    def train_free_short_runs(table, experiment, data, mapping, model_path, splits):
+        short_runs.append(mapping)
+        return free  # False: one of them is another worker's
+
     monkeypatch.setattr(pretrained, "run_job", run_job)
     monkeypatch.setattr(pretrained, "gamma_of", gamma_of)
+    monkeypatch.setattr(pretrained, "_train_free_short_runs", train_free_short_runs)
     monkeypatch.setattr(pretrained, "GAMMA_MAPPINGS", {"sparsemax": None})
     monkeypatch.setattr(pretrained, "pinned_model", lambda experiment: None)
     monkeypatch.setattr(pretrained.pretrained_models, "model_dir", lambda pinned: tmp_path)
@@ -161,9 +169,22 @@ def test_a_pretrained_worker_leaves_a_gamma_still_to_choose_to_the_second_pass(
         lambda t, e, d, mapping, seed, g, s=None: SimpleNamespace(mapping=mapping, seed=seed),
     )
     pretrained.run_experiment(_table(tmp_path, gamma="auto"), None, None)
-    first = [("softmax", 1, True), ("softmax", 2, True)]
+    assert short_runs == ["sparsemax"]  # softmax takes no γ
+    claimed = ("softmax", "sparsemax") if free else ("softmax",)
+    first = [(m, s, True) for m in claimed for s in (1, 2)]
     second = [(m, s, False) for m in ("softmax", "sparsemax") for s in (1, 2)]
     assert calls == first + second
+
+
+def test_a_short_run_another_worker_holds_is_left_to_it(tmp_path, monkeypatch):
+    table, experiment = short_run_table(tmp_path)
+    data = SimpleNamespace(manifest={"source": "offline"})
+    job = pretrained._job(table, experiment, data, "oscarmax", 1, 4.0, select=True)
+    monkeypatch.setattr(pretrained, "fine_tune", FakeFineTune())
+    with run_lock.run_lock(job.run_dir, "the other worker"):
+        assert pretrained._short_run(table, job, tmp_path, [], [], share=True) is None
+    assert pretrained._short_run(table, job, tmp_path, [], [], share=True)[0] == 0.6123
+    assert pretrained.fine_tune.calls == 1
 
 
 @pytest.mark.parametrize(

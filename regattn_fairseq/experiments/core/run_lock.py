@@ -10,7 +10,8 @@ keeps one contract: a command that exits 0 leaves every job it was asked for fin
 GAMMA=auto needs every grid run's validation loss anyway.
 
 Processes that share a table's work (``--workers``) take a job only when its folder is free
-(`claim_run_lock`): a held one is left to its holder and waited for once the free ones are done.
+(`run_lock` with ``wait=False``): a held one is left to its holder and waited for once the free
+ones are done.
 
 The lock is `fcntl.flock` on a file beside the run folder (``.<folder>.lock``; --retrain
 deletes the folder itself). The kernel releases it when its holder dies, SIGKILL included, so a
@@ -84,8 +85,9 @@ def _read_owner(handle) -> dict | None:
 
 
 @contextmanager
-def run_lock(run_dir: Path, label: str) -> Iterator[bool]:
-    """Hold a run folder's lock: wait while another process holds it.
+def run_lock(run_dir: Path, label: str, wait: bool = True) -> Iterator[bool | None]:
+    """Hold a run folder's lock: wait while another process holds it, or, with ``wait=False``
+    (processes sharing a table's jobs, ``--workers``), leave the folder to its holder.
 
     Parameters
     ----------
@@ -93,20 +95,32 @@ def run_lock(run_dir: Path, label: str) -> Iterator[bool]:
         the run folder (checkpoints, decode output, scores).
     label : str
         the job in words, for the messages (e.g. ``"snli softmax seed 1"``).
+    wait : bool
+        False: never wait; a folder another process holds is said in a line and not held.
 
     Yields
     ------
-    bool
+    bool or None
         Whether this process had to wait (the caller then reads the table again: the other
-        process may have finished the job).
+        process may have finished the job); None, with ``wait=False``, when another process
+        holds the folder and nothing is held.
     """
     with _lock_file(run_dir) as handle:
         waited = False
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = describe_owner(_read_owner(handle))
+            if not wait:
+                print(
+                    f"[share] {label}: {run_dir} is run by {holder}; on to the next job (this "
+                    "one is waited for at the end)",
+                    flush=True,
+                )
+                yield None
+                return
             print(
-                f"[wait] {label}: {run_dir} is locked by {describe_owner(_read_owner(handle))}; "
+                f"[wait] {label}: {run_dir} is locked by {holder}; "
                 "waiting for it (then the job is skipped if it finished)",
                 flush=True,
             )
@@ -114,38 +128,6 @@ def run_lock(run_dir: Path, label: str) -> Iterator[bool]:
             waited = True
         with _held(handle, run_dir, label):
             yield waited
-
-
-@contextmanager
-def claim_run_lock(run_dir: Path, label: str) -> Iterator[dict | None]:
-    """Hold a run folder's lock if no other process holds it; never wait.
-
-    Parameters
-    ----------
-    run_dir, label
-        as for `run_lock`.
-
-    Yields
-    ------
-    dict or None
-        None when this process holds the lock (as `run_lock` would); else the holder's record
-        (pid, host, since, command; empty when it wrote none), said in a line, and nothing is
-        held.
-    """
-    with _lock_file(run_dir) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_owner(handle) or {}
-            print(
-                f"[share] {label}: {run_dir} is run by {describe_owner(holder)}; on to the next "
-                "job (this one is waited for at the end)",
-                flush=True,
-            )
-            yield holder
-            return
-        with _held(handle, run_dir, label):
-            yield None
 
 
 @contextmanager

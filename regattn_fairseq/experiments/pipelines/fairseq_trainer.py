@@ -154,11 +154,12 @@ def run_experiment(table: TableRun, experiment, data: PreparedData, progress=Non
         figure's panels).
     """
     starting = progress.starting if progress is not None else None
-    if table.args.workers > 1:
-        _run_free_jobs(table, experiment, data, starting)
+    # the first pass's γ choices are final: not made again (each would restart fairseq on
+    # every finished grid run)
+    setups = _run_free_jobs(table, experiment, data, starting) if table.args.workers > 1 else {}
     exports = []
     for mapping in table.mappings_of(experiment):
-        setup = mapping_setup(table, experiment, data, mapping)
+        setup = setups.get(mapping) or mapping_setup(table, experiment, data, mapping)
         for seed in table.seeds:
             export = run_table_job(table, experiment, data, setup, seed, started=starting)
             if export is not None:
@@ -166,17 +167,27 @@ def run_experiment(table: TableRun, experiment, data: PreparedData, progress=Non
     return exports
 
 
-def _run_free_jobs(table: TableRun, experiment, data: PreparedData, starting) -> None:
+def _run_free_jobs(
+    table: TableRun, experiment, data: PreparedData, starting
+) -> dict[str, MappingSetup]:
     """The first pass of a worker sharing the table: each mapping's γ grid runs that no other
     worker holds (`gamma_select.train_free_grid_runs`), then, where its γ can be chosen, its
-    seeds that no other worker holds; held ones are left to their holders."""
+    seeds that no other worker holds; held ones are left to their holders.
+
+    Returns
+    -------
+    dict
+        mapping -> its `MappingSetup`, for the mappings whose γ was settled in this pass.
+    """
+    setups = {}
     for mapping in table.mappings_of(experiment):
         tuned = table.args.gamma == "auto" and mapping in GAMMA_MAPPINGS
         if tuned and not train_free_grid_runs(table, experiment, data, mapping, table.rows()):
             continue  # part of its grid is another worker's: its choice waits for the next pass
-        setup = mapping_setup(table, experiment, data, mapping)
+        setups[mapping] = setup = mapping_setup(table, experiment, data, mapping)
         for seed in table.seeds:
             run_table_job(table, experiment, data, setup, seed, share=True, started=starting)
+    return setups
 
 
 TRAINER = ExperimentTrainer(

@@ -18,7 +18,7 @@ from pathlib import Path
 from regattn import mappings
 from regattn_checkout.errors import ReproError
 from regattn_fairseq.experiments.core.result_row import gamma_selection, train_record
-from regattn_fairseq.experiments.core.run_lock import claim_run_lock, run_lock
+from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.pipelines.gamma_edge import search_grid, selection_settled
 from regattn_fairseq.experiments.pipelines.plan import TableRun, grid_seconds, stand_ins
 from regattn_fairseq.experiments.pipelines.table_jobs import (
@@ -203,12 +203,9 @@ def _train_selection_run(
         return True
     # Otherwise through fairseq: a finished run stops at once, an interrupted one resumes
     # from checkpoint_last.pt (checkpoint_best.pt alone does not mean it finished).
-    if share:
-        with claim_run_lock(job.run_dir, job.label) as holder:
-            if holder is None:
-                train_fresh(job, args.retrain, args.launch)
-        return holder is None
-    with run_lock(job.run_dir, job.label):
+    with run_lock(job.run_dir, job.label, wait=not share) as waited:
+        if waited is None:
+            return False
         train_fresh(job, args.retrain, args.launch)
     return True
 

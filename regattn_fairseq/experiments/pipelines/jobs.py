@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from regattn_fairseq.experiments.core import cli
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.core.result_row import ResultRow
-from regattn_fairseq.experiments.core.run_lock import claim_run_lock, run_lock
+from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
 from regattn_fairseq.experiments.report.views import write_outputs
@@ -125,28 +125,21 @@ def run_job(
         Its rows (those found, or the new ones); HELD_ELSEWHERE when sharing and another
         process holds it; None on a machine that does not score.
     """
-    if share:
-        with claim_run_lock(job.run_dir, job.label) as holder:
-            if holder is not None:
-                return HELD_ELSEWHERE
-            return _run_held_job(job, outputs, train, score, writes_rows, started)
     # one writer per run folder, held to the rows (run_lock): a second process waits here,
-    # then finds the job finished
-    with run_lock(job.run_dir, job.label):
-        return _run_held_job(job, outputs, train, score, writes_rows, started)
-
-
-def _run_held_job(job, outputs, train, score, writes_rows, started) -> list[dict] | None:
-    done = finished(job, outputs)
-    if done:
-        return done
-    if started is not None:
-        started(job)
-    trained = train(job)
-    if trained is None:  # another machine than the first: it scores
-        return None
-    rows = score(job, trained)
-    return write_rows(job, outputs, rows) if writes_rows else rows
+    # then finds the job finished; sharing, it leaves the job to the first
+    with run_lock(job.run_dir, job.label, wait=not share) as waited:
+        if waited is None:
+            return HELD_ELSEWHERE
+        done = finished(job, outputs)
+        if done:
+            return done
+        if started is not None:
+            started(job)
+        trained = train(job)
+        if trained is None:  # another machine than the first: it scores
+            return None
+        rows = score(job, trained)
+        return write_rows(job, outputs, rows) if writes_rows else rows
 
 
 def run_jobs_together(

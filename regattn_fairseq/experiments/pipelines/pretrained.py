@@ -30,7 +30,7 @@ from regattn_fairseq.experiments.core.cli import UsageError
 from regattn_fairseq.experiments.core.config import load_config
 from regattn_fairseq.experiments.core.provenance import provenance
 from regattn_fairseq.experiments.core.result_row import ResultRow, attention_stats, gamma_selection
-from regattn_fairseq.experiments.core.run_lock import claim_run_lock, run_lock
+from regattn_fairseq.experiments.core.run_lock import run_lock
 from regattn_fairseq.experiments.data import checksums
 from regattn_fairseq.experiments.data.prepare import PreparedData
 from regattn_fairseq.experiments.data.test_sets import experiment_test_sets
@@ -249,17 +249,22 @@ def _short_run(table, job: Job, model_path: Path, train, valid, share: bool = Fa
     kept = _kept_short_run(table, job, settings) if keeps else None
     if kept is not None:
         return kept.best_valid_loss, kept
-    if share:
-        with claim_run_lock(job.run_dir, job.label) as holder:
-            if holder is not None:
-                return None
-            return _train_short_run(table, job, settings, keeps, model_path, train, valid)
-    with run_lock(job.run_dir, job.label) as waited:
-        # the process waited for may have trained and kept it
+    # trained and kept under the run's lock: a process that waited for it finds it kept
+    with run_lock(job.run_dir, job.label, wait=not share) as waited:
+        if waited is None:
+            return None
         kept = _kept_short_run(table, job, settings) if keeps and waited else None
         if kept is not None:
             return kept.best_valid_loss, kept
-        return _train_short_run(table, job, settings, keeps, model_path, train, valid)
+        _started(job.run_dir)
+        run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
+        if not keeps:
+            return run.curve["best_valid_loss"], None
+        folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
+    _say(f"[gamma] {job.label}: kept in {folder}")
+    # read back from the folder: the number the choice uses is the one committed
+    kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
+    return kept.best_valid_loss, kept
 
 
 def _kept_short_run(table, job: Job, settings: FineTuneSettings):
@@ -269,19 +274,6 @@ def _kept_short_run(table, job: Job, settings: FineTuneSettings):
         loss = kept.best_valid_loss
         _say(f"[gamma] {job.label}: validation loss {loss}, kept from an earlier short run")
     return kept
-
-
-def _train_short_run(table, job: Job, settings, keeps: bool, model_path: Path, train, valid):
-    """Fine-tune a short run (its lock held), then keep it unless `keeps` is False."""
-    _started(job.run_dir)
-    run = fine_tune(settings, model_path, train, valid, job.run_dir, _say)
-    if not keeps:
-        return run.curve["best_valid_loss"], None
-    folder = short_runs.keep(table.results_dir, table.spec.table, job, settings)
-    _say(f"[gamma] {job.label}: kept in {folder}")
-    # read back from the folder: the number the choice uses is the one committed
-    kept = short_runs.recorded(table.results_dir, table.spec.table, job, settings)
-    return kept.best_valid_loss, kept
 
 
 def _train_free_short_runs(table, experiment, data, mapping: str, model_path: Path, splits) -> bool:

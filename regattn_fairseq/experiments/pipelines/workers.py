@@ -5,8 +5,8 @@ starts workers 1..N-1: the same command line, each told its number (``--worker k
 output in ``WORK_DIR/logs/reproduce-<table>-<scale>-worker<k>.log``. Every worker walks the
 table's jobs in the same order twice (the trainers' ``run``):
 
-1. it trains each job whose run folder no other worker holds (`core.run_lock.claim_run_lock`),
-   leaving a held one to its holder;
+1. it trains each job whose run folder no other worker holds (`core.run_lock.run_lock` with
+   ``wait=False``), leaving a held one to its holder;
 2. it walks them again as a single process does, waiting for a held folder, then finding the
    job finished (its rows written by its holder) and skipping it.
 

@@ -1,9 +1,10 @@
 """Processes sharing a table's jobs (`--workers`, `pipelines.workers`): a job whose folder
-another process holds is left to it in a first pass (`claim_run_lock`, `run_job(share=True)`)
+another process holds is left to it in a first pass (`run_lock(wait=False)`, `run_job(share=True)`)
 and waited for in the second; the first worker starts the others and fails, naming the log,
 when one of them fails; the options that would train a job twice are refused."""
 
 import contextlib
+import os
 import sys
 from types import SimpleNamespace
 
@@ -28,23 +29,26 @@ from regattn_fairseq.experiments.rows.store import load_rows
 def test_a_held_folder_is_claimed_by_no_one_else(tmp_path, capsys):
     run_dir = tmp_path / "softmax" / "seed1"
     with holding(run_dir, "5") as holder:
-        with run_lock.claim_run_lock(run_dir, "nmt softmax seed 1") as owner:
-            assert owner["pid"] == holder.pid
+        with run_lock.run_lock(run_dir, "nmt softmax seed 1", wait=False) as waited:
+            assert waited is None  # held elsewhere: left to its holder
             assert run_lock.inherited_fds() == ()  # nothing held
         holder.kill()
     out = capsys.readouterr().out
     assert f"[share] nmt softmax seed 1: {run_dir} is run by pid {holder.pid} on " in out
-    # free now (its holder was killed): claimed, held as run_lock holds it, released after
-    with run_lock.claim_run_lock(run_dir, "nmt softmax seed 1") as owner:
-        assert owner is None and len(run_lock.inherited_fds()) == 1
+    # free now (its holder was killed): taken, held as a waiting run_lock holds it, released
+    with run_lock.run_lock(run_dir, "nmt softmax seed 1", wait=False) as waited:
+        assert waited is False and len(run_lock.inherited_fds()) == 1
         said = capsys.readouterr().out  # the killed holder's record is taken over, and said
         assert f"[lock] nmt softmax seed 1: taking over {run_dir} from pid {holder.pid}" in said
-        # a second claim, from another open file of this same process, finds it held
-        with run_lock.claim_run_lock(run_dir, "again") as other:
-            assert other is not None and other["command"]
+        # a second try, from another open file of this same process, finds it held by this one
+        with run_lock.run_lock(run_dir, "again", wait=False) as other:
+            assert other is None
+        assert f"[share] again: {run_dir} is run by pid {os.getpid()} on " in (
+            capsys.readouterr().out
+        )
     assert run_lock.inherited_fds() == ()
-    with run_lock.claim_run_lock(run_dir, "once more") as owner:
-        assert owner is None
+    with run_lock.run_lock(run_dir, "once more", wait=False) as waited:
+        assert waited is False
 
 
 def test_a_shared_job_held_elsewhere_is_left_then_trained_once_free(tmp_path):
@@ -105,13 +109,18 @@ def test_a_worker_trains_the_free_jobs_first_then_waits_for_the_rest(tmp_path, m
     def run_table_job(table, experiment, data, setup, seed, share=False, started=None):
         calls.append((setup.mapping, seed, share))
 
+    def mapping_setup(table, experiment, data, mapping):
+        setups.append(mapping)
+        return MappingSetup(mapping, None, None)
+
+    setups = []
     monkeypatch.setattr(fairseq_trainer, "run_table_job", run_table_job)
-    monkeypatch.setattr(
-        fairseq_trainer, "mapping_setup", lambda t, e, d, m: MappingSetup(m, None, None)
-    )
+    monkeypatch.setattr(fairseq_trainer, "mapping_setup", mapping_setup)
     fairseq_trainer.run_experiment(_table(tmp_path), None, None)
     every = [(m, s) for m in ("softmax", "sparsemax") for s in (1, 2)]
     assert calls == [(*job, True) for job in every] + [(*job, False) for job in every]
+    # each mapping's setup (its γ choice) is made once, in the first pass, not again
+    assert setups == ["softmax", "sparsemax"]
 
 
 def test_a_mapping_whose_grid_another_worker_holds_waits_for_the_second_pass(tmp_path, monkeypatch):
@@ -124,17 +133,21 @@ def test_a_mapping_whose_grid_another_worker_holds_waits_for_the_second_pass(tmp
         grids.append(mapping)
         return mapping != "sparsemax"  # part of sparsemax's grid is held elsewhere
 
+    def mapping_setup(table, experiment, data, mapping):
+        setups.append(mapping)
+        return MappingSetup(mapping, 1.0, None)
+
+    setups = []
     monkeypatch.setattr(fairseq_trainer, "run_table_job", run_table_job)
     monkeypatch.setattr(fairseq_trainer, "train_free_grid_runs", train_free_grid_runs)
-    monkeypatch.setattr(
-        fairseq_trainer, "mapping_setup", lambda t, e, d, m: MappingSetup(m, 1.0, None)
-    )
+    monkeypatch.setattr(fairseq_trainer, "mapping_setup", mapping_setup)
     monkeypatch.setattr(fairseq_trainer, "GAMMA_MAPPINGS", {"sparsemax": None})
     fairseq_trainer.run_experiment(_table(tmp_path, gamma="auto"), None, None)
     assert grids == ["sparsemax"]  # softmax takes no γ
     first = [("softmax", 1, True), ("softmax", 2, True)]
     second = [(m, s, False) for m in ("softmax", "sparsemax") for s in (1, 2)]
     assert calls == first + second
+    assert setups == ["softmax", "sparsemax"]  # sparsemax's choice: in the second pass only
 
 
 @pytest.mark.parametrize("free", [True, False])

@@ -45,6 +45,7 @@ from regattn_fairseq.experiments.pipelines.trainers import (
 from regattn_fairseq.experiments.pipelines.workers import other_workers
 from regattn_fairseq.experiments.report.figures import (
     FigureSetup,
+    cells_without_attention,
     figure_panels,
     gamma_suffix,
     plot_attention_figure,
@@ -210,7 +211,16 @@ def _draw_attention_figure(
         args.dry_run.record(),
         tuple(trainer.gamma_mappings),
     )
-    panels = figure_panels(exports, table.rows(), setup, table.results_dir)
+    rows = table.rows()
+    panels = figure_panels(exports, rows, setup, table.results_dir)
+    missing = cells_without_attention(rows, setup, table.results_dir)
+    if missing:
+        print(
+            f"[figure] {experiment.name}: no panel for {', '.join(missing)}: no run of theirs "
+            "has its attention on disk (an export, or a sidecar in results/raw/attention); "
+            "--rescore on a machine that holds a checkpoint of theirs decodes it again",
+            flush=True,
+        )
     if panels:
         figure = plot_attention_figure(
             table.results_dir / "figures",

@@ -24,7 +24,12 @@ from regattn_fairseq.experiments.report.attention_plots import (
     panel_label,
     plot_sentence,
 )
-from regattn_fairseq.experiments.rows.keys import row_config_sha256, row_label, split_current
+from regattn_fairseq.experiments.rows.keys import (
+    is_baseline,
+    row_config_sha256,
+    row_label,
+    split_current,
+)
 
 # How many of a run's readable sentences (`_readable`) its figure sidecar keeps.
 FIGURE_SENTENCES = 25
@@ -274,14 +279,8 @@ def figure_panels(exports, rows, setup: FigureSetup, results_dir: Path) -> list[
         per panel, this invocation's first, each cell once: the export or sidecar to draw and
         the run it shows (`figure_run`).
     """
-    first_evaluation = next(iter(experiment_test_sets(setup.experiment)))
-    shown, _ = split_current(rows)
-    cells = {}  # config hash -> the cell's rows of this setup, of every seed
-    for row in shown:
-        if setup.shows(row, first_evaluation):
-            cells.setdefault(row_config_sha256(row), []).append(row)
     panels = {}  # the row's export path (its sidecar where it has none) -> (what to draw, run)
-    for cell in cells.values():
+    for cell in _figure_cells(rows, setup):
         for row in sorted(cell, key=lambda r: (r["seed"] != setup.seed, r["seed"])):
             drawn = _attention_on_disk(row, results_dir)
             if drawn is not None:
@@ -294,14 +293,47 @@ def figure_panels(exports, rows, setup: FigureSetup, results_dir: Path) -> list[
     return [panel for _, panel in ordered]
 
 
-def _attention_on_disk(row: ResultRow, results_dir: Path) -> tuple[Path, Path] | None:
+def cells_without_attention(rows, setup: FigureSetup, results_dir: Path) -> list[str]:
+    """The cells of a figure's setup that it cannot show: no run of theirs, of any seed, has
+    its attention on disk, as an export or as a figure sidecar (decoded on a machine that is
+    gone, or before exports were kept). `figure_panels` leaves them out; the caller says so.
+
+    Returns
+    -------
+    list of str
+        Their labels (`rows.keys.row_label`), in the rows' order.
+    """
+    return [
+        row_label(cell[0])
+        for cell in _figure_cells(rows, setup)
+        if all(_attention_on_disk(row, results_dir, keep=False) is None for row in cell)
+    ]
+
+
+def _figure_cells(rows, setup: FigureSetup) -> list[list[ResultRow]]:
+    """The current rows a figure of `setup` shows (on the experiment's first evaluation set),
+    grouped by cell (config hash), every seed; a baseline has no attention to show."""
+    first_evaluation = next(iter(experiment_test_sets(setup.experiment)))
+    shown, _ = split_current(rows)
+    cells: dict[str, list[ResultRow]] = {}
+    for row in shown:
+        if setup.shows(row, first_evaluation) and not is_baseline(row):
+            cells.setdefault(row_config_sha256(row), []).append(row)
+    return list(cells.values())
+
+
+def _attention_on_disk(
+    row: ResultRow, results_dir: Path, keep: bool = True
+) -> tuple[Path, Path] | None:
     """A row's attention to draw, as (the row's export path, or its sidecar where it records
-    none; the file to draw): its export, whose sentences are kept in its sidecar on the way,
-    else its sidecar; None when neither is on disk."""
+    none; the file to draw): its export, whose sentences are kept in its sidecar on the way
+    (unless `keep` is False: a check that writes nothing), else its sidecar; None when neither
+    is on disk."""
     export = Path(attention_stats(row).get("export") or "")
     sidecar = results_dir / figure_sidecar_name(row["run_id"], row["evaluation"])
     if export.name and export.is_file():
-        keep_figure_sentences(export, sidecar)
+        if keep:
+            keep_figure_sentences(export, sidecar)
         return export, export
     if sidecar.is_file():
         return (export if export.name else sidecar), sidecar

@@ -21,6 +21,7 @@ from regattn_fairseq.experiments.pipelines import (
 )
 from regattn_fairseq.experiments.report.figures import (
     FigureSetup,
+    cells_without_attention,
     figure_panels,
     figure_sidecar_name,
     gamma_suffix,
@@ -443,6 +444,11 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
     ]
     own = [tmp_path / "entmax1516.0.jsonl"]
     setup = FigureSetup(experiment, "small", 1, args.gamma, dry, mappings.gamma_configs())
+    # the cell whose attention is nowhere on disk is named (a baseline, which has no
+    # attention, is not), and naming it writes nothing
+    baseline = {**row("copy lemma", None, False, exists=False), "baseline": {"rule": "copy"}}
+    assert cells_without_attention([*rows, baseline], setup, results) == ["sparsemax (γ=16)"]
+    assert not (results / "raw").exists()
     panels = figure_panels(own, rows, setup, results)
     assert [path for path, _ in panels] == [
         tmp_path / "entmax1516.0.jsonl",
@@ -467,6 +473,7 @@ def test_one_figure_gathers_the_mappings_run_by_separate_processes(tmp_path):
         path.unlink()
     panels = figure_panels([], rows, setup, results)
     assert [path for path, _ in panels] == [sidecar("softmax4.0"), sidecar("entmax1516.0")]
+    assert cells_without_attention(rows, setup, results) == ["sparsemax (γ=16)"]
     assert [run["run_id"] for _, run in panels] == ["softmax4.0", "entmax1516.0"]
     assert sidecar("softmax4.0").read_bytes() == first
     assert gamma_suffix("auto") == "_gamma-auto"
